@@ -1,0 +1,49 @@
+# kibitz: the two commands a newcomer needs are `make run` and `make test`.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+STOCKFISH ?= $(shell command -v stockfish 2>/dev/null || ls /usr/games/stockfish 2>/dev/null)
+
+.PHONY: setup run test test-all bench kafka kafka-stop clean
+
+setup: $(STAMP) stockfish
+
+$(PY):
+	python3 -m venv $(VENV)
+
+# reinstall only when the project metadata changes, so a second `make setup` takes seconds
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+stockfish:
+	@if command -v stockfish >/dev/null 2>&1 || [ -x /usr/games/stockfish ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Stockfish from Debian"; \
+	  (apt-get install -y -qq stockfish >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq stockfish >/dev/null)) \
+	  || { echo "could not install stockfish: run 'sudo apt-get install stockfish' or set KIBITZ_ENGINE=/path/to/stockfish"; exit 1; }; \
+	else echo "Stockfish is missing: run 'sudo apt-get install stockfish' (Debian/Ubuntu) or set KIBITZ_ENGINE=/path/to/stockfish"; exit 1; fi
+
+run: setup
+	$(VENV)/bin/kibitz replay --demo --speed 60
+
+test: setup
+	$(PY) -m pytest -q
+
+test-all: setup
+	$(PY) -m pytest -q -m ''
+
+bench: setup
+	$(PY) bench/rating_update.py
+	$(PY) bench/engine_overhead.py
+
+kafka:
+	bash deploy/kafka/kafka.sh start
+
+kafka-stop:
+	bash deploy/kafka/kafka.sh stop
+
+clean:
+	rm -rf $(VENV) .cache build *.egg-info

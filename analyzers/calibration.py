@@ -1,0 +1,125 @@
+"""Calibrations: from model parameters (c, a gain histogram) to Elo, for one engine profile.
+
+A :class:`Calibration` is fitted from rated games (``bench/fit_calibration.py``) and saved as a small JSON file in
+``analyzers/calibrations/<profile>.json``. It holds
+
+- ``engine_elo``: the engine spike's strength for Ferreira's Algorithm 4 (Algorithm 3 on the fitting set);
+- ``c_knots``: a monotone piecewise-linear map c -> Elo (linear beyond the end knots), from a fit of FIDE rating
+  on the posterior mean of c per player-game;
+- ``residual_sd``: the sd of FIDE rating around that fit per player-game, for reference.
+
+The Elo interval of a posterior is its c interval mapped through the (monotone) knots.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import CalibrationError
+from .gain import GainHistogram
+from .perceived import DEFAULT_LEVEL, RatingEstimate, live_rating
+from .posterior import SkillPosterior
+
+#: Perceived ratings are clipped to this range: outside it no data supports them.
+ELO_FLOOR, ELO_CEILING = 0.0, 3600.0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    profile: str
+    engine: str
+    engine_elo: float
+    c_knots: list[tuple[float, float]]
+    residual_sd: float
+    provisional: bool = True
+    fitted_on: str = ""
+    command: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.c_knots) < 2:
+            raise CalibrationError("a calibration needs at least two c knots")
+        cs = [c for c, _ in self.c_knots]
+        es = [e for _, e in self.c_knots]
+        if any(b <= a for a, b in zip(cs, cs[1:])) or any(b < a for a, b in zip(es, es[1:])):
+            raise CalibrationError("c knots must be strictly increasing in c and non-decreasing in Elo")
+
+    # -- mapping ----------------------------------------------------------------------------------------
+    def elo_from_c(self, c: float) -> float:
+        cs = np.array([k[0] for k in self.c_knots])
+        es = np.array([k[1] for k in self.c_knots])
+        if c < cs[0]:
+            slope = (es[1] - es[0]) / (cs[1] - cs[0])
+            e = es[0] + slope * (c - cs[0])
+        elif c > cs[-1]:
+            slope = (es[-1] - es[-2]) / (cs[-1] - cs[-2])
+            e = es[-1] + slope * (c - cs[-1])
+        else:
+            e = float(np.interp(c, cs, es))
+        return float(min(ELO_CEILING, max(ELO_FLOOR, e)))
+
+    def c_from_elo(self, elo: float) -> float:
+        """Inverse map (for a reference rating in fair-play statistics); flat stretches map to their start."""
+        cs = [k[0] for k in self.c_knots]
+        es = [k[1] for k in self.c_knots]
+        if elo <= es[0]:
+            slope = (es[1] - es[0]) / (cs[1] - cs[0])
+            return cs[0] + (elo - es[0]) / slope if slope > 0 else cs[0]
+        if elo >= es[-1]:
+            slope = (es[-1] - es[-2]) / (cs[-1] - cs[-2])
+            return cs[-1] + (elo - es[-1]) / slope if slope > 0 else cs[-1]
+        return float(np.interp(elo, es, cs))
+
+    def from_posterior(self, post: SkillPosterior, level: float = DEFAULT_LEVEL) -> RatingEstimate:
+        mean, _, lo, hi = post.summary(level)
+        return RatingEstimate(self.elo_from_c(mean), self.elo_from_c(lo), self.elo_from_c(hi), post.n, level)
+
+    def from_histogram(self, h: GainHistogram, level: float = DEFAULT_LEVEL) -> RatingEstimate:
+        est = live_rating(h, self.engine_elo, level=level)
+        clip = lambda x: min(ELO_CEILING, max(ELO_FLOOR, x))  # noqa: E731
+        return RatingEstimate(clip(est.rating), clip(est.low), clip(est.high), est.n, level)
+
+    # -- files ----------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["c_knots"] = [list(k) for k in self.c_knots]
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        try:
+            return cls(
+                profile=data["profile"], engine=data["engine"], engine_elo=float(data["engine_elo"]),
+                c_knots=[(float(c), float(e)) for c, e in data["c_knots"]], residual_sd=float(data["residual_sd"]),
+                provisional=bool(data.get("provisional", True)), fitted_on=data.get("fitted_on", ""),
+                command=data.get("command", ""), extra=dict(data.get("extra", {})),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CalibrationError(f"malformed calibration: {e}") from e
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Calibration:
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text()))
+        except (OSError, json.JSONDecodeError) as e:
+            raise CalibrationError(f"cannot read calibration {path}: {e}") from e
+
+
+def load_calibration(profile: str) -> Calibration:
+    """The calibration shipped for ``profile`` (``analyzers/calibrations/<profile>.json``)."""
+    ref = resources.files("analyzers") / "calibrations" / f"{profile}.json"
+    if not ref.is_file():
+        raise CalibrationError(f"no calibration shipped for profile {profile!r}; fit one with bench/fit_calibration.py")
+    cal = Calibration.from_dict(json.loads(ref.read_text()))
+    if cal.profile != profile:
+        raise CalibrationError(f"{ref} is for profile {cal.profile!r}, not {profile!r}")
+    return cal

@@ -1,0 +1,108 @@
+"""Typed errors raised by :mod:`analyzers`.
+
+Every failure a caller may want to handle differently has its own type; all derive from
+:class:`KibitzError` so a runtime can catch "anything kibitz rejected" in one place and dead-letter it.
+"""
+
+from __future__ import annotations
+
+
+class KibitzError(Exception):
+    """Base class of every error kibitz raises on purpose."""
+
+
+# -- input ---------------------------------------------------------------------------------------------
+class InputError(KibitzError):
+    """An event that cannot be applied; the runtime dead-letters it and carries on."""
+
+    #: short machine-readable reason, used in dead-letter records and metrics labels
+    reason = "invalid_input"
+
+    def __init__(self, message: str, *, game_id: str | None = None, ply: int | None = None) -> None:
+        where = ", ".join(p for p in (f"game {game_id}" if game_id else "", f"ply {ply}" if ply is not None else "") if p)
+        super().__init__(f"{where}: {message}" if where else message)
+        self.game_id = game_id
+        self.ply = ply
+
+
+class MalformedEvent(InputError):
+    """Bytes that are not JSON, or JSON that does not validate against a schema."""
+
+    reason = "malformed"
+
+
+class IllegalMove(InputError):
+    """A move that is not legal (or not even UCI) in the game's current position."""
+
+    reason = "illegal_move"
+
+
+class UnknownGame(InputError):
+    """A move or game end for a game_id that was never started (or has already ended)."""
+
+    reason = "unknown_game"
+
+
+class DuplicatePly(InputError):
+    """A ply that was already applied: a redelivery or a producer duplicate. It changes nothing."""
+
+    reason = "duplicate_ply"
+
+
+class OutOfOrderPly(InputError):
+    """A ply that skips ahead of the next expected one: earlier plies are missing."""
+
+    reason = "out_of_order_ply"
+
+
+class DuplicateGame(InputError):
+    """A GameStarted for a game_id that is already in progress."""
+
+    reason = "duplicate_game"
+
+
+# -- engines -------------------------------------------------------------------------------------------
+class EngineError(KibitzError):
+    """An engine failed to analyse a position even after a retry on a fresh process."""
+
+    reason = "engine_error"
+
+
+class EngineTimeout(EngineError):
+    """An engine did not answer within the pool's timeout; it was killed and replaced."""
+
+    reason = "engine_timeout"
+
+
+class EngineCrashed(EngineError):
+    """An engine process died, or answered something that is not UCI."""
+
+    reason = "engine_crashed"
+
+
+class PoolClosed(EngineError):
+    """The engine pool was used outside its ``async with`` block."""
+
+    reason = "pool_closed"
+
+
+# -- rating math ---------------------------------------------------------------------------------------
+class RatingError(KibitzError):
+    """A rating that cannot be computed from the data given (rather than a wrong one)."""
+
+
+class ConvergenceError(RatingError):
+    """An iterative solver hit its iteration cap without converging."""
+
+
+class UnratablePool(RatingError):
+    """A pool with perfect scores or disconnected groups: maximum likelihood gives no finite rating."""
+
+    def __init__(self, message: str, *, perfect: list[str] | None = None, components: list[list[str]] | None = None):
+        super().__init__(message)
+        self.perfect = perfect or []
+        self.components = components or []
+
+
+class CalibrationError(KibitzError):
+    """A calibration file that is missing, malformed, or for another engine profile."""

@@ -1,0 +1,189 @@
+"""Skill as a stochastic agent: the Bayesian posterior over c (Di Fatta, Haworth, Regan 2009; REFERENCES.md s. 2).
+
+The agent E(c) picks candidate i of a multi-PV search with probability proportional to
+``(v_max - v_i + K) ** -c`` (values in pawns from the side to move, K = 0.1). c = 0 plays at random, larger c
+plays closer to the engine. :class:`SkillPosterior` holds a discrete posterior over c on a grid, updated in log
+space in O(grid x candidates) per move.
+
+Documented choices beyond the paper:
+
+- *A move outside the candidate list.* The paper gives it probability 0, which would zero the posterior for
+  every c. kibitz appends it as one more candidate whose value is its own evaluation when the caller knows it
+  (kibitz's pipeline takes it from the search of the position after the move), but never better than the worst
+  listed candidate, since the search ranked it below all of them: see :func:`with_played_move`.
+- *Grid refinement.* The paper refines the grid in batch (coarse first, then finer around the mode). A live
+  posterior cannot revisit past moves, so refinement happens in place: when the posterior sd falls below
+  ``REFINE_POINTS_PER_SD`` grid steps, the grid is rebuilt over mean +/- ``REFINE_SPAN_SD`` sd with the same number
+  of points and the log posterior is interpolated onto it. The log posterior is a sum of concave functions of c
+  (each move contributes -c a - logsumexp(-c b_j)), so it is smooth and nearly quadratic near its mode and
+  linear interpolation at the trigger spacing changes it by at most ~0.002 nats. Later moves are exact on the
+  new grid. If mass later drifts to an edge that is not a hard bound, the grid widens again (log density
+  extended linearly, which for a concave function errs on the wide side).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .perceived import DEFAULT_LEVEL
+
+#: The paper's K, in pawns: keeps the best move's likelihood finite.
+K_PAWNS = 0.1
+#: Default grid: c in [C_MIN, C_MAX] with GRID_POINTS points.
+C_MIN, C_MAX, GRID_POINTS = 0.0, 6.0, 301
+#: Refine when the posterior sd spans fewer than this many grid steps ...
+REFINE_POINTS_PER_SD = 8.0
+#: ... onto a grid covering mean +/- this many sd.
+REFINE_SPAN_SD = 12.0
+#: Widen when the mass in the outermost tenth of the grid (at a non-hard edge) exceeds this.
+EDGE_MASS = 1e-6
+
+
+def move_probabilities(values: Sequence[float], c: float, k: float = K_PAWNS) -> np.ndarray:
+    """P(m_i | c) for candidates with ``values`` (pawns, side to move): normalised ``(v_max - v_i + k) ** -c``."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        raise ValueError("no candidates")
+    logl = -c * np.log(v.max() - v + k)
+    logl -= logl.max()
+    p = np.exp(logl)
+    return p / p.sum()
+
+
+def with_played_move(values: Sequence[float], played_value: float | None = None) -> tuple[list[float], int]:
+    """Candidates plus a played move that is not among them; returns (values, index of the played move).
+
+    Its value is ``played_value`` when known, capped at the worst listed candidate's value, else that worst value.
+    """
+    vals = list(values)
+    worst = min(vals)
+    v = worst if played_value is None else min(played_value, worst)
+    vals.append(v)
+    return vals, len(vals) - 1
+
+
+def _move_loglik(grid: np.ndarray, deltas: np.ndarray, played: int, k: float) -> np.ndarray:
+    """log P(played | c) at every grid point; ``deltas`` are v_max - v_i >= 0."""
+    logd = np.log(deltas + k)                      # one log per candidate, not per grid point
+    a = -np.outer(grid, logd)                      # (grid, candidates): log L_i(c)
+    m = a.max(axis=1)                              # stable logsumexp over candidates
+    lse = m + np.log(np.exp(a - m[:, None]).sum(axis=1))
+    return a[:, played] - lse
+
+
+class SkillPosterior:
+    """A posterior over the skill parameter c on an adaptive grid, starting from a flat prior.
+
+    >>> post = SkillPosterior()
+    >>> post.update([0.30, 0.25, -0.40], played_index=0)
+    >>> round(post.mean, 3) > 0
+    True
+    """
+
+    __slots__ = ("grid", "logp", "n", "k", "c_min", "c_max")
+
+    def __init__(self, c_min: float = C_MIN, c_max: float = C_MAX, points: int = GRID_POINTS, k: float = K_PAWNS) -> None:
+        if not c_max > c_min or points < 3:
+            raise ValueError("need c_max > c_min and at least 3 grid points")
+        self.c_min, self.c_max, self.k = c_min, c_max, k
+        self.grid = np.linspace(c_min, c_max, points)
+        self.logp = np.zeros(points)               # flat prior, unnormalised log density
+        self.n = 0
+
+    # -- updating -------------------------------------------------------------------------------------
+    def update(self, values: Sequence[float], played_index: int) -> None:
+        """Multiply in the likelihood of the move ``played_index`` among candidates with ``values`` (pawns).
+
+        A position with a single candidate carries no information and is ignored (n is not counted).
+        """
+        v = np.asarray(values, dtype=float)
+        if not 0 <= played_index < v.size:
+            raise IndexError(f"played_index {played_index} outside {v.size} candidates")
+        if v.size < 2:
+            return
+        self.logp += _move_loglik(self.grid, v.max() - v, played_index, self.k)
+        self.logp -= self.logp.max()               # keep it bounded; normalisation is implicit
+        self.n += 1
+        self._adapt()
+
+    def _adapt(self) -> None:
+        p = self.probabilities()
+        step = self.grid[1] - self.grid[0]
+        mean = float(p @ self.grid)
+        sd = math.sqrt(max(float(p @ (self.grid - mean) ** 2), 0.0))
+        tenth = max(1, self.grid.size // 10)
+        lo_soft = self.grid[0] > self.c_min + 1e-12
+        hi_soft = self.grid[-1] < self.c_max - 1e-12
+        if (lo_soft and p[:tenth].sum() > EDGE_MASS) or (hi_soft and p[-tenth:].sum() > EDGE_MASS):
+            width = self.grid[-1] - self.grid[0]
+            self._regrid(max(self.c_min, self.grid[0] - width), min(self.c_max, self.grid[-1] + width))
+        elif sd > 0 and sd < REFINE_POINTS_PER_SD * step:
+            self._regrid(max(self.c_min, mean - REFINE_SPAN_SD * sd), min(self.c_max, mean + REFINE_SPAN_SD * sd))
+
+    def _regrid(self, lo: float, hi: float) -> None:
+        old_grid, old = self.grid, self.logp
+        new_grid = np.linspace(lo, hi, old_grid.size)
+        new = np.interp(new_grid, old_grid, old)
+        # outside the old range, extend the log density linearly from the nearest end segment
+        left = new_grid < old_grid[0]
+        right = new_grid > old_grid[-1]
+        if left.any():
+            slope = (old[1] - old[0]) / (old_grid[1] - old_grid[0])
+            new[left] = old[0] + slope * (new_grid[left] - old_grid[0])
+        if right.any():
+            slope = (old[-1] - old[-2]) / (old_grid[-1] - old_grid[-2])
+            new[right] = old[-1] + slope * (new_grid[right] - old_grid[-1])
+        self.grid, self.logp = new_grid, new - new.max()
+
+    # -- summaries ------------------------------------------------------------------------------------
+    def probabilities(self) -> np.ndarray:
+        """Normalised posterior mass at each grid point."""
+        p = np.exp(self.logp - self.logp.max())
+        return p / p.sum()
+
+    @property
+    def mean(self) -> float:
+        return float(self.probabilities() @ self.grid)
+
+    @property
+    def std(self) -> float:
+        p = self.probabilities()
+        m = float(p @ self.grid)
+        return math.sqrt(max(float(p @ (self.grid - m) ** 2), 0.0))
+
+    def interval(self, level: float = DEFAULT_LEVEL) -> tuple[float, float]:
+        """Central credible interval for c, by linear interpolation of the cumulative mass."""
+        p = self.probabilities()
+        cdf = np.cumsum(p)
+        tail = (1.0 - level) / 2.0
+        return float(np.interp(tail, cdf, self.grid)), float(np.interp(1.0 - tail, cdf, self.grid))
+
+    def summary(self, level: float = DEFAULT_LEVEL) -> tuple[float, float, float, float]:
+        """(mean, sd, low, high) in one pass over the grid."""
+        p = self.probabilities()
+        m = float(p @ self.grid)
+        sd = math.sqrt(max(float(p @ (self.grid - m) ** 2), 0.0))
+        cdf = np.cumsum(p)
+        tail = (1.0 - level) / 2.0
+        return m, sd, float(np.interp(tail, cdf, self.grid)), float(np.interp(1.0 - tail, cdf, self.grid))
+
+    # -- state ----------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "c_min": self.c_min, "c_max": self.c_max, "k": self.k, "n": self.n,
+            "lo": float(self.grid[0]), "hi": float(self.grid[-1]),
+            "logp": [round(float(x), 9) for x in self.logp],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SkillPosterior:
+        logp = np.asarray(data["logp"], dtype=float)
+        out = cls(data["c_min"], data["c_max"], logp.size, data["k"])
+        out.grid = np.linspace(data["lo"], data["hi"], logp.size)
+        out.logp = logp
+        out.n = int(data["n"])
+        return out

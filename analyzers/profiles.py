@@ -1,0 +1,57 @@
+"""Engine profiles: the named search limits every analysis, cache key and calibration is tied to.
+
+A profile fixes the limit (depth or nodes) and the number of principal variations. Results under different
+profiles are different numbers: a calibration is only valid for the profile it was fitted on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class EngineProfile:
+    """Search limits and which moves count.
+
+    ``skip_plies``: opening plies not counted (book moves say little about skill); ``decided_cp``: positions whose
+    best score is beyond this (side to move) are not counted for the posterior (REFERENCES.md s. 8: decided
+    positions are noise, any move wins or loses).
+    """
+
+    name: str
+    depth: int | None = None
+    nodes: int | None = None
+    multipv: int = 10
+    skip_plies: int = 16
+    decided_cp: int = 500
+
+    def __post_init__(self) -> None:
+        if (self.depth is None) == (self.nodes is None):
+            raise ValueError("a profile has exactly one of depth or nodes")
+        if self.multipv < 1:
+            raise ValueError("multipv must be >= 1")
+
+    @property
+    def limit_key(self) -> str:
+        """The limits as a short stable string, for cache keys and messages."""
+        lim = f"d{self.depth}" if self.depth is not None else f"n{self.nodes}"
+        return f"{lim}-mpv{self.multipv}"
+
+
+#: The profiles kibitz ships. ``standard`` is REFERENCES.md section 8's setting (depth 10, multipv 10).
+PROFILES: dict[str, EngineProfile] = {
+    p.name: p
+    for p in (
+        EngineProfile("fast", depth=8, multipv=5),
+        EngineProfile("standard", depth=10, multipv=10),
+        EngineProfile("deep", depth=16, multipv=10),
+    )
+}
+DEFAULT_PROFILE = "standard"
+
+
+def get_profile(name: str) -> EngineProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}") from None

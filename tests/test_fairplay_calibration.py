@@ -1,0 +1,50 @@
+import numpy as np
+import pytest
+
+from analyzers.calibration import Calibration, load_calibration
+from analyzers.errors import CalibrationError
+from analyzers.fairplay import FairPlayStats
+from analyzers.posterior import SkillPosterior, move_probabilities
+
+
+def moves(c, n, rng, stats, c_ref):
+    for _ in range(n):
+        vals = np.concatenate(([0.0], -np.sort(rng.exponential(0.5, 7))))
+        stats.update(vals, int(rng.choice(8, p=move_probabilities(vals, c))), c_ref)
+
+
+def test_clean_player_is_not_flagged_and_engine_like_player_is():
+    rng = np.random.default_rng(2)
+    clean = FairPlayStats()
+    moves(1.0, 300, rng, clean, c_ref=1.0)
+    assert abs(clean.z_match) < 4 and clean.flagged() is None
+    cheat = FairPlayStats()
+    moves(6.0, 300, rng, cheat, c_ref=1.0)
+    assert cheat.z_match > 4.75 and cheat.flagged() == "match"
+    assert FairPlayStats.from_dict(cheat.to_dict()) == cheat
+
+
+def test_fairplay_z_is_calibrated_under_the_null():
+    rng = np.random.default_rng(9)
+    zs = []
+    for _ in range(200):
+        s = FairPlayStats()
+        moves(1.2, 60, rng, s, c_ref=1.2)
+        zs.append(s.z_match)
+    assert np.mean(zs) == pytest.approx(0, abs=0.2) and np.std(zs) == pytest.approx(1, abs=0.2)
+
+
+def test_calibration_maps_and_validates(tmp_path):
+    cal = Calibration("x", "Stockfish", 2900, [(0.5, 1000), (1.5, 2500)], 300)
+    assert cal.elo_from_c(1.0) == 1750 and cal.elo_from_c(2.0) == 3250
+    assert cal.c_from_elo(1750) == pytest.approx(1.0)
+    post = SkillPosterior()
+    post.update([0, -0.5], 0)
+    est = cal.from_posterior(post)
+    assert est.low <= est.rating <= est.high
+    cal.save(tmp_path / "c.json")
+    assert Calibration.load(tmp_path / "c.json") == cal
+    with pytest.raises(CalibrationError):
+        Calibration("x", "e", 1, [(1, 2000), (0.5, 2100)], 1)
+    with pytest.raises(CalibrationError):
+        load_calibration("no-such-profile")

@@ -1,0 +1,87 @@
+"""Ordo-style pool ratings: expectancy table, draw model, recovery by simulation, unratable pools."""
+
+import numpy as np
+import pytest
+
+from analyzers.errors import UnratablePool
+from analyzers.pool import draw_probability, expectancy_to_points, fit_pool, points_to_expectancy, wdl
+
+
+@pytest.mark.parametrize("p,points", [(0.60, 71.1), (0.64, 100.8), (0.70, 148.5), (0.80, 242.9), (0.90, 385.1), (0.99, 805.3)])
+def test_expectancy_table(p, points):
+    assert round(expectancy_to_points(p), 1) == points
+    assert points_to_expectancy(expectancy_to_points(p)) == pytest.approx(p)
+
+
+def test_draw_model_figures():
+    w, d, l = wdl(0.76, 0.5)
+    assert (round(d, 4), round(w, 4), round(l, 4)) == (0.3648, 0.5776, 0.0576)
+    assert round(float(draw_probability(0.64, 0.6)), 4) == 0.5426
+    assert round(float(draw_probability(0.76, 0.2)), 4) == 0.1637
+
+
+def simulate_games(true, n_games, rng, white_adv=0.0, deq=0.5):
+    names = list(true)
+    beta = np.log(0.76 / 0.24) / 202
+    games = []
+    for _ in range(n_games):
+        a, b = rng.choice(len(names), 2, replace=False)
+        p = 1 / (1 + np.exp(-beta * (true[names[a]] - true[names[b]] + white_adv)))
+        w, d, _ = wdl(p, deq)
+        u = rng.random()
+        games.append((names[a], names[b], 1.0 if u < w else 0.5 if u < w + d else 0.0))
+    return games
+
+
+def test_fit_recovers_simulated_ratings_within_reported_errors():
+    inside = total = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        true = {f"p{i}": float(v) for i, v in enumerate(rng.normal(2300, 150, 10))}
+        try:
+            res = fit_pool(simulate_games(true, 500, rng), simulations=200, seed=seed)
+        except UnratablePool:
+            continue
+        mean_true = np.mean(list(true.values()))
+        for p, v in true.items():
+            total += 1
+            inside += abs(res.ratings[p] - (v - mean_true + 2300)) <= res.errors[p]
+    assert total >= 250
+    assert inside / total >= 0.90, inside / total
+
+
+def test_white_advantage_auto_recovers_simulated_advantage():
+    rng = np.random.default_rng(42)
+    true = {f"p{i}": float(v) for i, v in enumerate(rng.normal(2300, 100, 10))}
+    res = fit_pool(simulate_games(true, 3000, rng, white_adv=40.0), white_advantage="auto", draw_rate="auto")
+    assert res.white_advantage == pytest.approx(40.0, abs=15.0)
+    assert res.draw_rate == pytest.approx(0.5, abs=0.08)
+    assert np.mean(list(res.ratings.values())) == pytest.approx(2300)
+
+
+def test_perfect_scores_and_disconnected_pools_are_reported():
+    with pytest.raises(UnratablePool) as e:
+        fit_pool([("a", "b", 1.0), ("a", "c", 1.0), ("b", "c", 0.5)])
+    assert e.value.perfect == ["a"]
+    with pytest.raises(UnratablePool) as e:
+        fit_pool([("a", "b", 0.5), ("c", "d", 0.5)])
+    assert len(e.value.components) == 2
+    # a group that took no points off another cannot be placed either
+    with pytest.raises(UnratablePool):
+        fit_pool([("a", "b", 0.5), ("c", "d", 0.5), ("a", "c", 1.0), ("b", "d", 1.0), ("a", "d", 1.0), ("b", "c", 1.0)])
+
+
+def test_anchor_pins_a_rating():
+    games = [("a", "b", 1.0), ("b", "a", 0.5), ("a", "c", 0.5), ("c", "b", 0.0), ("b", "c", 0.5), ("c", "a", 1.0)]
+    res = fit_pool(games, anchors={"a": 2700.0})
+    assert res.ratings["a"] == 2700.0
+
+
+def test_london_2011_order_matches_standings(shared):
+    from streamer.ingest import read_pgn_games
+    games = [(g.white.name, g.black.name, g.white_score) for g in read_pgn_games(shared / "data/pgn/ferreira-2012/london_chess_classic_2011.pgn")]
+    res = fit_pool(games)
+    order = res.ranking()
+    assert order[0] == "Kramnik,V" and order[-1] == "Adams,Mi"
+    pts = [res.points[p] for p in order]
+    assert pts == sorted(pts, reverse=True)

@@ -1,0 +1,75 @@
+"""The Bayesian agent E(c): probabilities, posterior updates, coverage by simulation."""
+
+import numpy as np
+import pytest
+
+from analyzers.posterior import SkillPosterior, move_probabilities, with_played_move
+
+
+def test_move_probabilities_definition():
+    vals = [0.5, 0.3, -1.0]
+    c = 1.2
+    lik = [(0.5 - v + 0.1) ** -c for v in vals]
+    assert move_probabilities(vals, c) == pytest.approx(np.array(lik) / sum(lik))
+    assert move_probabilities(vals, 0.0) == pytest.approx([1 / 3] * 3)  # c = 0 plays at random
+    assert move_probabilities(vals, 20)[0] > 0.999  # large c plays the best move
+
+
+def simulate(c_true, n_moves, rng, post=None):
+    post = post or SkillPosterior()
+    for _ in range(n_moves):
+        k = rng.integers(2, 11)
+        vals = np.concatenate(([0.0], -np.sort(rng.exponential(0.6, k - 1))))
+        played = rng.choice(k, p=move_probabilities(vals, c_true))
+        post.update(vals, int(played))
+    return post
+
+
+def test_posterior_interval_covers_true_c_in_90_percent_of_200_runs():
+    covered = 0
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        c_true = rng.uniform(0.5, 2.5)
+        post = simulate(c_true, 120, rng)
+        lo, hi = post.interval(0.95)
+        covered += lo <= c_true <= hi
+    assert covered >= 180, covered
+
+
+def test_posterior_sd_shrinks_like_one_over_sqrt_n():
+    sds = {100: [], 1600: []}
+    for seed in range(20):
+        for n in sds:
+            sds[n].append(simulate(1.3, n, np.random.default_rng(1000 + seed)).std)
+    ratio = np.mean(sds[100]) / np.mean(sds[1600])
+    assert ratio == pytest.approx(4.0, rel=0.2)
+
+
+def test_refinement_keeps_posterior_consistent_with_a_fixed_fine_grid():
+    rng1, rng2 = np.random.default_rng(5), np.random.default_rng(5)
+    adaptive = simulate(1.1, 3000, rng1)
+    fine = simulate(1.1, 3000, rng2, SkillPosterior(0.5, 2.0, 3001))
+    assert adaptive.grid[-1] - adaptive.grid[0] < 1.0  # it did refine
+    assert adaptive.mean == pytest.approx(fine.mean, abs=2e-3)
+    assert adaptive.std == pytest.approx(fine.std, rel=0.05)
+
+
+def test_move_outside_candidates_does_not_kill_the_posterior():
+    post = SkillPosterior()
+    vals, idx = with_played_move([0.2, 0.1, 0.0], played_value=0.5)
+    assert vals[idx] == 0.0  # capped at the worst listed candidate
+    for _ in range(5):
+        post.update(vals, idx)
+    assert np.isfinite(post.mean) and post.mean < 1.0  # repeated bad moves pull c down, nothing breaks
+
+
+def test_single_candidate_is_ignored_and_state_round_trips():
+    post = SkillPosterior()
+    post.update([0.3], 0)
+    assert post.n == 0
+    rng = np.random.default_rng(1)
+    simulate(1.0, 50, rng, post)
+    again = SkillPosterior.from_dict(post.to_dict())
+    assert again.mean == pytest.approx(post.mean, abs=1e-9) and again.n == post.n
+    with pytest.raises(IndexError):
+        post.update([0.1, 0.2], 5)
