@@ -1,0 +1,70 @@
+"""The position cache: a bounded in-memory LRU in front of an optional SQLite file.
+
+Keys are ``engine identity | limits | position`` strings; values are :class:`PositionAnalysis`. The SQLite file
+lets a second replay of the same games do no engine work at all. Writes go through WAL with
+``synchronous=NORMAL``: a crash can lose the last few entries (they are recomputed), never corrupt the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import OrderedDict
+from pathlib import Path
+
+from .analysis import PositionAnalysis
+
+
+class AnalysisCache:
+    def __init__(self, max_entries: int = 200_000, path: str | Path | None = None) -> None:
+        self.max_entries = max_entries
+        self._mem: OrderedDict[str, PositionAnalysis] = OrderedDict()
+        self._db: sqlite3.Connection | None = None
+        self.hits = 0
+        self.misses = 0
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS analyses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+
+    def get(self, key: str) -> PositionAnalysis | None:
+        hit = self._mem.get(key)
+        if hit is not None:
+            self._mem.move_to_end(key)
+            self.hits += 1
+            return hit
+        if self._db is not None:
+            row = self._db.execute("SELECT value FROM analyses WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                self.hits += 1
+                value = PositionAnalysis.from_dict(json.loads(row[0]))
+                self._remember(key, value)
+                return value
+        self.misses += 1
+        return None
+
+    def put(self, key: str, value: PositionAnalysis) -> None:
+        self._remember(key, value)
+        if self._db is not None:
+            self._db.execute("INSERT OR REPLACE INTO analyses (key, value) VALUES (?, ?)", (key, json.dumps(value.to_dict())))
+
+    def _remember(self, key: str, value: PositionAnalysis) -> None:
+        self._mem[key] = value
+        self._mem.move_to_end(key)
+        while len(self._mem) > self.max_entries:
+            self._mem.popitem(last=False)
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+    def __len__(self) -> int:
+        return len(self._mem)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None

@@ -1,0 +1,44 @@
+"""Helpers shared by the benchmarks: where the data is, and a reproducible sample of real positions."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import chess
+import chess.pgn
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "data"
+sys.path.insert(0, str(ROOT))
+
+
+def sample_positions(n: int, *, folder: str = "pgn/rated-dev", seed: int = 1, min_ply: int = 20, max_ply: int = 70) -> list[chess.Board]:
+    """``n`` distinct middlegame positions (plies ``min_ply``..``max_ply``) from real games, seeded."""
+    rng = random.Random(seed)
+    files = sorted((SHARED / folder).glob("*.pgn"))
+    seen: set[str] = set()
+    out: list[chess.Board] = []
+    while len(out) < n:
+        path = rng.choice(files)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            # skip a random number of games into the file, then take one position from the next game
+            for _ in range(rng.randrange(50)):
+                if chess.pgn.skip_game(f) is False:
+                    break
+            game = chess.pgn.read_game(f)
+        if game is None:
+            continue
+        moves = list(game.mainline_moves())
+        if len(moves) <= min_ply:
+            continue
+        stop = rng.randrange(min_ply, min(max_ply, len(moves)))
+        board = game.board()
+        for m in moves[:stop]:
+            board.push(m)
+        if board.is_game_over() or board.epd() in seen:
+            continue
+        seen.add(board.epd())
+        out.append(chess.Board(board.epd() + " 0 1"))
+    return out

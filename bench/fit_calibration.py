@@ -1,0 +1,95 @@
+"""Fit a calibration (c -> Elo, engine strength) for an engine profile on rated-dev games. Never on rated-holdout.
+
+    python bench/fit_calibration.py --profile standard --games 60 [--engines 2] [--final]
+
+Analyses go to a SQLite cache (.cache/analysis.sqlite), so a refit with other settings does no engine work. Writes
+analyzers/calibrations/<profile>.json. Without --final the calibration is marked provisional.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+import time
+
+import numpy as np
+from common import ROOT, SHARED
+
+from analyzers.calibration import Calibration
+from analyzers.engine import EnginePool
+from analyzers.errors import RatingError
+from analyzers.perceived import engine_strength
+from analyzers.profiles import get_profile
+from streamer.batch import assess_games, by_player_game, sample_rated_games
+from streamer.pipeline import PipelineConfig, ScopeStats
+
+MIN_COUNTED = 5
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="standard")
+    ap.add_argument("--games", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--engines", type=int, default=2)
+    ap.add_argument("--final", action="store_true", help="mark the calibration as final (not provisional)")
+    args = ap.parse_args()
+    profile = get_profile(args.profile)
+    config = PipelineConfig(profile)
+    games = sample_rated_games(SHARED / "pgn" / "rated-dev", args.games, seed=args.seed)
+    elo = {}
+    for g in games:
+        elo[(g.game_id, "white")] = g.white.rating
+        elo[(g.game_id, "black")] = g.black.rating
+    t = time.time()
+
+    async def run():
+        async with EnginePool(size=args.engines, cache_path=ROOT / ".cache" / "analysis.sqlite") as pool:
+            res = await assess_games(games, pool, config, progress=lambda i, n: print(f"\r{i}/{n} games", end="", file=sys.stderr))
+            return res, pool.engine_name, pool.stats
+
+    results, engine, stats = asyncio.run(run())
+    print(file=sys.stderr)
+    stats_by = {}
+    for moves in results.values():
+        for key, ms in by_player_game(moves).items():
+            s = ScopeStats()
+            for a in ms:
+                s.add(a, None)
+            stats_by[key] = s
+    keys = [k for k, s in stats_by.items() if s.post.n >= MIN_COUNTED]
+    c = np.array([stats_by[k].post.mean for k in keys])
+    y = np.array([elo[k] for k in keys])
+    slope, intercept = np.polyfit(c, y, 1)
+    if slope <= 0:
+        raise SystemExit(f"c is not increasing in Elo on this sample (slope {slope:.1f}): no calibration written")
+    resid = y - (intercept + slope * c)
+    lo, hi = np.quantile(c, [0.02, 0.98])
+    hists = {k: stats_by[k].hist for k in keys if 0 < stats_by[k].hist.score_vs_engine() < 1}
+    try:
+        eng = engine_strength(hists, {k: elo[k] for k in hists})
+    except RatingError as e:
+        raise SystemExit(f"engine strength undefined: {e}")
+    r_c = float(np.corrcoef(c, y)[0, 1])
+    cal = Calibration(
+        profile=profile.name, engine=engine, engine_elo=round(eng.rating, 1),
+        c_knots=[(round(float(lo), 4), round(float(intercept + slope * lo), 1)), (round(float(hi), 4), round(float(intercept + slope * hi), 1))],
+        residual_sd=round(float(resid.std(ddof=2)), 1), provisional=not args.final,
+        fitted_on=f"{len(games)} games sampled (seed {args.seed}) from rated-dev; {len(keys)} player-games with >= {MIN_COUNTED} counted moves",
+        command=f"python bench/fit_calibration.py --profile {profile.name} --games {args.games} --seed {args.seed}" + (" --final" if args.final else ""),
+        extra={"pearson_r_c": round(r_c, 3), "slope_elo_per_c": round(float(slope), 1), "engine_elo_se": round(eng.half_width / 1.96, 1),
+               "searches": stats.searches, "cache_hits": stats.cache_hits, "seconds": round(time.time() - t, 1)},
+    )
+    path = ROOT / "analyzers" / "calibrations" / f"{profile.name}.json"
+    cal.save(path)
+    print(json.dumps(cal.to_dict(), indent=2))
+    print(f"wrote {path}; Pearson r(c, Elo) = {r_c:.3f} on {len(keys)} player-games; engine {eng.rating:.0f} +/- {eng.half_width:.0f}")
+    if not math.isfinite(eng.rating):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# A real single-node Apache Kafka broker (KRaft mode) on 127.0.0.1, for development and tests.
+#   deploy/kafka/kafka.sh fetch|start|stop|status
+# fetch: Kafka's jars from Maven Central into .cache/kafka (once). start: format fresh storage, start the broker,
+# wait until it accepts connections. Env: KIBITZ_KAFKA_PORT (9092), KIBITZ_KAFKA_CONTROLLER_PORT (9093),
+# KIBITZ_CACHE (.cache), KIBITZ_KAFKA_PARTITIONS (4).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+version="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$here/pom.xml")"
+cache="${KIBITZ_CACHE:-$root/.cache}/kafka"
+libs="$cache/libs-$version"
+port="${KIBITZ_KAFKA_PORT:-9092}"
+cport="${KIBITZ_KAFKA_CONTROLLER_PORT:-9093}"
+run="$cache/run-$port"
+
+die() { echo "kafka.sh: $*" >&2; exit 1; }
+
+fetch() {
+  [ -f "$libs/.complete" ] && return 0
+  command -v mvn >/dev/null || die "Maven (mvn) is needed to fetch Kafka $version from Maven Central"
+  command -v java >/dev/null || die "Java 17 is needed to run the broker"
+  echo "fetching Apache Kafka $version from Maven Central into $libs" >&2
+  rm -rf "$libs.tmp"
+  if ! mvn -q -B -f "$here/pom.xml" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$libs.tmp" >"$cache.mvn.log" 2>&1; then
+    cat "$cache.mvn.log" >&2; die "Maven could not fetch Kafka $version (log above)"
+  fi
+  touch "$libs.tmp/.complete"
+  rm -rf "$libs"; mv "$libs.tmp" "$libs"
+}
+
+accepting() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
+
+start() {
+  mkdir -p "$cache"
+  fetch
+  if [ -f "$run/pid" ] && kill -0 "$(cat "$run/pid")" 2>/dev/null; then
+    echo "broker already running on 127.0.0.1:$port (pid $(cat "$run/pid"))"; return 0
+  fi
+  accepting && die "something else already listens on 127.0.0.1:$port"
+  rm -rf "$run"; mkdir -p "$run/data"
+  cat >"$run/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$run/data
+num.partitions=${KIBITZ_KAFKA_PARTITIONS:-4}
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+group.initial.rebalance.delay.ms=0
+log.flush.interval.messages=1000000
+PROPS
+  cat >"$run/log4j.properties" <<'PROPS'
+log4j.rootLogger=WARN, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+PROPS
+  local cp="$libs/*" jopts=(-Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true "-Dlog4j.configuration=file:$run/log4j.properties")
+  local cluster; cluster="$(java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool random-uuid)"
+  java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool format -t "$cluster" -c "$run/server.properties" >"$run/format.log" 2>&1 \
+    || { cat "$run/format.log" >&2; die "formatting KRaft storage failed"; }
+  nohup java "${jopts[@]}" -cp "$cp" kafka.Kafka "$run/server.properties" >"$run/broker.log" 2>&1 &
+  echo $! >"$run/pid"
+  for _ in $(seq 1 120); do
+    if accepting; then echo "Kafka $version (KRaft) ready on 127.0.0.1:$port (pid $(cat "$run/pid"), log $run/broker.log)"; return 0; fi
+    kill -0 "$(cat "$run/pid")" 2>/dev/null || { tail -30 "$run/broker.log" >&2; die "broker exited during start"; }
+    sleep 0.5
+  done
+  tail -30 "$run/broker.log" >&2; die "broker did not accept connections within 60 s"
+}
+
+stop() {
+  [ -f "$run/pid" ] || { echo "no broker running on port $port"; return 0; }
+  local pid; pid="$(cat "$run/pid")"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid"
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+  fi
+  rm -f "$run/pid"; echo "broker on port $port stopped"
+}
+
+case "${1:-}" in
+  fetch) mkdir -p "$cache"; fetch ;;
+  start) start ;;
+  stop) stop ;;
+  status) if [ -f "$run/pid" ] && kill -0 "$(cat "$run/pid")" 2>/dev/null; then echo "running (pid $(cat "$run/pid"))"; else echo "stopped"; exit 1; fi ;;
+  *) echo "usage: $0 fetch|start|stop|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,34 @@
+"""kibitz's wire messages: one pydantic v2 model per message, versioned, strict, exportable as JSON Schema.
+
+Every message carries ``type`` (its discriminator) and ``schema_version``; unknown fields are rejected. Input
+events (what producers send) are :class:`GameStarted`, :class:`MoveEvent` and :class:`GameEnded`, parsed with
+:func:`parse_event`. Everything else is what kibitz publishes. Nothing here knows about Kafka.
+"""
+
+from .messages import (
+    INPUT_EVENTS,
+    MESSAGES,
+    SCHEMA_VERSION,
+    Candidate,
+    DeadLetter,
+    FairPlayAlert,
+    GameEnded,
+    GameResult,
+    GameStarted,
+    GlickoState,
+    InputEvent,
+    MoveAssessment,
+    MoveEvent,
+    PerceivedRating,
+    PlayerInfo,
+    RatingUpdate,
+    dump_json,
+    export_json_schemas,
+    parse_event,
+)
+
+__all__ = [
+    "INPUT_EVENTS", "MESSAGES", "SCHEMA_VERSION", "Candidate", "DeadLetter", "FairPlayAlert", "GameEnded",
+    "GameResult", "GameStarted", "GlickoState", "InputEvent", "MoveAssessment", "MoveEvent", "PerceivedRating",
+    "PlayerInfo", "RatingUpdate", "dump_json", "export_json_schemas", "parse_event",
+]

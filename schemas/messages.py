@@ -1,0 +1,226 @@
+"""The message models. See the package docstring; DESIGN.md's topic table says which topic carries which."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from analyzers.errors import MalformedEvent
+
+SCHEMA_VERSION = 1
+
+#: UCI move syntax: from-square, to-square, optional promotion piece.
+UCI_PATTERN = r"^[a-h][1-8][a-h][1-8][qrbn]?$"
+
+Rating = Annotated[float, Field(ge=0, le=4000, description="rating on the Elo scale")]
+RD = Annotated[float, Field(gt=0, le=1000)]
+Ply = Annotated[int, Field(ge=0, description="half-moves played before this one: 0 is White's first move")]
+Id = Annotated[str, Field(min_length=1, max_length=200)]
+Score = Literal[0.0, 0.5, 1.0]
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, populate_by_name=True)
+    schema_version: Literal[1] = SCHEMA_VERSION
+
+
+# -- inputs ---------------------------------------------------------------------------------------------
+class PlayerInfo(BaseModel):
+    """A player as the producer knows them at the start of a game."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: Id
+    name: str = ""
+    rating: Rating | None = None
+    rd: RD | None = None
+    volatility: float | None = Field(default=None, gt=0, le=1)
+
+
+class GameStarted(Message):
+    type: Literal["game_started"] = "game_started"
+    game_id: Id
+    white: PlayerInfo
+    black: PlayerInfo
+    event: str = ""
+    time_control: str = ""
+    initial_fen: str | None = None
+    timestamp: float | None = Field(default=None, description="seconds since the epoch")
+
+
+class MoveEvent(Message):
+    type: Literal["move"] = "move"
+    game_id: Id
+    ply: Ply
+    uci: str = Field(pattern=UCI_PATTERN)
+    clock: float | None = Field(default=None, ge=0, description="mover's remaining time in seconds")
+    timestamp: float | None = None
+
+
+class GameEnded(Message):
+    type: Literal["game_ended"] = "game_ended"
+    game_id: Id
+    result: Literal["1-0", "0-1", "1/2-1/2"]
+    plies: int | None = Field(default=None, ge=0, description="plies in the game, so an end can wait for late moves")
+    timestamp: float | None = None
+
+
+InputEvent = Annotated[Union[GameStarted, MoveEvent, GameEnded], Field(discriminator="type")]
+_INPUT = TypeAdapter(InputEvent)
+
+
+def parse_event(raw: bytes | str) -> GameStarted | MoveEvent | GameEnded:
+    """Parse one input event from JSON; raises :class:`~analyzers.errors.MalformedEvent` with a short reason."""
+    try:
+        return _INPUT.validate_json(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "message"
+        data = None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            pass
+        gid = data.get("game_id") if isinstance(data, dict) and isinstance(data.get("game_id"), str) else None
+        ply = data.get("ply") if isinstance(data, dict) and isinstance(data.get("ply"), int) else None
+        raise MalformedEvent(f"{where}: {first['msg']}", game_id=gid, ply=ply) from None
+
+
+# -- outputs --------------------------------------------------------------------------------------------
+class Candidate(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    uci: str = Field(pattern=UCI_PATTERN)
+    cp: int = Field(description="centipawns from the side to move, mates as +/-3900")
+    mate: int | None = None
+
+
+class MoveAssessment(Message):
+    """One analysed move, re-keyed by the mover's player_id."""
+
+    type: Literal["assessment"] = "assessment"
+    game_id: Id
+    ply: Ply
+    player_id: Id
+    color: Literal["white", "black"]
+    uci: str = Field(pattern=UCI_PATTERN)
+    event: str = ""
+    reference_rating: Rating | None = None
+    eval_before: int = Field(description="s_(k-1), centipawns from White's view")
+    eval_after: int = Field(description="s_k, centipawns from White's view")
+    gain: int = Field(description="Ferreira's gain for the mover, centipawns")
+    loss: int | None = Field(default=None, ge=0, description="v_max - v_played inside the multi-PV search, cp")
+    candidates: list[Candidate]
+    played_rank: int | None = Field(default=None, ge=0, description="index of the played move among candidates")
+    played_value: int | None = Field(default=None, description="value of the played move (cp, mover's view)")
+    counted: bool = Field(description="used for the posterior and fair play (not opening, not decided, not forced)")
+    engine: str
+    limits: str
+
+
+class GameResult(Message):
+    """The end of a game for one player, on the assessments topic so it follows that player's moves in order."""
+
+    type: Literal["game_result"] = "game_result"
+    game_id: Id
+    player_id: Id
+    color: Literal["white", "black"]
+    score: Score
+    event: str = ""
+    player: PlayerInfo
+    opponent: PlayerInfo
+    timestamp: float | None = None
+
+
+class PerceivedRating(Message):
+    type: Literal["perceived"] = "perceived"
+    player_id: Id
+    scope: Literal["game", "event", "player"]
+    scope_id: str
+    game_id: Id
+    ply: Ply
+    rating: float
+    low: float
+    high: float
+    level: float = 0.95
+    method: Literal["posterior", "gain"]
+    c_mean: float | None = None
+    c_sd: float | None = None
+    moves: int = Field(ge=0, description="moves behind the posterior (counted moves)")
+    gain_rating: float | None = None
+    gain_low: float | None = None
+    gain_high: float | None = None
+    gain_moves: int = Field(ge=0)
+    profile: str
+    provisional: bool
+
+
+class GlickoState(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rating: float
+    rd: float
+    volatility: float
+
+
+class RatingUpdate(Message):
+    type: Literal["glicko2"] = "glicko2"
+    player_id: Id
+    game_id: Id
+    opponent_id: Id
+    score: Score
+    before: GlickoState
+    after: GlickoState
+    opponent: GlickoState
+
+
+class FairPlayAlert(Message):
+    type: Literal["fairplay"] = "fairplay"
+    player_id: Id
+    game_id: Id
+    scope: Literal["game", "player"]
+    statistic: Literal["match", "loss"]
+    z: float
+    threshold: float
+    moves: int
+    observed: float
+    expected: float
+    reference_rating: Rating
+    games: int
+
+
+class DeadLetter(Message):
+    """A rejected input: the original bytes (as text, and base64 when they are not UTF-8) and why."""
+
+    type: Literal["deadletter"] = "deadletter"
+    source: str
+    key: str | None = None
+    reason: str
+    error: str
+    game_id: str | None = None
+    ply: int | None = None
+    raw: str
+    raw_base64: str | None = None
+
+
+MESSAGES: dict[str, type[BaseModel]] = {
+    m.__name__: m
+    for m in (GameStarted, MoveEvent, GameEnded, MoveAssessment, GameResult, PerceivedRating, RatingUpdate, FairPlayAlert, DeadLetter)
+}
+INPUT_EVENTS = (GameStarted, MoveEvent, GameEnded)
+
+
+def dump_json(msg: BaseModel) -> str:
+    return msg.model_dump_json()
+
+
+def export_json_schemas(directory: str | Path) -> list[Path]:
+    """Write ``<Name>.v<version>.schema.json`` for every message; returns the paths written."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, model in MESSAGES.items():
+        p = out / f"{name}.v{SCHEMA_VERSION}.schema.json"
+        p.write_text(json.dumps(model.model_json_schema(), indent=2) + "\n")
+        paths.append(p)
+    return paths

@@ -1,0 +1,67 @@
+"""Offline analysis of whole PGN games through the same game step the runtimes use (for fitting and benchmarks)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from analyzers.engine import EnginePool
+from analyzers.errors import KibitzError
+from schemas import MoveAssessment
+
+from .ingest import PgnGame, read_pgn_games
+from .pipeline import PipelineConfig, apply_move, assess_move, start_game
+
+
+async def assess_game(game: PgnGame, pool: EnginePool, config: PipelineConfig) -> list[MoveAssessment]:
+    """Every assessable move of one game, in order (stops at the first rejected move)."""
+    state = start_game(None, game.events()[0], None, config)  # type: ignore[arg-type]
+    out = []
+    for ev in game.events()[1:]:
+        if ev.type != "move":
+            break
+        try:
+            applied = apply_move(state, ev)  # type: ignore[arg-type]
+            out.append(await assess_move(applied, pool.analyse_limits, config))
+        except KibitzError:
+            break
+    return out
+
+
+async def assess_games(games: Sequence[PgnGame], pool: EnginePool, config: PipelineConfig, *, progress=None) -> dict[str, list[MoveAssessment]]:
+    """Assess many games, ``pool.size`` x 2 at a time so every engine always has work queued."""
+    sem = asyncio.Semaphore(pool.size * 2)
+    results: dict[str, list[MoveAssessment]] = {}
+
+    async def one(g: PgnGame) -> None:
+        async with sem:
+            results[g.game_id] = await assess_game(g, pool, config)
+            if progress:
+                progress(len(results), len(games))
+
+    await asyncio.gather(*(one(g) for g in games))
+    return results
+
+
+def sample_rated_games(folder: Path, n: int, *, seed: int = 0, min_plies: int = 30) -> list[PgnGame]:
+    """``n`` games from a folder of PGNs with both players rated, seeded and deduplicated by players and moves."""
+    games: list[PgnGame] = []
+    seen: set[tuple] = set()
+    for path in sorted(folder.glob("*.pgn")):
+        for g in read_pgn_games(path):
+            key = (g.white.id, g.black.id, tuple(g.moves[:40]))
+            if g.errors or len(g.moves) < min_plies or not g.white.rating or not g.black.rating or key in seen:
+                continue
+            seen.add(key)
+            games.append(g)
+    rng = random.Random(seed)
+    return rng.sample(games, min(n, len(games)))
+
+
+def by_player_game(assessments: Iterable[MoveAssessment]) -> dict[tuple[str, str], list[MoveAssessment]]:
+    out: dict[tuple[str, str], list[MoveAssessment]] = {}
+    for a in assessments:
+        out.setdefault((a.game_id, a.color), []).append(a)
+    return out

@@ -1,0 +1,294 @@
+"""The ``kibitz`` command. Subcommands only move events; the work is in :mod:`analyzers` and :mod:`.pipeline`.
+
+Exit codes: 0 all input processed; 3 some input was rejected (each rejection printed, dead-lettered, the rest
+processed); 2 usage error; 1 a fatal error (no engine, unreadable file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from analyzers.calibration import load_calibration
+from analyzers.engine import EnginePool
+from analyzers.errors import CalibrationError, EngineError, UnratablePool
+from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
+from schemas import DeadLetter, FairPlayAlert, GameStarted, MoveAssessment, PerceivedRating, RatingUpdate, export_json_schemas
+
+from .logs import setup_logging
+
+EXIT_OK, EXIT_FATAL, EXIT_USAGE, EXIT_REJECTED = 0, 1, 2, 3
+#: What --out receives (assessments are internal traffic; add them with --out-assessments).
+PUBLISHED = (PerceivedRating, RatingUpdate, FairPlayAlert)
+
+
+# -- shared options ---------------------------------------------------------------------------------------
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("engine")
+    g.add_argument("--profile", default=DEFAULT_PROFILE, choices=sorted(PROFILES), help="engine profile (limits and calibration); default %(default)s")
+    lim = g.add_mutually_exclusive_group()
+    lim.add_argument("--depth", type=int, help="override the profile's search depth (results are then not calibrated)")
+    lim.add_argument("--nodes", type=int, help="search a fixed number of nodes instead of a depth")
+    g.add_argument("--multipv", type=int, help="override the profile's number of candidate moves")
+    g.add_argument("--engines", type=int, default=2, help="engine processes (one core each); default %(default)s")
+    g.add_argument("--engine", default=None, help="engine binary (default: $KIBITZ_ENGINE or stockfish)")
+    g.add_argument("--cache", type=Path, default=None, help="SQLite file caching analyses across runs")
+
+
+def build_config(args: argparse.Namespace):
+    from .pipeline import PipelineConfig
+
+    profile = get_profile(args.profile)
+    calibration = load_calibration(profile.name)
+    if args.depth or args.nodes or args.multipv:
+        profile = replace(
+            profile, name=f"{profile.name}*", depth=args.depth if args.depth else (None if args.nodes else profile.depth),
+            nodes=args.nodes, multipv=args.multipv or profile.multipv,
+        )
+        print(f"note: limits {profile.name} differ from the calibrated profile; ratings are not calibrated for them", file=sys.stderr)
+        calibration = replace(calibration, provisional=True)
+    return PipelineConfig(profile, calibration)
+
+
+class JsonLines:
+    def __init__(self, path: Path | None, *, stream=None, types=PUBLISHED) -> None:
+        self.f = open(path, "w") if path else stream
+        self.types = types
+
+    def __call__(self, msg: BaseModel) -> None:
+        if self.f is not None and isinstance(msg, self.types):
+            self.f.write(msg.model_dump_json() + "\n")
+
+    def close(self) -> None:
+        if self.f is not None and self.f not in (sys.stdout, sys.stderr):
+            self.f.close()
+
+
+def print_rejection(d: DeadLetter) -> None:
+    where = ", ".join(x for x in (f"game {d.game_id}" if d.game_id else "", f"ply {d.ply}" if d.ply is not None else "") if x)
+    print(f"rejected ({d.reason}) {where or d.source}: {d.error}", file=sys.stderr)
+
+
+# -- replay -----------------------------------------------------------------------------------------------
+async def _replay(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .embedded import EmbeddedRuntime
+    from .ingest import DEMO_PGN, read_pgn_games, replay_timeline
+    from .ui import ReplayView
+
+    config = build_config(args)
+    paths = [Path(p) for p in args.pgn] or [DEMO_PGN]
+    games = []
+    for p in paths:
+        if not p.is_file():
+            print(f"kibitz: no such file: {p}", file=sys.stderr)
+            return EXIT_FATAL
+        games.extend(read_pgn_games(p))
+    speed = None if args.max_speed else args.speed
+    timeline = replay_timeline(games, speed=speed)
+    console = Console(stderr=False)
+    out = JsonLines(args.out)
+    rejections: list[DeadLetter] = []
+
+    def on_reject(d: DeadLetter) -> None:
+        rejections.append(d)
+        print_rejection(d)
+
+    cal = config.calibration
+    console.print(f"kibitz replay: {len(games)} games from {', '.join(p.name for p in paths)}; profile {config.profile.name} "
+                  f"({config.limits.key}), {args.engines} engines; speed {'max' if speed is None else f'x{speed:g}'}")
+    if cal.provisional:
+        console.print(f"[yellow]calibration is PROVISIONAL[/yellow]: {cal.fitted_on}")
+    started = time.monotonic()
+    with ExitStack() as stack:
+        view = stack.enter_context(ReplayView(console, len(timeline), live=not args.no_ui and console.is_terminal))
+
+        def sink(msg: BaseModel) -> None:
+            out(msg)
+            view.publish(msg)
+
+        async with EnginePool(args.engine, size=args.engines, cache_path=args.cache) as pool:
+            async with EmbeddedRuntime(pool, config, sink, on_reject) as rt:
+                for g in games:
+                    for err in g.errors:
+                        rt.reject(err, err.args[0], source=g.game_id)
+                t0 = time.monotonic()
+                for te in timeline:
+                    delay = te.at - (time.monotonic() - t0)
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    if isinstance(te.event, GameStarted):
+                        view.started(te.event)
+                    rt.submit(te.event, source=te.event.game_id)
+                    view.advance()
+                await rt.drain()
+            stats = pool.stats
+    out.close()
+    console.print(view.final_table(provisional=cal.provisional, profile=config.profile.name))
+    console.print(
+        f"{len(timeline)} events in {time.monotonic() - started:.1f}s; engine searches {stats.searches}, cache hits "
+        f"{stats.cache_hits}, joined {stats.joined}; rejected {len(rejections)}" + (f"; output in {args.out}" if args.out else "")
+    )
+    return EXIT_REJECTED if rejections else EXIT_OK
+
+
+async def _stream(args: argparse.Namespace) -> int:
+    """JSON-lines events on stdin, published messages as JSON lines on stdout (or --out)."""
+    from .embedded import EmbeddedRuntime
+    from .ingest import read_jsonl
+
+    config = build_config(args)
+    out = JsonLines(args.out, stream=sys.stdout)
+    rejected = 0
+
+    def on_reject(d: DeadLetter) -> None:
+        nonlocal rejected
+        rejected += 1
+        print_rejection(d)
+
+    async with EnginePool(args.engine, size=args.engines, cache_path=args.cache) as pool:
+        async with EmbeddedRuntime(pool, config, out, on_reject) as rt:
+            loop = asyncio.get_running_loop()
+            lines = await loop.run_in_executor(None, lambda: list(read_jsonl(sys.stdin)))
+            for n, line in lines:
+                rt.submit_raw(line, source=f"stdin:{n}")
+            await rt.drain()
+    out.close()
+    return EXIT_REJECTED if rejected else EXIT_OK
+
+
+# -- pool -------------------------------------------------------------------------------------------------
+def _pool(args: argparse.Namespace) -> int:
+    from analyzers.pool import fit_pool
+
+    from .ingest import read_pgn_games
+
+    games = []
+    for p in args.pgn:
+        for g in read_pgn_games(p):
+            if g.white_score is not None:
+                games.append((g.white.name, g.black.name, g.white_score))
+    anchors = {}
+    for a in args.anchor or []:
+        name, _, value = a.rpartition("=")
+        if not name:
+            print(f"kibitz pool: --anchor wants NAME=RATING, got {a!r}", file=sys.stderr)
+            return EXIT_USAGE
+        anchors[name] = float(value)
+    wa = args.white_advantage if args.white_advantage == "auto" else float(args.white_advantage)
+    dr = args.draw_rate if args.draw_rate == "auto" else float(args.draw_rate)
+    try:
+        res = fit_pool(games, average=args.average, anchors=anchors or None, white_advantage=wa, draw_rate=dr,
+                       simulations=args.simulations, seed=args.seed)
+    except UnratablePool as e:
+        print(f"kibitz pool: cannot rate this pool: {e}", file=sys.stderr)
+        return EXIT_FATAL
+    rows = [
+        {"rank": i, "player": p, "rating": round(res.ratings[p], 1), "error": round(res.errors[p], 1) if res.errors else None,
+         "points": res.points[p], "games": res.games[p], "score": round(100 * res.points[p] / res.games[p], 1)}
+        for i, p in enumerate(res.ranking(), 1)
+    ]
+    if args.json:
+        json.dump({"white_advantage": res.white_advantage, "draw_rate": res.draw_rate, "simulations": res.simulations,
+                   "players": rows}, sys.stdout, indent=2)
+        print()
+        return EXIT_OK
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    print(f"{'#':>3} {'PLAYER':<24} {'RATING':>7} {'ERROR':>6} {'POINTS':>7} {'PLAYED':>6} {'(%)':>6}")
+    for r in rows:
+        err = f"{r['error']:.0f}" if r["error"] is not None else "-"
+        print(f"{r['rank']:>3} {r['player']:<24} {r['rating']:>7.1f} {err:>6} {r['points']:>7.1f} {r['games']:>6} {r['score']:>6.1f}")
+    print(f"\nWhite advantage = {res.white_advantage:.1f}   Draw rate (equal opponents) = {100 * res.draw_rate:.1f} %")
+    if res.simulations:
+        print(f"Errors: 95 % from {res.simulations} simulated replays of every game")
+    return EXIT_OK
+
+
+def _schemas(args: argparse.Namespace) -> int:
+    for p in export_json_schemas(args.directory):
+        print(p)
+    return EXIT_OK
+
+
+# -- parser -----------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="kibitz",
+        description="Rate chess players live from the quality of their moves (engine analysis, perceived Elo with "
+                    "intervals, Glicko-2 on results, fair-play alerts).",
+        epilog="Exit codes: 0 ok, 3 some input rejected (rest processed), 2 usage, 1 fatal.",
+    )
+    ap.add_argument("--log-level", default="WARNING", help="structured JSON logs on stderr at this level")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("replay", help="replay PGN games through the embedded runtime, live", description=
+                       "Replay PGN games at accelerated live speed through the embedded runtime (no broker): a live "
+                       "table per board, then perceived rating vs Elo per player. Without PGN files: the demo, round 1 "
+                       "of the London Chess Classic 2011.")
+    r.add_argument("pgn", nargs="*", help="PGN files (default: the London 2011 round-1 demo)")
+    r.add_argument("--demo", action="store_true", help="replay the shipped demo (the default when no PGN is given)")
+    sp = r.add_mutually_exclusive_group()
+    sp.add_argument("--speed", type=float, default=60.0, help="time compression: 60 plays a minute of thinking in a second (default %(default)s)")
+    sp.add_argument("--max-speed", action="store_true", help="as fast as the engines allow")
+    r.add_argument("--out", type=Path, help="write every PerceivedRating, RatingUpdate and FairPlayAlert as JSON lines")
+    r.add_argument("--no-ui", action="store_true", help="no live view (the final table is still printed)")
+    add_engine_options(r)
+    r.set_defaults(func=lambda a: asyncio.run(_replay(a)))
+
+    s = sub.add_parser("stream", help="JSON-lines events on stdin, published messages on stdout", description=
+                       "Read GameStarted / MoveEvent / GameEnded events, one JSON object per line, from stdin; write "
+                       "PerceivedRating, RatingUpdate and FairPlayAlert as JSON lines to stdout (or --out).")
+    s.add_argument("--out", type=Path, help="write here instead of stdout")
+    add_engine_options(s)
+    s.set_defaults(func=lambda a: asyncio.run(_stream(a)))
+
+    p = sub.add_parser("pool", help="Ordo-style ratings of a pool of players from game results", description=
+                       "Fit maximum-likelihood ratings to the results in PGN files (Ordo's logistic model).")
+    p.add_argument("pgn", nargs="+", type=Path)
+    p.add_argument("--average", type=float, default=2300.0, help="mean rating of the pool (default %(default)s)")
+    p.add_argument("--anchor", action="append", metavar="NAME=RATING", help="pin a player's rating (repeatable)")
+    p.add_argument("--white-advantage", default="0", metavar="auto|X", help="White's advantage in rating points, or auto")
+    p.add_argument("--draw-rate", default="0.5", metavar="auto|X", help="draw rate between equal players, or auto")
+    p.add_argument("--simulations", type=int, default=0, help="simulated replays for error bars and CFS")
+    p.add_argument("--seed", type=int, default=0)
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="JSON on stdout instead of a table")
+    fmt.add_argument("--csv", type=Path, help="also write the table as CSV")
+    p.set_defaults(func=_pool)
+
+    sc = sub.add_parser("schemas", help="message schemas", description="Work with the wire schemas.")
+    scs = sc.add_subparsers(dest="action", required=True, metavar="ACTION")
+    ex = scs.add_parser("export", help="write the JSON Schema of every message", description="Write <Message>.v<N>.schema.json files.")
+    ex.add_argument("directory", type=Path)
+    ex.set_defaults(func=_schemas)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        return args.func(args)
+    except (EngineError, CalibrationError) as e:
+        print(f"kibitz: {e}", file=sys.stderr)
+        return EXIT_FATAL
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Ingestion: PGN files and JSON-lines streams turned into kibitz input events.
+
+PGN games become ``GameStarted``, one ``MoveEvent`` per ply (with the mover's clock when the PGN has ``[%clk]``)
+and ``GameEnded``. A game whose movetext has an illegal move, or a file cut off mid-game, still yields its events up
+to the point of failure, plus an :class:`~analyzers.errors.InputError` naming the game and ply; the other games
+are unaffected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import chess
+import chess.pgn
+
+from analyzers.errors import IllegalMove, InputError
+from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
+
+#: The demo: round 1 of the London Chess Classic 2011 (4 games), shipped with the package.
+DEMO_PGN = Path(__file__).resolve().parent / "data" / "london2011_round1.pgn"
+
+#: Seconds per ply assumed when a PGN has no clocks: replays then run at a steady, watchable pace.
+NOMINAL_SECONDS_PER_PLY = 60.0
+_RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
+_SCORES = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}
+
+
+class TruncatedInput(InputError):
+    """A PGN file that ends in the middle of a game."""
+
+    reason = "truncated"
+
+
+@dataclass
+class PgnGame:
+    game_id: str
+    white: PlayerInfo
+    black: PlayerInfo
+    event: str
+    result: str
+    moves: list[str]
+    clocks: list[float | None]
+    initial_fen: str | None = None
+    errors: list[InputError] = field(default_factory=list)
+
+    @property
+    def white_score(self) -> float | None:
+        return _SCORES.get(self.result)
+
+    def events(self) -> list[GameStarted | MoveEvent | GameEnded]:
+        evs: list[GameStarted | MoveEvent | GameEnded] = [
+            GameStarted(game_id=self.game_id, white=self.white, black=self.black, event=self.event, initial_fen=self.initial_fen)
+        ]
+        evs += [MoveEvent(game_id=self.game_id, ply=i, uci=u, clock=c) for i, (u, c) in enumerate(zip(self.moves, self.clocks))]
+        if self.result in _SCORES and not self.errors:
+            evs.append(GameEnded(game_id=self.game_id, result=self.result, plies=len(self.moves)))
+        return evs
+
+    def think_times(self) -> list[float]:
+        """Seconds each ply took, from ``[%clk]`` when both of the mover's clocks are known, else nominal."""
+        out = []
+        for i, c in enumerate(self.clocks):
+            prev = self.clocks[i - 2] if i >= 2 else None
+            if c is not None and prev is not None and 0 <= prev - c <= 3600:
+                out.append(max(1.0, prev - c))
+            else:
+                out.append(NOMINAL_SECONDS_PER_PLY)
+        return out
+
+
+def _rating(value: str | None) -> float | None:
+    try:
+        r = float(value) if value else None
+    except ValueError:
+        return None
+    return r if r and 0 < r <= 4000 else None  # 0 or junk means unrated
+
+
+def _player(headers: chess.pgn.Headers, color: str) -> PlayerInfo:
+    name = headers.get(color, "?").strip() or "?"
+    return PlayerInfo(id=name, name=name, rating=_rating(headers.get(f"{color}Elo")))
+
+
+def game_id_for(path: Path, index: int, headers: chess.pgn.Headers) -> str:
+    """Stable id: file stem, index in the file, and a short hash of the identifying headers."""
+    ident = "|".join(headers.get(k, "") for k in ("Event", "Round", "White", "Black", "Date"))
+    return f"{path.stem}:{index}:{hashlib.sha1(ident.encode()).hexdigest()[:6]}"
+
+
+def read_pgn_games(path: str | Path) -> Iterator[PgnGame]:
+    """Every game in a PGN file, with input errors attached to the game they concern."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    truncated = bool(text.strip()) and not text.rstrip().endswith(_RESULTS)
+    stream = io.StringIO(text)
+    games: list[PgnGame] = []
+    index = 0
+    while True:
+        game = chess.pgn.read_game(stream)
+        if game is None:
+            break
+        board = game.board()
+        moves: list[str] = []
+        clocks: list[float | None] = []
+        for node in game.mainline():
+            moves.append(node.move.uci())
+            clocks.append(node.clock())
+        gid = game_id_for(path, index, game.headers)
+        fen = game.headers.get("FEN") if game.headers.get("SetUp") == "1" or "FEN" in game.headers else None
+        g = PgnGame(gid, _player(game.headers, "White"), _player(game.headers, "Black"), game.headers.get("Event", ""),
+                    game.headers.get("Result", "*"), moves, clocks, fen)
+        for err in game.errors:
+            g.errors.append(IllegalMove(f"{path.name}: {err}", game_id=gid, ply=len(moves)))
+        del board
+        games.append(g)
+        index += 1
+    if truncated and games:
+        last = games[-1]
+        last.errors.append(TruncatedInput(f"{path.name} ends in the middle of this game", game_id=last.game_id, ply=len(last.moves)))
+    yield from games
+
+
+def read_jsonl(stream: TextIO) -> Iterator[tuple[int, str]]:
+    """Non-blank lines of a JSON-lines stream, with their 1-based line numbers."""
+    for n, line in enumerate(stream, 1):
+        if line.strip():
+            yield n, line
+
+
+@dataclass(order=True)
+class TimedEvent:
+    at: float
+    seq: int
+    event: GameStarted | MoveEvent | GameEnded = field(compare=False)
+
+
+def replay_timeline(games: Iterable[PgnGame], *, speed: float | None) -> list[TimedEvent]:
+    """All games' events merged on one clock, as if the games were played side by side from time 0.
+
+    ``speed`` divides real thinking times (60 = a minute of play per second); ``None`` means as fast as possible
+    (everything at t = 0, in order).
+    """
+    out: list[TimedEvent] = []
+    seq = 0
+    for g in games:
+        t = 0.0
+        evs = g.events()
+        times = g.think_times()
+        for ev in evs:
+            if isinstance(ev, MoveEvent) and speed:
+                t += times[ev.ply] / speed
+            out.append(TimedEvent(t if speed else 0.0, seq, ev))
+            seq += 1
+    out.sort()
+    return out
+
+

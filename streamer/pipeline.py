@@ -1,0 +1,359 @@
+"""The pipeline both runtimes call: one step per game event, one step per player event. No I/O.
+
+Game step (keyed by game_id): :func:`start_game`, :func:`assess_move`, :func:`end_game` keep a :class:`GameState`
+and turn moves into :class:`~schemas.MoveAssessment` (one engine search per position, shared by the gain, the
+posterior and fair play) and game ends into one :class:`~schemas.GameResult` per player.
+
+Player step (keyed by player_id): :func:`apply_player_event` updates a :class:`PlayerState` (gain histograms,
+posteriors over c and fair-play sums for the game, event and player scopes; the Glicko-2 rating) and returns what to
+publish: a game-scope :class:`~schemas.PerceivedRating` after every move; at a game end the
+:class:`~schemas.RatingUpdate`, event- and player-scope perceived ratings and any :class:`~schemas.FairPlayAlert`.
+
+Idempotency: a ply already applied is rejected by the game step (:class:`~analyzers.errors.DuplicatePly`) and
+ignored by the player step, so a redelivered event changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import chess
+
+from analyzers.calibration import Calibration
+from analyzers.engine.analysis import Limits, PositionAnalysis
+from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, UnknownGame
+from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, FairPlayStats
+from analyzers.gain import GainHistogram, gain
+from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
+from analyzers.perceived import DEFAULT_LEVEL
+from analyzers.posterior import SkillPosterior, with_played_move
+from analyzers.profiles import EngineProfile
+from schemas import (
+    Candidate, FairPlayAlert, GameEnded, GameResult, GameStarted, GlickoState, MoveAssessment, MoveEvent,
+    PerceivedRating, PlayerInfo, RatingUpdate,
+)
+
+Analyse = Callable[[chess.Board, Limits], Awaitable[PositionAnalysis]]
+Prefetch = Callable[[chess.Board, Limits], None]
+_SCORES = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}
+#: Finished games a player state remembers, so a late duplicate of their events is recognised.
+_REMEMBER_GAMES = 256
+SECONDS_PER_DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    profile: EngineProfile
+    calibration: Calibration | None = None  # needed by the player step only (batch analysis runs without one)
+    glicko: Glicko2Config = Glicko2Config()
+    z_threshold: float = DEFAULT_Z_THRESHOLD
+    min_alert_moves: int = DEFAULT_MIN_MOVES
+    level: float = DEFAULT_LEVEL
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(depth=self.profile.depth, nodes=self.profile.nodes, multipv=self.profile.multipv)
+
+
+# == game step ===========================================================================================
+@dataclass
+class GameState:
+    game_id: str
+    white: PlayerInfo
+    black: PlayerInfo
+    event: str = ""
+    initial_fen: str | None = None
+    moves: list[str] = field(default_factory=list)
+    pending_end: GameEnded | None = None
+    ended: bool = False
+    _board: chess.Board | None = field(default=None, repr=False, compare=False)
+
+    def board(self) -> chess.Board:
+        if self._board is None:
+            b = chess.Board(self.initial_fen) if self.initial_fen else chess.Board()
+            for m in self.moves:
+                b.push_uci(m)
+            self._board = b
+        return self._board
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "game_id": self.game_id, "white": self.white.model_dump(), "black": self.black.model_dump(),
+            "event": self.event, "initial_fen": self.initial_fen, "moves": list(self.moves),
+            "pending_end": self.pending_end.model_dump() if self.pending_end else None, "ended": self.ended,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GameState:
+        return cls(
+            d["game_id"], PlayerInfo(**d["white"]), PlayerInfo(**d["black"]), d["event"], d["initial_fen"],
+            list(d["moves"]), GameEnded(**d["pending_end"]) if d["pending_end"] else None, d["ended"],
+        )
+
+
+def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch | None, config: PipelineConfig) -> GameState:
+    if existing is not None and not existing.ended:
+        raise DuplicateGame("game already started", game_id=ev.game_id)
+    try:
+        state = GameState(ev.game_id, ev.white, ev.black, ev.event, ev.initial_fen)
+        board = state.board()
+    except ValueError as e:
+        raise IllegalMove(f"invalid initial position: {e}", game_id=ev.game_id) from None
+    if prefetch is not None:
+        prefetch(board, config.limits)  # the first position is known now: search it before the first move
+    return state
+
+
+def _check_ply(state: GameState | None, ev: MoveEvent) -> GameState:
+    if state is None:
+        raise UnknownGame("move for a game that was never started", game_id=ev.game_id, ply=ev.ply)
+    if state.ended:
+        raise UnknownGame("move for a game that has ended", game_id=ev.game_id, ply=ev.ply)
+    n = len(state.moves)
+    if ev.ply < n:
+        same = state.moves[ev.ply] == ev.uci
+        raise DuplicatePly("ply already applied" + ("" if same else f" with a different move ({state.moves[ev.ply]})"),
+                           game_id=ev.game_id, ply=ev.ply)
+    if ev.ply > n:
+        raise OutOfOrderPly(f"expected ply {n}", game_id=ev.game_id, ply=ev.ply)
+    return state
+
+
+def _white_view(a: PositionAnalysis, board: chess.Board) -> int:
+    return a.best_cp if board.turn == chess.WHITE else -a.best_cp
+
+
+@dataclass
+class AppliedMove:
+    """A move validated and applied to its game; what the engine step needs, and any results it completed."""
+
+    event: MoveEvent
+    state: GameState
+    before: chess.Board
+    after: chess.Board
+    white_moved: bool
+    results: list[GameResult]
+
+
+def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
+    """Validate a move and advance the game. Input errors leave the state untouched."""
+    state = _check_ply(state, ev)
+    board = state.board()
+    try:
+        move = chess.Move.from_uci(ev.uci)
+    except ValueError:
+        raise IllegalMove(f"not a UCI move: {ev.uci}", game_id=ev.game_id, ply=ev.ply) from None
+    if move not in board.legal_moves:
+        raise IllegalMove(f"{ev.uci} is illegal in {board.fen()}", game_id=ev.game_id, ply=ev.ply)
+    before = board.copy(stack=False)
+    white_moved = board.turn == chess.WHITE
+    board.push(move)
+    state.moves.append(ev.uci)
+    return AppliedMove(ev, state, before, board.copy(stack=False), white_moved, _maybe_finish(state))
+
+
+async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineConfig) -> MoveAssessment:
+    """The engine step of a move: one search of the position before it (cached or already running, thanks to
+    the look-ahead) and one of the position after it (which is also the next move's look-ahead).
+
+    The game has already advanced (:func:`apply_move`), so an engine failure here loses only this assessment.
+    """
+    ev, state, before_board, board = applied.event, applied.state, applied.before, applied.after
+    white_moved = applied.white_moved
+    limits = config.limits
+    before = await analyse(before_board, limits)
+    after = await analyse(board, limits)
+    mover = state.white if white_moved else state.black
+    rank = before.rank_of(ev.uci)
+    played_value = before.candidates[rank].value if rank is not None else -after.best_cp
+    counted = (
+        ev.ply >= config.profile.skip_plies
+        and abs(before.best_cp) <= config.profile.decided_cp
+        and len(before.candidates) > 1
+    )
+    s_before, s_after = _white_view(before, before_board), _white_view(after, board)
+    return MoveAssessment(
+        game_id=ev.game_id, ply=ev.ply, player_id=mover.id, color="white" if white_moved else "black", uci=ev.uci,
+        event=state.event, reference_rating=mover.rating, eval_before=s_before, eval_after=s_after,
+        gain=gain(s_before, s_after, white_moved), loss=max(0, before.best_cp - played_value),
+        candidates=[Candidate(uci=c.uci, cp=c.value, mate=c.mate) for c in before.candidates],
+        played_rank=rank, played_value=played_value, counted=counted, engine=before.engine, limits=before.limits,
+    )
+
+
+def end_game(state: GameState | None, ev: GameEnded) -> list[GameResult]:
+    """Record the result; emits one GameResult per player once every announced ply has arrived."""
+    if state is None or state.ended:
+        raise UnknownGame("end of a game that was never started or already ended", game_id=ev.game_id)
+    state.pending_end = ev
+    return _maybe_finish(state)
+
+
+def _maybe_finish(state: GameState) -> list[GameResult]:
+    ev = state.pending_end
+    if ev is None or (ev.plies is not None and len(state.moves) < ev.plies):
+        return []  # moves still to come (the end travelled on another topic and overtook them)
+    state.ended = True
+    s = _SCORES[ev.result]
+    return [
+        GameResult(game_id=state.game_id, player_id=state.white.id, color="white", score=s, event=state.event,
+                   player=state.white, opponent=state.black, timestamp=ev.timestamp),
+        GameResult(game_id=state.game_id, player_id=state.black.id, color="black", score=1.0 - s, event=state.event,
+                   player=state.black, opponent=state.white, timestamp=ev.timestamp),
+    ]
+
+
+# == player step =========================================================================================
+@dataclass
+class ScopeStats:
+    """Everything kibitz knows about a player within one scope (a game, an event, or all their games)."""
+
+    hist: GainHistogram = field(default_factory=GainHistogram)
+    post: SkillPosterior = field(default_factory=SkillPosterior)
+    fair: FairPlayStats = field(default_factory=FairPlayStats)
+    last_ply: int = -1
+    games: int = 0
+
+    def add(self, a: MoveAssessment, c_ref: float | None) -> None:
+        self.hist.add(a.gain)
+        if a.counted:
+            values = [c.cp / 100.0 for c in a.candidates]
+            idx = a.played_rank
+            if idx is None:
+                values, idx = with_played_move(values, (a.played_value or 0) / 100.0)
+            self.post.update(values, idx)
+            if c_ref is not None:
+                self.fair.update(values, idx, c_ref)
+        self.last_ply = a.ply
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hist": self.hist.to_dict(), "post": self.post.to_dict(), "fair": self.fair.to_dict(),
+                "last_ply": self.last_ply, "games": self.games}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ScopeStats:
+        return cls(GainHistogram.from_dict(d["hist"]), SkillPosterior.from_dict(d["post"]),
+                   FairPlayStats.from_dict(d["fair"]), d["last_ply"], d["games"])
+
+
+@dataclass
+class PlayerState:
+    player_id: str
+    overall: ScopeStats = field(default_factory=ScopeStats)
+    games: dict[str, ScopeStats] = field(default_factory=dict)
+    events: dict[str, ScopeStats] = field(default_factory=dict)
+    finished: list[str] = field(default_factory=list)
+    glicko: Glicko2Rating | None = None
+    last_game_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "player_id": self.player_id, "overall": self.overall.to_dict(),
+            "games": {k: v.to_dict() for k, v in self.games.items()},
+            "events": {k: v.to_dict() for k, v in self.events.items()},
+            "finished": list(self.finished), "glicko": self.glicko.to_dict() if self.glicko else None,
+            "last_game_at": self.last_game_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PlayerState:
+        return cls(
+            d["player_id"], ScopeStats.from_dict(d["overall"]),
+            {k: ScopeStats.from_dict(v) for k, v in d["games"].items()},
+            {k: ScopeStats.from_dict(v) for k, v in d["events"].items()},
+            list(d["finished"]), Glicko2Rating.from_dict(d["glicko"]) if d["glicko"] else None, d["last_game_at"],
+        )
+
+
+def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, game_id: str, ply: int,
+              config: PipelineConfig) -> PerceivedRating | None:
+    """The published rating of one scope: from the posterior over c once it has counted moves, else the gains."""
+    cal = config.calibration
+    if cal is None:
+        raise ValueError("publishing perceived ratings needs a calibration in PipelineConfig")
+    g = cal.from_histogram(stats.hist, config.level) if stats.hist.count else None
+    p = cal.from_posterior(stats.post, config.level) if stats.post.n else None
+    main = p or g
+    if main is None:
+        return None
+    return PerceivedRating(
+        player_id=player_id, scope=scope, scope_id=scope_id, game_id=game_id, ply=max(ply, 0),
+        rating=round(main.rating, 1), low=round(main.low, 1), high=round(main.high, 1), level=config.level,
+        method="posterior" if p else "gain", c_mean=round(stats.post.mean, 4) if p else None,
+        c_sd=round(stats.post.std, 4) if p else None, moves=stats.post.n,
+        gain_rating=round(g.rating, 1) if g else None, gain_low=round(g.low, 1) if g else None,
+        gain_high=round(g.high, 1) if g else None, gain_moves=stats.hist.count,
+        profile=config.profile.name, provisional=cal.provisional,
+    )
+
+
+def apply_player_event(
+    state: PlayerState | None, ev: MoveAssessment | GameResult, config: PipelineConfig
+) -> tuple[PlayerState, list[PerceivedRating | RatingUpdate | FairPlayAlert]]:
+    state = state or PlayerState(ev.player_id)
+    if ev.game_id in state.finished:
+        return state, []  # a redelivery of a game already closed for this player
+    if isinstance(ev, MoveAssessment):
+        return state, _apply_move(state, ev, config)
+    return state, _apply_result(state, ev, config)
+
+
+def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating]:
+    game = state.games.setdefault(a.game_id, ScopeStats())
+    if a.ply <= game.last_ply:
+        return []  # duplicate (game_id, ply): already counted
+    cal = config.calibration
+    c_ref = cal.c_from_elo(a.reference_rating) if a.reference_rating and cal is not None else None
+    game.add(a, c_ref)
+    state.overall.add(a, c_ref)
+    if a.event:
+        state.events.setdefault(a.event, ScopeStats()).add(a, c_ref)
+    out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config)
+    return [out] if out else []
+
+
+def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> list[Any]:
+    out: list[Any] = []
+    gcfg = config.glicko
+    me = state.glicko or gcfg.new_player(r.player.rating, r.player.rd, r.player.volatility)
+    opp = gcfg.new_player(r.opponent.rating, r.opponent.rd, r.opponent.volatility)
+    days = 0.0
+    if r.timestamp is not None and state.last_game_at is not None:
+        days = max(0.0, (r.timestamp - state.last_game_at) / SECONDS_PER_DAY)
+    if r.color == "white":
+        new, _ = update_after_game(me, opp, r.score, (days, 0.0), gcfg)
+    else:
+        _, new = update_after_game(opp, me, 1.0 - r.score, (0.0, days), gcfg)
+    out.append(RatingUpdate(
+        player_id=r.player_id, game_id=r.game_id, opponent_id=r.opponent.id, score=r.score,
+        before=GlickoState(**me.to_dict()), after=GlickoState(**new.to_dict()), opponent=GlickoState(**opp.to_dict()),
+    ))
+    state.glicko = new
+    if r.timestamp is not None:
+        state.last_game_at = r.timestamp
+    game = state.games.pop(r.game_id, ScopeStats())
+    state.overall.games += 1
+    ply = max(game.last_ply, 0)
+    if r.event:
+        ev_stats = state.events.setdefault(r.event, ScopeStats())
+        ev_stats.games += 1
+        pr = perceived(ev_stats, player_id=r.player_id, scope="event", scope_id=r.event, game_id=r.game_id, ply=ply, config=config)
+        out += [pr] if pr else []
+    pr = perceived(state.overall, player_id=r.player_id, scope="player", scope_id=r.player_id, game_id=r.game_id, ply=ply, config=config)
+    out += [pr] if pr else []
+    if r.player.rating:
+        for scope, stats, games in (("game", game, 1), ("player", state.overall, state.overall.games)):
+            stat = stats.fair.flagged(config.z_threshold, config.min_alert_moves)
+            if stat:
+                z = stats.fair.z_match if stat == "match" else stats.fair.z_loss
+                obs, exp = ((stats.fair.matches, stats.fair.expected_matches) if stat == "match"
+                            else (stats.fair.loss, stats.fair.expected_loss))
+                out.append(FairPlayAlert(
+                    player_id=r.player_id, game_id=r.game_id, scope=scope, statistic=stat, z=round(z, 3),
+                    threshold=config.z_threshold, moves=stats.fair.n, observed=round(obs, 3), expected=round(exp, 3),
+                    reference_rating=r.player.rating, games=games,
+                ))
+    state.finished = (state.finished + [r.game_id])[-_REMEMBER_GAMES:]
+    return out

@@ -1,0 +1,77 @@
+"""The kibitz command as a user runs it (subprocess, real Stockfish, shallow limits)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.test_ingest import BAD_PGN
+
+FAST = ["--depth", "5", "--multipv", "3", "--engines", "2"]
+
+
+def kibitz(*args, stdin=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "streamer.cli", *args], input=stdin, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("cmd", [[], ["replay"], ["stream"], ["pool"], ["schemas", "export"]])
+def test_help_is_complete(cmd):
+    r = kibitz(*cmd, "--help")
+    assert r.returncode == 0 and "usage: kibitz" in r.stdout
+    if cmd == ["replay"]:
+        for opt in ("--speed", "--max-speed", "--depth", "--nodes", "--multipv", "--engines", "--out", "--no-ui"):
+            assert opt in r.stdout
+
+
+def test_replay_with_bad_pgn_reports_each_problem_and_processes_the_rest(tmp_path, stockfish):
+    pgn = tmp_path / "bad.pgn"
+    pgn.write_text(BAD_PGN)
+    out = tmp_path / "out.jsonl"
+    r = kibitz("replay", str(pgn), "--max-speed", "--no-ui", "--out", str(out), *FAST)
+    assert r.returncode == 3, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("rejected")]
+    assert len(lines) == 2
+    assert "illegal_move" in lines[0] and "bad:0:" in lines[0] and "ply 2" in lines[0]
+    assert "truncated" in lines[1] and "bad:2:" in lines[1] and "ply 5" in lines[1]
+    msgs = [json.loads(x) for x in out.read_text().splitlines()]
+    # the good game (C-D) was rated at its end; the broken ones still got live ratings for their legal moves
+    assert {m["player_id"] for m in msgs if m["type"] == "glicko2"} == {"C", "D"}
+    assert {m["game_id"].split(":")[1] for m in msgs if m["type"] == "perceived"} == {"0", "1", "2"}
+
+
+def test_stream_reads_json_lines_from_stdin(stockfish):
+    events = [
+        {"type": "game_started", "game_id": "s1", "white": {"id": "w", "rating": 2000}, "black": {"id": "b", "rating": 1900}},
+        {"type": "move", "game_id": "s1", "ply": 0, "uci": "e2e4"},
+        {"type": "move", "game_id": "s1", "ply": 1, "uci": "e7e5"},
+        {"type": "move", "game_id": "s1", "ply": 1, "uci": "e7e5"},
+        {"type": "game_ended", "game_id": "s1", "result": "1-0", "plies": 2},
+    ]
+    stdin = "\n".join(json.dumps(e) for e in events) + "\n{broken\n"
+    r = kibitz("stream", *FAST, stdin=stdin)
+    assert r.returncode == 3
+    assert "duplicate_ply" in r.stderr and "stdin:6" in r.stderr
+    out = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [m["type"] for m in out].count("perceived") >= 2 and [m["type"] for m in out].count("glicko2") == 2
+
+
+def test_schemas_export(tmp_path):
+    r = kibitz("schemas", "export", str(tmp_path))
+    assert r.returncode == 0
+    assert (tmp_path / "MoveEvent.v1.schema.json").is_file()
+
+
+def test_pool_on_london_2011_orders_by_standings(shared):
+    r = kibitz("pool", str(shared / "data/pgn/ferreira-2012/london_chess_classic_2011.pgn"), "--simulations", "200")
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln[:3].strip().isdigit()]
+    names = [row[1] for row in rows]
+    assert names[0] == "Kramnik,V" and names[-1] == "Adams,Mi"
+    points = [float(row[4]) for row in rows]
+    assert points == sorted(points, reverse=True)
+
+
+def test_missing_file_is_a_clear_fatal_error(tmp_path):
+    r = kibitz("replay", str(tmp_path / "nope.pgn"), "--no-ui")
+    assert r.returncode == 1 and "no such file" in r.stderr

@@ -1,0 +1,152 @@
+"""The engine pool against the real Stockfish, and fault injection with a small fake engine."""
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import chess
+import chess.pgn
+import pytest
+
+from analyzers.engine import EnginePool, Limits
+from analyzers.errors import EngineCrashed, EngineTimeout, PoolClosed
+from analyzers.gain import MATE_CP
+
+from streamer.ingest import DEMO_PGN as ROUND1
+
+FAKE = str(Path(__file__).parent / "fixtures" / "fake_engine.py")
+
+
+def fake(mode, *extra):
+    return [sys.executable, FAKE, mode, *extra]
+
+
+def children() -> set[int]:
+    """Child processes of this test process (zombies included), from /proc."""
+    me = os.getpid()
+    out = set()
+    for task in Path(f"/proc/{me}/task").iterdir():
+        text = (task / "children").read_text().split()
+        out.update(int(x) for x in text)
+    return out
+
+
+def middlegame_boards(n=6):
+    game = chess.pgn.read_game(open(ROUND1))
+    board = game.board()
+    out = []
+    for i, move in enumerate(game.mainline_moves()):
+        board.push(move)
+        if 20 <= i < 20 + n:
+            out.append(board.copy())
+    return out
+
+
+async def test_analyse_returns_candidates_from_side_to_move(stockfish):
+    async with EnginePool(stockfish, size=1) as pool:
+        a = await pool.analyse(chess.Board(), depth=8, multipv=5)
+        assert len(a.candidates) == 5 and a.depth >= 8 and a.engine.startswith("Stockfish")
+        assert all(len(c.uci) >= 4 for c in a.candidates)
+        vals = [c.value for c in a.candidates]
+        assert vals == sorted(vals, reverse=True)
+        # a position where Black is to move and lost: scores are from Black's side, negative
+        b = chess.Board("6k1/5ppp/8/8/8/8/5PPP/3QR1K1 b - - 0 1")
+        lost = await pool.analyse(b, depth=8)
+        assert lost.best_cp < -500
+        mate_in_one = chess.Board("6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1")
+        m = await pool.analyse(mate_in_one, depth=5)
+        assert m.candidates[0].mate == 1 and m.best_cp == MATE_CP
+        mated = chess.Board("3R2k1/5ppp/8/8/8/8/5PPP/6K1 b - - 0 1")
+        assert (await pool.analyse(mated, depth=5)).best_cp == -MATE_CP
+
+
+async def test_deterministic_across_runs_orders_and_pool_sizes(stockfish):
+    boards = middlegame_boards(6)
+    results = []
+    for size, order in ((1, boards), (2, list(reversed(boards)))):
+        async with EnginePool(stockfish, size=size) as pool:
+            res = await asyncio.gather(*(pool.analyse(b, depth=9, multipv=3) for b in order))
+            by_key = {r.key: (r.candidates, r.nodes) for r in res}
+            results.append(by_key)
+    assert results[0] == results[1]
+
+
+async def test_concurrent_duplicates_join_one_search_and_cache_hits(stockfish):
+    board = middlegame_boards(1)[0]
+    async with EnginePool(stockfish, size=2) as pool:
+        res = await asyncio.gather(*(pool.analyse(board, depth=9) for _ in range(5)))
+        assert len({r.candidates for r in res}) == 1
+        assert pool.stats.searches == 1 and pool.stats.joined == 4
+        await pool.analyse(board, depth=9)
+        assert pool.stats.cache_hits == 1
+        # different limits are a different key
+        await pool.analyse(board, depth=8)
+        assert pool.stats.searches == 2
+
+
+async def test_prefetch_runs_ahead_and_is_joined(stockfish):
+    board = middlegame_boards(1)[0]
+    async with EnginePool(stockfish, size=1) as pool:
+        pool.prefetch(board, Limits(depth=9))
+        await asyncio.sleep(0)
+        await pool.analyse(board, depth=9)
+        assert pool.stats.searches == 1 and pool.stats.joined + pool.stats.cache_hits == 1
+
+
+async def test_persistent_cache_serves_a_second_run_without_engine_work(stockfish, tmp_path):
+    boards = middlegame_boards(4)
+    db = tmp_path / "cache.sqlite"
+    async with EnginePool(stockfish, size=1, cache_path=db) as pool:
+        first = [await pool.analyse(b, depth=8, multipv=2) for b in boards]
+        assert pool.stats.searches == 4
+    async with EnginePool(stockfish, size=1, cache_path=db) as pool:
+        second = [await pool.analyse(b, depth=8, multipv=2) for b in boards]
+        assert pool.stats.searches == 0 and pool.stats.cache_hits == 4
+    assert first == second
+
+
+async def test_crash_is_retried_on_a_fresh_engine(tmp_path):
+    async with EnginePool(fake("crash-once", str(tmp_path / "crashed")), size=1, timeout=10) as pool:
+        a = await pool.analyse(chess.Board(), depth=1)
+        assert a.candidates and pool.stats.restarts == 1 and pool.stats.searches == 1
+
+
+async def test_crash_twice_fails_with_typed_error():
+    async with EnginePool(fake("crash"), size=1, timeout=10) as pool:
+        with pytest.raises(EngineCrashed):
+            await pool.analyse(chess.Board(), depth=1)
+        assert pool.stats.restarts == 2 and pool.stats.failures == 1
+
+
+async def test_hang_times_out_and_engine_is_replaced():
+    async with EnginePool(fake("hang"), size=1, timeout=0.5) as pool:
+        before = set(pool.pids)
+        with pytest.raises(EngineTimeout):
+            await pool.analyse(chess.Board(), depth=1)
+        assert pool.stats.restarts == 2
+        assert not (set(pool.pids) & before)  # the hung process is gone, a fresh one holds the slot
+
+
+async def test_garbage_answer_is_an_error_not_a_result():
+    async with EnginePool(fake("garbage"), size=1, timeout=2) as pool:
+        with pytest.raises((EngineCrashed, EngineTimeout)):
+            await pool.analyse(chess.Board(), depth=1)
+
+
+async def test_no_zombies_after_close(stockfish):
+    before = children()
+    async with EnginePool(stockfish, size=2) as pool:
+        assert len(children() - before) == 2
+        await pool.analyse(chess.Board(), depth=5)
+    async with EnginePool(fake("hang"), size=1, timeout=0.3) as pool:
+        with pytest.raises(EngineTimeout):
+            await pool.analyse(chess.Board(), depth=1)
+    await asyncio.sleep(0.1)
+    assert children() - before == set()
+
+
+async def test_closed_pool_refuses(stockfish):
+    pool = EnginePool(stockfish, size=1)
+    with pytest.raises(PoolClosed):
+        await pool.analyse(chess.Board(), depth=1)

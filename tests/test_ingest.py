@@ -1,0 +1,60 @@
+from analyzers.errors import IllegalMove
+from schemas import GameEnded, GameStarted, MoveEvent
+from streamer.ingest import DEMO_PGN, TruncatedInput, read_pgn_games, replay_timeline
+
+BAD_PGN = """[Event "t"]
+[White "A"]
+[Black "B"]
+[Result "1-0"]
+
+1. e4 e5 2. Ke3 Nc6 1-0
+
+[Event "t"]
+[White "C"]
+[Black "D"]
+[Result "0-1"]
+[WhiteElo "1800"]
+
+1. d4 d5 2. c4 0-1
+
+[Event "t"]
+[White "E"]
+[Black "F"]
+[Result "1/2-1/2"]
+
+1. e4 c5 2. Nf3 d6 3. d4
+"""
+
+
+def test_demo_is_round_one_of_london_2011():
+    games = list(read_pgn_games(DEMO_PGN))
+    assert len(games) == 4 and all(not g.errors for g in games)
+    assert {g.white.id for g in games} | {g.black.id for g in games} >= {"Carlsen,M", "Anand,V", "Kramnik,V"}
+    evs = games[0].events()
+    assert isinstance(evs[0], GameStarted) and isinstance(evs[-1], GameEnded)
+    assert [e.ply for e in evs if isinstance(e, MoveEvent)] == list(range(len(games[0].moves)))
+
+
+def test_illegal_move_and_truncation_name_game_and_ply(tmp_path):
+    p = tmp_path / "bad.pgn"
+    p.write_text(BAD_PGN)
+    games = list(read_pgn_games(p))
+    assert len(games) == 3
+    illegal = games[0]
+    assert isinstance(illegal.errors[0], IllegalMove) and illegal.errors[0].ply == 2
+    assert illegal.moves == ["e2e4", "e7e5"]
+    assert not any(isinstance(e, GameEnded) for e in illegal.events())  # an unfinished game is not rated
+    assert not games[1].errors and games[1].white.rating == 1800 and games[1].black.rating is None
+    assert isinstance(games[2].errors[0], TruncatedInput) and games[2].errors[0].ply == 5
+
+
+def test_timeline_keeps_each_game_in_order():
+    games = list(read_pgn_games(DEMO_PGN))
+    tl = replay_timeline(games, speed=60)
+    per_game = {}
+    for te in tl:
+        per_game.setdefault(te.event.game_id, []).append(te.event)
+    for evs in per_game.values():
+        plies = [e.ply for e in evs if isinstance(e, MoveEvent)]
+        assert plies == sorted(plies) and isinstance(evs[0], GameStarted) and isinstance(evs[-1], GameEnded)
+    assert tl[-1].at > 60  # about a second per ply at x60

@@ -1,0 +1,50 @@
+import json
+
+import pytest
+
+from analyzers.errors import MalformedEvent
+from schemas import MESSAGES, GameStarted, MoveEvent, PlayerInfo, export_json_schemas, parse_event
+
+
+def test_parse_event_discriminates_and_validates():
+    ev = parse_event('{"type": "move", "game_id": "g1", "ply": 0, "uci": "e2e4"}')
+    assert isinstance(ev, MoveEvent) and ev.schema_version == 1
+    gs = parse_event(json.dumps({"type": "game_started", "game_id": "g1", "white": {"id": "a", "rating": 2000}, "black": {"id": "b"}}))
+    assert isinstance(gs, GameStarted) and gs.white.rating == 2000
+
+
+@pytest.mark.parametrize("bad,where", [
+    ('{"type": "move", "game_id": "g", "ply": -1, "uci": "e2e4"}', "ply"),
+    ('{"type": "move", "game_id": "g", "ply": 0, "uci": "e2e9"}', "uci"),
+    ('{"type": "move", "game_id": "g", "ply": 0, "uci": "Nf3"}', "uci"),
+    ('{"type": "move", "game_id": "g", "ply": 0, "uci": "e2e4", "extra": 1}', "extra"),
+    ('{"type": "move", "game_id": "", "ply": 0, "uci": "e2e4"}', "game_id"),
+    ('{"type": "move", "game_id": "g", "ply": 0, "uci": "e2e4", "schema_version": 2}', "schema_version"),
+    ('{"type": "game_started", "game_id": "g", "white": {"id": "a", "rating": 9000}, "black": {"id": "b"}}', "rating"),
+    ('{"type": "teleport", "game_id": "g"}', "type"),
+    ('not json at all', "message"),
+])
+def test_strict_validation_names_the_field(bad, where):
+    with pytest.raises(MalformedEvent) as e:
+        parse_event(bad)
+    assert where in str(e.value)
+
+
+def test_malformed_keeps_game_and_ply_when_it_can():
+    with pytest.raises(MalformedEvent) as e:
+        parse_event('{"type": "move", "game_id": "g7", "ply": 3, "uci": "zz"}')
+    assert e.value.game_id == "g7" and e.value.ply == 3
+
+
+def test_player_info_is_frozen_and_strict():
+    with pytest.raises(Exception):
+        PlayerInfo(id="a", nickname="x")
+
+
+def test_export_writes_one_valid_schema_per_message(tmp_path):
+    paths = export_json_schemas(tmp_path)
+    assert len(paths) == len(MESSAGES) >= 9
+    for p in paths:
+        schema = json.loads(p.read_text())
+        assert schema["type"] == "object" and "schema_version" in schema["properties"]
+        assert schema.get("additionalProperties") is False
