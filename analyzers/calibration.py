@@ -6,14 +6,19 @@ A :class:`Calibration` is fitted from rated games (``bench/fit_calibration.py``)
 - ``engine_elo``: the engine spike's strength for Ferreira's Algorithm 4 (Algorithm 3 on the fitting set);
 - ``c_knots``: a monotone piecewise-linear map c -> Elo (linear beyond the end knots), from a fit of FIDE rating
   on the posterior mean of c per player-game;
-- ``residual_sd``: the sd of FIDE rating around that fit per player-game, for reference.
+- ``residual_sd``: the sd of FIDE rating around that fit per player-game, for reference;
+- ``model_sd`` / ``gain_model_sd``: the part of that residual that more moves would not remove (residual variance
+  minus the mean sampling variance of the estimates, floored at 0), for the posterior and the gain estimators.
 
-The Elo interval of a posterior is its c interval mapped through the (monotone) knots.
+An interval is the sampling interval (the posterior's c interval mapped through the monotone knots, or Algorithm
+4's interval) widened by the model error: half-width = z sqrt(sampling_sd^2 + model_sd^2). Without the model term a
+long game would claim +/- 30 Elo for an estimator whose error against FIDE ratings is hundreds of points.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -23,7 +28,7 @@ import numpy as np
 
 from .errors import CalibrationError
 from .gain import GainHistogram
-from .perceived import DEFAULT_LEVEL, RatingEstimate, live_rating
+from .perceived import DEFAULT_LEVEL, RatingEstimate, live_rating, z_for
 from .posterior import SkillPosterior
 
 #: Perceived ratings are clipped to this range: outside it no data supports them.
@@ -37,6 +42,8 @@ class Calibration:
     engine_elo: float
     c_knots: list[tuple[float, float]]
     residual_sd: float
+    model_sd: float = 0.0
+    gain_model_sd: float = 0.0
     provisional: bool = True
     fitted_on: str = ""
     command: str = ""
@@ -78,12 +85,12 @@ class Calibration:
 
     def from_posterior(self, post: SkillPosterior, level: float = DEFAULT_LEVEL) -> RatingEstimate:
         mean, _, lo, hi = post.summary(level)
-        return RatingEstimate(self.elo_from_c(mean), self.elo_from_c(lo), self.elo_from_c(hi), post.n, level)
+        sampling = RatingEstimate(self.elo_from_c(mean), self.elo_from_c(lo), self.elo_from_c(hi), post.n, level)
+        return _widen(sampling, self.model_sd)
 
     def from_histogram(self, h: GainHistogram, level: float = DEFAULT_LEVEL) -> RatingEstimate:
         est = live_rating(h, self.engine_elo, level=level)
-        clip = lambda x: min(ELO_CEILING, max(ELO_FLOOR, x))  # noqa: E731
-        return RatingEstimate(clip(est.rating), clip(est.low), clip(est.high), est.n, level)
+        return _widen(RatingEstimate(_clip(est.rating), _clip(est.low), _clip(est.high), est.n, level), self.gain_model_sd)
 
     # -- files ----------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -97,6 +104,7 @@ class Calibration:
             return cls(
                 profile=data["profile"], engine=data["engine"], engine_elo=float(data["engine_elo"]),
                 c_knots=[(float(c), float(e)) for c, e in data["c_knots"]], residual_sd=float(data["residual_sd"]),
+                model_sd=float(data.get("model_sd", 0.0)), gain_model_sd=float(data.get("gain_model_sd", 0.0)),
                 provisional=bool(data.get("provisional", True)), fitted_on=data.get("fitted_on", ""),
                 command=data.get("command", ""), extra=dict(data.get("extra", {})),
             )
@@ -112,6 +120,22 @@ class Calibration:
             return cls.from_dict(json.loads(Path(path).read_text()))
         except (OSError, json.JSONDecodeError) as e:
             raise CalibrationError(f"cannot read calibration {path}: {e}") from e
+
+
+def _clip(x: float) -> float:
+    return min(ELO_CEILING, max(ELO_FLOOR, x))
+
+
+def _widen(est: RatingEstimate, model_sd: float) -> RatingEstimate:
+    """Add the model error to a sampling interval (see the module docstring); keeps any asymmetry of the sides."""
+    if model_sd <= 0:
+        return est
+    z = z_for(est.level)
+    lo_sd = (est.rating - est.low) / z
+    hi_sd = (est.high - est.rating) / z
+    low = est.rating - z * math.hypot(lo_sd, model_sd)
+    high = est.rating + z * math.hypot(hi_sd, model_sd)
+    return RatingEstimate(est.rating, _clip(low), _clip(high), est.n, est.level)
 
 
 def load_calibration(profile: str) -> Calibration:

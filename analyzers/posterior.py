@@ -67,12 +67,20 @@ def with_played_move(values: Sequence[float], played_value: float | None = None)
 
 
 def _move_loglik(grid: np.ndarray, deltas: np.ndarray, played: int, k: float) -> np.ndarray:
-    """log P(played | c) at every grid point; ``deltas`` are v_max - v_i >= 0."""
+    """log P(played | c) at every grid point; ``deltas`` are v_max - v_i >= 0.
+
+    With d_i = log(delta_i + k) - min_j log(delta_j + k) >= 0, log P = -c d_played - log sum_j exp(-c d_j). For
+    c >= 0 every exponent is <= 0 and the best move's is 0, so the sum is in [1, m]: stable without a max pass.
+    """
     logd = np.log(deltas + k)                      # one log per candidate, not per grid point
-    a = -np.outer(grid, logd)                      # (grid, candidates): log L_i(c)
-    m = a.max(axis=1)                              # stable logsumexp over candidates
-    lse = m + np.log(np.exp(a - m[:, None]).sum(axis=1))
-    return a[:, played] - lse
+    d = logd - logd.min()
+    s = np.exp(np.multiply.outer(grid, -d)).sum(axis=1)
+    return -grid * d[played] - np.log(s)
+
+
+#: After this many moves the grid is checked for refinement every ADAPT_EVERY moves, not after each one: the
+#: posterior sd shrinks like 1/sqrt(n), so a few moves' delay changes nothing and saves most of the bookkeeping.
+ADAPT_EVERY = 8
 
 
 class SkillPosterior:
@@ -87,8 +95,8 @@ class SkillPosterior:
     __slots__ = ("grid", "logp", "n", "k", "c_min", "c_max")
 
     def __init__(self, c_min: float = C_MIN, c_max: float = C_MAX, points: int = GRID_POINTS, k: float = K_PAWNS) -> None:
-        if not c_max > c_min or points < 3:
-            raise ValueError("need c_max > c_min and at least 3 grid points")
+        if not c_max > c_min >= 0 or points < 3:
+            raise ValueError("need 0 <= c_min < c_max and at least 3 grid points")
         self.c_min, self.c_max, self.k = c_min, c_max, k
         self.grid = np.linspace(c_min, c_max, points)
         self.logp = np.zeros(points)               # flat prior, unnormalised log density
@@ -106,11 +114,12 @@ class SkillPosterior:
         if v.size < 2:
             return
         self.logp += _move_loglik(self.grid, v.max() - v, played_index, self.k)
-        self.logp -= self.logp.max()               # keep it bounded; normalisation is implicit
         self.n += 1
-        self._adapt()
+        if self.n < 2 * ADAPT_EVERY or self.n % ADAPT_EVERY == 0:
+            self._adapt()
 
     def _adapt(self) -> None:
+        self.logp -= self.logp.max()               # keep it bounded; normalisation is implicit
         p = self.probabilities()
         step = self.grid[1] - self.grid[0]
         mean = float(p @ self.grid)

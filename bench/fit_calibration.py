@@ -74,13 +74,24 @@ def main() -> None:
     except RatingError as e:
         raise SystemExit(f"engine strength undefined: {e}")
     r_c = float(np.corrcoef(c, y)[0, 1])
+    # sampling variance of each estimate, on the Elo scale: posterior sd of c times the slope; Algorithm 4's sd
+    samp_c = np.array([(slope * stats_by[k].post.std) ** 2 for k in keys])
+    model_sd = math.sqrt(max(0.0, float(resid.var(ddof=2)) - float(samp_c.mean())))
+    from analyzers.perceived import live_rating
+    gk = list(hists)
+    g_est = [live_rating(hists[k], eng.rating) for k in gk]
+    g_resid = np.array([elo[k] - e.rating for k, e in zip(gk, g_est)])
+    g_samp = np.array([e.sd ** 2 for e in g_est])
+    gain_model_sd = math.sqrt(max(0.0, float(g_resid.var(ddof=1)) - float(g_samp.mean())))
+    r_g = float(np.corrcoef([e.rating for e in g_est], [elo[k] for k in gk])[0, 1])
     cal = Calibration(
         profile=profile.name, engine=engine, engine_elo=round(eng.rating, 1),
         c_knots=[(round(float(lo), 4), round(float(intercept + slope * lo), 1)), (round(float(hi), 4), round(float(intercept + slope * hi), 1))],
-        residual_sd=round(float(resid.std(ddof=2)), 1), provisional=not args.final,
+        residual_sd=round(float(resid.std(ddof=2)), 1), model_sd=round(model_sd, 1), gain_model_sd=round(gain_model_sd, 1),
+        provisional=not args.final,
         fitted_on=f"{len(games)} games sampled (seed {args.seed}) from rated-dev; {len(keys)} player-games with >= {MIN_COUNTED} counted moves",
         command=f"python bench/fit_calibration.py --profile {profile.name} --games {args.games} --seed {args.seed}" + (" --final" if args.final else ""),
-        extra={"pearson_r_c": round(r_c, 3), "slope_elo_per_c": round(float(slope), 1), "engine_elo_se": round(eng.half_width / 1.96, 1),
+        extra={"pearson_r_c": round(r_c, 3), "pearson_r_gain": round(r_g, 3), "gain_residual_sd": round(float(g_resid.std(ddof=1)), 1), "slope_elo_per_c": round(float(slope), 1), "engine_elo_se": round(eng.half_width / 1.96, 1),
                "searches": stats.searches, "cache_hits": stats.cache_hits, "seconds": round(time.time() - t, 1)},
     )
     path = ROOT / "analyzers" / "calibrations" / f"{profile.name}.json"

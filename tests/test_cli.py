@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
-from tests.test_ingest import BAD_PGN
+from pathlib import Path
+
+BAD_PGN = (Path(__file__).parent / "fixtures" / "bad.pgn").read_text()
 
 FAST = ["--depth", "5", "--multipv", "3", "--engines", "2"]
 

@@ -2,28 +2,9 @@ from analyzers.errors import IllegalMove
 from schemas import GameEnded, GameStarted, MoveEvent
 from streamer.ingest import DEMO_PGN, TruncatedInput, read_pgn_games, replay_timeline
 
-BAD_PGN = """[Event "t"]
-[White "A"]
-[Black "B"]
-[Result "1-0"]
+from pathlib import Path
 
-1. e4 e5 2. Ke3 Nc6 1-0
-
-[Event "t"]
-[White "C"]
-[Black "D"]
-[Result "0-1"]
-[WhiteElo "1800"]
-
-1. d4 d5 2. c4 0-1
-
-[Event "t"]
-[White "E"]
-[Black "F"]
-[Result "1/2-1/2"]
-
-1. e4 c5 2. Nf3 d6 3. d4
-"""
+BAD_PGN = (Path(__file__).parent / "fixtures" / "bad.pgn").read_text()
 
 
 def test_demo_is_round_one_of_london_2011():

@@ -120,17 +120,31 @@ class UciEngine:
                 self._transport.close()
                 self._transport = None
 
-    async def kill(self) -> None:
-        """Kill the process and reap it, so no zombie stays behind."""
-        if self._transport is not None:
-            with contextlib.suppress(ProcessLookupError):
-                self._transport.kill()
-            if self._protocol is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self._protocol.returncode, 5.0)
-            self._transport.close()
+    async def kill(self, reap_timeout: float = 5.0) -> None:
+        """Kill the process and wait until it is reaped, so no zombie stays behind."""
+        transport = self._transport
         self._transport = None
         self._protocol = None
+        if transport is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            transport.kill()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + reap_timeout
+        while transport.get_returncode() is None and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        transport.close()
+
+
+async def _settle(task: asyncio.Future, grace: float = 1.0) -> None:
+    """Let a search whose engine was killed finish failing; cancel it if it does not within ``grace`` seconds
+    (after a garbage answer python-chess may never resolve the command)."""
+    done, _ = await asyncio.wait({task}, timeout=grace)
+    if not done:
+        task.cancel()
+        await asyncio.wait({task}, timeout=grace)
+    if task.done() and not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not warn about it
 
 
 @dataclass
@@ -273,8 +287,16 @@ class EnginePool:
             engine = await self._idle.get()
             loop = asyncio.get_running_loop()
             started = loop.time()
+            search = asyncio.ensure_future(engine.analyse(board, limits))
             try:
-                result = await asyncio.wait_for(engine.analyse(board, limits), self.timeout)
+                done, _ = await asyncio.wait({search}, timeout=self.timeout)
+                if not done:
+                    # kill first, so python-chess fails its command cleanly (cancelling it mid-command confuses
+                    # its bookkeeping when the process then dies), then collect that failure
+                    await engine.kill()
+                    await _settle(search)
+                    raise asyncio.TimeoutError
+                result = search.result()
             except asyncio.TimeoutError:
                 last = EngineTimeout(f"{engine.name} did not answer within {self.timeout:g}s on {board.epd()}")
             except EngineCrashed as e:
@@ -283,6 +305,8 @@ class EnginePool:
                 last = EngineCrashed(f"{engine.name} failed on {board.epd()}: {e!r}")
             except asyncio.CancelledError:
                 # the search may be half-way: the process's state is unknown, so replace it before anyone reuses it
+                await engine.kill()
+                await _settle(search)
                 await self._replace(engine)
                 raise
             else:
