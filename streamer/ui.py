@@ -108,15 +108,16 @@ class ReplayView:
         return Group(t, self.progress)
 
     def final_table(self, *, provisional: bool, profile: str) -> Table:
-        t = Table(title=f"perceived rating vs Elo (profile {profile}{', PROVISIONAL calibration' if provisional else ''})")
-        for col in ("player", "Elo", "perceived", "95 % interval", "moves (posterior/all)", "from gains", "Glicko-2 after"):
-            t.add_column(col, justify="right" if col != "player" else "left")
+        t = Table(title=f"perceived rating vs Elo, profile {profile}{' (PROVISIONAL calibration)' if provisional else ''}")
+        for col in ("player", "Elo", "perceived [95 %]", "moves", "from gains", "Glicko-2"):
+            t.add_column(col, justify="left" if col == "player" else "right")
         for pid, p in sorted(self.players.items(), key=lambda kv: -kv[1].rating):
             elo = self.elo.get(pid)
             g = self.glicko.get(pid)
             t.add_row(
-                pid, f"{elo:.0f}" if elo else "-", f"{p.rating:.0f}", f"[{p.low:.0f}, {p.high:.0f}]",
+                pid, f"{elo:.0f}" if elo else "-", f"{p.rating:.0f} [{p.low:.0f}, {p.high:.0f}]",
                 f"{p.moves}/{p.gain_moves}", f"{p.gain_rating:.0f}" if p.gain_rating is not None else "-",
-                f"{g.after.rating:.0f} +/- {2 * g.after.rd:.0f}" if g else "-",
+                f"{g.after.rating:.0f} ({g.after.rd:.0f})" if g else "-",
             )
+        t.caption = "moves: counted by the posterior / all; Glicko-2: rating (RD) after this game"
         return t

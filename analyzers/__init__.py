@@ -1,0 +1,23 @@
+"""kibitz's thinking half: everything that rates, with no I/O and no Kafka. Both runtimes import it.
+
+Move-based skill (from the moves alone):
+
+- :mod:`.gain`: Ferreira's gain per move, :class:`~.gain.GainHistogram`, exact expected scores between histograms;
+- :mod:`.perceived`: Ferreira's Algorithms 2 (a tournament), 3 (engine strength), 4 (live rating with an interval);
+- :mod:`.posterior`: the stochastic agent E(c) and :class:`~.posterior.SkillPosterior`, a Bayesian posterior over c;
+- :mod:`.calibration`: c and gain histograms to Elo for one engine profile (:mod:`.profiles`), with model error;
+- :mod:`.fairplay`: z-scores of engine matching and loss against a player's reference rating.
+
+Result-based ratings: :mod:`.glicko2` (platform updates after each game), :mod:`.pool` (Ordo-style pool fit with
+error bars), :mod:`.concordance` (Kendall's tau_a, how well one ordering agrees with another).
+
+Engines: :mod:`.engine`, an asyncio pool of deterministic UCI searches with a cache and fault handling.
+
+Errors are types, all in :mod:`.errors`. State-holding classes have ``to_dict``/``from_dict`` so any store can keep
+them. Published reference figures (REFERENCES.md) are reproduced in ``tests/``.
+
+>>> from analyzers.gain import GainHistogram, expected_score, rating_difference
+>>> byrne, fischer = GainHistogram([-1, -5, -13, 0]), GainHistogram([0, -16, 2, 0])
+>>> round(expected_score(fischer, byrne), 3)
+0.688
+"""
