@@ -218,6 +218,91 @@ def _pool(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- kafka ------------------------------------------------------------------------------------------------
+def kafka_settings(args: argparse.Namespace):
+    from .kafka_config import KafkaSettings, Topics
+
+    return KafkaSettings.from_env(broker=args.broker, app_id=getattr(args, "app_id", None),
+                                  partitions=getattr(args, "partitions", None), topics=Topics(prefix=args.topic_prefix))
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from faust.worker import Worker
+
+    from .kafka_app import create_app, ensure_topics
+
+    settings = kafka_settings(args)
+    config = build_config(args)
+    asyncio.run(ensure_topics(settings))
+    app = create_app(settings, config, engines=args.engines, engine=args.engine, cache_path=args.cache, store=args.store,
+                     guarantee=args.guarantee)
+    print(f"kibitz worker: broker {settings.broker}, app {settings.app_id}, topics {settings.topics.moves} -> "
+          f"{settings.topics.perceived}, profile {config.profile.name}, {args.engines} engines", file=sys.stderr, flush=True)
+    worker = Worker(app, loglevel=args.log_level.lower(), quiet=True, redirect_stdouts=False)
+    worker.execute_from_commandline()
+    return EXIT_OK
+
+
+async def _produce(args: argparse.Namespace) -> int:
+    from aiokafka import AIOKafkaProducer
+
+    from schemas import GameEnded as _End
+    from schemas import GameStarted as _Start
+
+    from .ingest import read_pgn_games, replay_timeline
+
+    settings = kafka_settings(args)
+    games = []
+    for p in args.pgn:
+        games.extend(read_pgn_games(p))
+    errors = [e for g in games for e in g.errors]
+    for e in errors:
+        print(f"rejected ({e.reason}) game {e.game_id}, ply {e.ply}: {e}", file=sys.stderr)
+    timeline = replay_timeline(games, speed=None if args.max_speed else args.speed)
+    producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
+    await producer.start()
+    try:
+        t0 = time.monotonic()
+        for te in timeline:
+            delay = te.at - (time.monotonic() - t0)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            key, value = te.event.game_id.encode(), te.event.model_dump_json().encode()
+            await producer.send(settings.topics.moves, value, key=key)
+            if isinstance(te.event, (_Start, _End)):
+                await producer.send(settings.topics.games, value, key=key)  # lifecycle copy for downstream consumers
+        await producer.flush()
+    finally:
+        await producer.stop()
+    print(f"produced {len(timeline)} events of {len(games)} games to {settings.topics.moves}", file=sys.stderr)
+    return EXIT_REJECTED if errors else EXIT_OK
+
+
+async def _tail(args: argparse.Namespace) -> int:
+    from aiokafka import AIOKafkaConsumer
+
+    settings = kafka_settings(args)
+    topic = args.topic if args.topic.startswith(settings.topics.prefix + "kibitz.") else settings.topics.name(args.topic)
+    consumer = AIOKafkaConsumer(topic, group_id=None, isolation_level="read_committed",
+                                auto_offset_reset="earliest" if args.from_beginning else "latest", **settings.aiokafka_kwargs())
+    await consumer.start()
+    n = 0
+    try:
+        last = time.monotonic()
+        while args.max is None or n < args.max:
+            batch = await consumer.getmany(timeout_ms=500)
+            for records in batch.values():
+                for r in records:
+                    print(r.value.decode("utf-8", "replace"), flush=True)
+                    n += 1
+                    last = time.monotonic()
+            if args.idle and time.monotonic() - last > args.idle:
+                break
+    finally:
+        await consumer.stop()
+    return EXIT_OK
+
+
 def _schemas(args: argparse.Namespace) -> int:
     for p in export_json_schemas(args.directory):
         print(p)
@@ -269,6 +354,44 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--json", action="store_true", help="JSON on stdout instead of a table")
     fmt.add_argument("--csv", type=Path, help="also write the table as CSV")
     p.set_defaults(func=_pool)
+
+    def kafka_options(p: argparse.ArgumentParser) -> None:
+        g = p.add_argument_group("kafka")
+        g.add_argument("--broker", default=None, help="bootstrap server host:port (default $KIBITZ_KAFKA or 127.0.0.1:9092); "
+                       "security settings come from KIBITZ_KAFKA_SECURITY_PROTOCOL, _SASL_MECHANISM, _SASL_USERNAME, "
+                       "_SASL_PASSWORD, _SSL_CAFILE")
+        g.add_argument("--topic-prefix", default="", help="prefix for every topic name (default none: kibitz.moves, ...)")
+
+    w = sub.add_parser("worker", help="run the faust-streaming worker on Kafka", description=
+                       "Consume game events from kibitz.moves, publish assessments, perceived ratings, Glicko-2 updates, "
+                       "fair-play alerts and dead letters. Scale out by starting more workers (up to the partition count).")
+    kafka_options(w)
+    w.add_argument("--app-id", default=None, help="faust application id = consumer group (default kibitz)")
+    w.add_argument("--partitions", type=int, default=None, help="partitions for topics this worker creates (default 4)")
+    w.add_argument("--store", choices=["memory", "rocksdb"], default="memory", help="table store (rocksdb needs rocksdict)")
+    w.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="at_least_once",
+                   help="faust processing guarantee (default %(default)s; see README: exactly_once lost data in our tests)")
+    add_engine_options(w)
+    w.set_defaults(func=_worker)
+
+    pr = sub.add_parser("produce", help="replay PGN games into the input topic", description=
+                        "Send each game's GameStarted, moves and GameEnded to kibitz.moves (key = game_id), and a copy of "
+                        "GameStarted/GameEnded to kibitz.games, at live speed or as fast as possible.")
+    pr.add_argument("pgn", nargs="+", type=Path)
+    kafka_options(pr)
+    sp2 = pr.add_mutually_exclusive_group()
+    sp2.add_argument("--speed", type=float, default=60.0, help="time compression (default %(default)s)")
+    sp2.add_argument("--max-speed", action="store_true", help="as fast as the broker takes them")
+    pr.set_defaults(func=lambda a: asyncio.run(_produce(a)))
+
+    tl = sub.add_parser("tail", help="print a topic as JSON lines", description=
+                        "Print the committed records of a topic, one JSON value per line. TOPIC may be short (ratings.perceived).")
+    tl.add_argument("topic")
+    kafka_options(tl)
+    tl.add_argument("--from-beginning", action="store_true", help="start at the oldest record, not the newest")
+    tl.add_argument("--max", type=int, default=None, help="stop after this many records")
+    tl.add_argument("--idle", type=float, default=None, help="stop after this many seconds without a record")
+    tl.set_defaults(func=lambda a: asyncio.run(_tail(a)))
 
     sc = sub.add_parser("schemas", help="message schemas", description="Work with the wire schemas.")
     scs = sc.add_subparsers(dest="action", required=True, metavar="ACTION")

@@ -1,0 +1,114 @@
+"""Kafka settings for the streaming runtime: broker, topic names (DESIGN.md), security. Defined once, used by the
+worker, the producer, ``kibitz tail`` and the tests.
+
+Credentials are :class:`pydantic.SecretStr`: they print as ``**********`` in reprs, logs and errors, and are only
+unwrapped when handed to faust or aiokafka.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+DEFAULT_BROKER = "127.0.0.1:9092"
+
+
+class Topics(BaseModel):
+    """Topic names; ``prefix`` namespaces them (tests use a fresh prefix per run)."""
+
+    model_config = ConfigDict(frozen=True)
+    prefix: str = ""
+
+    def name(self, base: str) -> str:
+        return f"{self.prefix}kibitz.{base}"
+
+    @property
+    def games(self) -> str:
+        return self.name("games")
+
+    @property
+    def moves(self) -> str:
+        return self.name("moves")
+
+    @property
+    def assessments(self) -> str:
+        return self.name("assessments")
+
+    @property
+    def perceived(self) -> str:
+        return self.name("ratings.perceived")
+
+    @property
+    def glicko2(self) -> str:
+        return self.name("ratings.glicko2")
+
+    @property
+    def alerts(self) -> str:
+        return self.name("alerts.fairplay")
+
+    @property
+    def deadletter(self) -> str:
+        return self.name("deadletter")
+
+    def all(self) -> list[str]:
+        return [self.games, self.moves, self.assessments, self.perceived, self.glicko2, self.alerts, self.deadletter]
+
+
+class KafkaSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    broker: str = Field(default_factory=lambda: os.environ.get("KIBITZ_KAFKA", DEFAULT_BROKER))
+    app_id: str = "kibitz"
+    partitions: int = Field(default=4, ge=1)
+    topics: Topics = Topics()
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> KafkaSettings:
+        """Settings from ``KIBITZ_KAFKA_*`` environment variables (e.g. KIBITZ_KAFKA_SASL_PASSWORD), then overrides."""
+        env = {}
+        for field in cls.model_fields:
+            v = os.environ.get(f"KIBITZ_KAFKA_{field.upper()}")
+            if v is not None and field not in ("topics",):
+                env[field] = v
+        env.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**env)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if "SSL" not in self.security_protocol:
+            return None
+        ctx = ssl.create_default_context(cafile=self.ssl_cafile)
+        if self.ssl_certfile:
+            ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+        return ctx
+
+    def aiokafka_kwargs(self) -> dict[str, Any]:
+        """Connection keyword arguments for aiokafka producers, consumers and admin clients."""
+        kw: dict[str, Any] = {"bootstrap_servers": self.broker, "security_protocol": self.security_protocol}
+        if self.sasl_mechanism:
+            kw.update(sasl_mechanism=self.sasl_mechanism, sasl_plain_username=self.sasl_username,
+                      sasl_plain_password=self.sasl_password.get_secret_value() if self.sasl_password else None)
+        ctx = self.ssl_context()
+        if ctx is not None:
+            kw["ssl_context"] = ctx
+        return kw
+
+    def faust_credentials(self):
+        """The same security settings as a faust ``broker_credentials`` object (None for PLAINTEXT)."""
+        import faust
+
+        if self.sasl_mechanism:
+            return faust.SASLCredentials(
+                username=self.sasl_username, password=self.sasl_password.get_secret_value() if self.sasl_password else None,
+                mechanism=self.sasl_mechanism, ssl_context=self.ssl_context(),
+            )
+        ctx = self.ssl_context()
+        return faust.SSLCredentials(ctx) if ctx is not None else None

@@ -1,0 +1,115 @@
+"""The real Kafka broker for tests, and helpers to drive a real `kibitz worker` process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_PORT = 19092
+
+
+def reachable(hostport: str, timeout: float = 1.0) -> bool:
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class Broker:
+    """A broker at $KIBITZ_KAFKA if one answers there, else one started on 127.0.0.1:19092 by deploy/kafka/kafka.sh."""
+
+    def __init__(self) -> None:
+        self.address = os.environ.get("KIBITZ_KAFKA", "")
+        self.started = False
+
+    def start(self) -> str:
+        if self.address and reachable(self.address):
+            return self.address
+        env = {**os.environ, "KIBITZ_KAFKA_PORT": str(TEST_PORT), "KIBITZ_KAFKA_CONTROLLER_PORT": str(TEST_PORT + 1)}
+        r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "start"], env=env, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"could not start the Kafka broker:\n{r.stdout}\n{r.stderr}")
+        self.started = True
+        self.address = f"127.0.0.1:{TEST_PORT}"
+        return self.address
+
+    def stop(self) -> None:
+        if self.started:
+            env = {**os.environ, "KIBITZ_KAFKA_PORT": str(TEST_PORT)}
+            subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "stop"], env=env, capture_output=True, timeout=120)
+
+
+def fresh_prefix() -> str:
+    return f"t{uuid.uuid4().hex[:8]}."
+
+
+class WorkerProcess:
+    """A real `kibitz worker` subprocess (so a test could SIGKILL it like a crashed pod)."""
+
+    def __init__(self, broker: str, prefix: str, *extra: str) -> None:
+        self.log = open(ROOT / ".cache" / f"worker-{prefix}log", "w") if (ROOT / ".cache").is_dir() else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streamer.cli", "worker", "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, *extra],
+            cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+async def produce(broker: str, topic: str, records: list[tuple[bytes | None, bytes]]) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    p = AIOKafkaProducer(bootstrap_servers=broker, enable_idempotence=True, acks="all")
+    await p.start()
+    try:
+        for key, value in records:
+            await p.send(topic, value, key=key)
+        await p.flush()
+    finally:
+        await p.stop()
+
+
+async def consume_until(broker: str, topics: list[str], done, timeout: float = 240.0) -> dict[str, list[bytes]]:
+    """Read committed records of ``topics`` from the beginning until ``done(records)`` or ``timeout`` seconds.
+
+    After ``done`` first holds, keeps reading 3 more seconds so that extra (duplicate) records would be seen.
+    """
+    from aiokafka import AIOKafkaConsumer
+
+    c = AIOKafkaConsumer(*topics, bootstrap_servers=broker, group_id=None, auto_offset_reset="earliest",
+                         isolation_level="read_committed")
+    await c.start()
+    out: dict[str, list[bytes]] = {t: [] for t in topics}
+    deadline = time.monotonic() + timeout
+    settle_until = None
+    try:
+        while time.monotonic() < deadline:
+            batch = await c.getmany(timeout_ms=500)
+            for tp, recs in batch.items():
+                out[tp.topic].extend(r.value for r in recs)
+            if settle_until is None and done(out):
+                settle_until = time.monotonic() + 3.0
+            if settle_until is not None and time.monotonic() > settle_until:
+                break
+    finally:
+        await c.stop()
+    return out
+
+
