@@ -12,28 +12,31 @@ import numpy as np
 
 
 def _count_inversions(a: np.ndarray) -> int:
-    """Number of pairs i < j with a[i] > a[j] (strictly), in O(n log^2 n) with one vectorised pass per level.
+    """Number of pairs i < j with a[i] > a[j] (strictly): a bottom-up merge sort, one vectorised pass per level.
 
-    At level w the array is cut into blocks of 2w; each element of a block's right half counts the elements of
-    its left half that are strictly greater. Every inverted pair is counted at exactly one level: the one where
-    the two elements first fall into different halves of the same block.
+    Before level w every block of w elements is sorted. A stable sort of (block of 2w, value) keys merges each
+    block's two sorted halves; numpy's stable sort (timsort) finds the two runs, so a level costs O(n) and the whole
+    count O(n log n). In the merged block, a right-half element's position minus its position within the right half
+    is the number of left-half elements <= it (the stable sort puts equal left elements first), so it forms
+    ``w - that`` inversions with the left half. Each inverted pair is counted once, at the level where its two
+    elements first meet.
     """
     n = a.size
-    # dense ranks so that (block, rank) packs into one sortable integer key
-    _, rank = np.unique(a, return_inverse=True)
-    rank = rank.astype(np.int64)
+    _, cur = np.unique(a, return_inverse=True)       # dense ranks: keys stay small integers
+    cur = cur.astype(np.int64)
     stride = np.int64(n + 1)
     idx = np.arange(n, dtype=np.int64)
     inv = 0
     w = 1
     while w < n:
-        block = idx // (2 * w)
-        right = (idx // w) % 2 == 1
-        left_keys = np.sort(block[~right] * stride + rank[~right])
-        rb, rr = block[right], rank[right]
-        end_of_block = np.searchsorted(left_keys, (rb + 1) * stride, side="left")
-        upto = np.searchsorted(left_keys, rb * stride + rr, side="right")
-        inv += int((end_of_block - upto).sum())
+        start = (idx // (2 * w)) * (2 * w)
+        order = np.argsort(start * stride + cur, kind="stable")
+        pos = np.empty(n, dtype=np.int64)
+        pos[order] = idx                              # where each element lands in the merged order
+        right = idx - start >= w
+        left_le = (pos[right] - start[right]) - (idx[right] - start[right] - w)
+        inv += int((w - left_le).sum())
+        cur = cur[order]
         w *= 2
     return inv
 
@@ -45,7 +48,7 @@ def _tied_pairs(*cols: np.ndarray) -> int:
 
 
 def kendall_tau_a(x: Sequence[float], y: Sequence[float]) -> float:
-    """Kendall's tau_a between ``x`` and ``y`` in O(n log n)."""
+    """Kendall's tau_a between ``x`` and ``y`` in O(n log n): sorts, tie counts and one inversion count."""
     xa = np.asarray(x, dtype=float)
     ya = np.asarray(y, dtype=float)
     if xa.shape != ya.shape or xa.ndim != 1:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .engine.analysis import Limits
+
 
 @dataclass(frozen=True, slots=True)
 class EngineProfile:
@@ -26,16 +28,12 @@ class EngineProfile:
     decided_cp: int = 500
 
     def __post_init__(self) -> None:
-        if (self.depth is None) == (self.nodes is None):
-            raise ValueError("a profile has exactly one of depth or nodes")
-        if self.multipv < 1:
-            raise ValueError("multipv must be >= 1")
+        self.limits  # noqa: B018 - Limits validates (exactly one of depth or nodes, multipv >= 1)
 
     @property
-    def limit_key(self) -> str:
-        """The limits as a short stable string, for cache keys and messages."""
-        lim = f"d{self.depth}" if self.depth is not None else f"n{self.nodes}"
-        return f"{lim}-mpv{self.multipv}"
+    def limits(self) -> Limits:
+        """The search limits of this profile; ``limits.key`` is their short form in cache keys and messages."""
+        return Limits(depth=self.depth, nodes=self.nodes, multipv=self.multipv)
 
 
 #: The profiles kibitz ships. ``standard`` is REFERENCES.md section 8's setting (depth 10, multipv 10).

@@ -42,6 +42,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--engines", type=int, default=2, help="engine processes (one core each); default %(default)s")
     g.add_argument("--engine", default=None, help="engine binary (default: $KIBITZ_ENGINE or stockfish)")
     g.add_argument("--cache", type=Path, default=None, help="SQLite file caching analyses across runs")
+    g.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT")
 
 
 def build_config(args: argparse.Namespace):
@@ -119,6 +120,8 @@ async def _replay(args: argparse.Namespace) -> int:
 
         async with EnginePool(args.engine, size=args.engines, cache_path=args.cache) as pool:
             async with EmbeddedRuntime(pool, config, sink, on_reject) as rt:
+                if args.metrics_port:
+                    rt.metrics.serve(args.metrics_port)
                 for g in games:
                     for err in g.errors:
                         rt.reject(err, err.args[0], source=g.game_id)
@@ -158,6 +161,8 @@ async def _stream(args: argparse.Namespace) -> int:
 
     async with EnginePool(args.engine, size=args.engines, cache_path=args.cache) as pool:
         async with EmbeddedRuntime(pool, config, out, on_reject) as rt:
+            if args.metrics_port:
+                rt.metrics.serve(args.metrics_port)
             loop = asyncio.get_running_loop()
             lines = await loop.run_in_executor(None, lambda: list(read_jsonl(sys.stdin)))
             for n, line in lines:
@@ -236,6 +241,8 @@ def _worker(args: argparse.Namespace) -> int:
     asyncio.run(ensure_topics(settings))
     app = create_app(settings, config, engines=args.engines, engine=args.engine, cache_path=args.cache, store=args.store,
                      guarantee=args.guarantee)
+    if args.metrics_port:
+        app.kibitz_metrics.serve(args.metrics_port)
     print(f"kibitz worker: broker {settings.broker}, app {settings.app_id}, topics {settings.topics.moves} -> "
           f"{settings.topics.perceived}, profile {config.profile.name}, {args.engines} engines", file=sys.stderr, flush=True)
     worker = Worker(app, loglevel=args.log_level.lower(), quiet=True, redirect_stdouts=False)

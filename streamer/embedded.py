@@ -21,6 +21,7 @@ from analyzers.engine import EnginePool
 from analyzers.errors import InputError, KibitzError
 from schemas import DeadLetter, GameEnded, GameResult, GameStarted, MoveAssessment, MoveEvent, parse_event
 
+from .metrics import Metrics
 from .pipeline import (
     GameState, PipelineConfig, PlayerState, apply_move, apply_player_event, assess_move, end_game, start_game,
 )
@@ -63,6 +64,7 @@ class EmbeddedRuntime:
             asyncio.Queue() for _ in range(partitions)
         ]
         self._workers: list[asyncio.Task] = []
+        self.metrics = Metrics(lambda: self.pool)
 
     async def __aenter__(self) -> EmbeddedRuntime:
         self._workers = [asyncio.create_task(self._work(q)) for q in self._queues]
@@ -86,6 +88,7 @@ class EmbeddedRuntime:
 
     def submit(self, ev: GameStarted | MoveEvent | GameEnded, raw: bytes | str | None = None, source: str = "api") -> None:
         self.counters.events += 1
+        self.metrics.events.labels(ev.type).inc()
         part = zlib.crc32(ev.game_id.encode()) % len(self._queues)
         self._queues[part].put_nowait((ev, raw if raw is not None else ev.model_dump_json(), source))
 
@@ -119,6 +122,7 @@ class EmbeddedRuntime:
         if isinstance(ev, GameEnded):
             self._finish(gid, end_game(self.games.get(gid), ev))
             return
+        started = asyncio.get_running_loop().time()
         applied = apply_move(self.games.get(gid), ev)
         try:
             assessment = await assess_move(applied, self.pool.analyse_limits, self.config)
@@ -129,6 +133,7 @@ class EmbeddedRuntime:
         self.counters.assessments += 1
         self._emit(assessment)
         self._player(assessment)
+        self.metrics.step_seconds.observe(asyncio.get_running_loop().time() - started)
         self._finish(gid, applied.results)  # after the last move's assessment, so the player sees it first
 
     def _finish(self, gid: str, results: list[GameResult]) -> None:
@@ -145,8 +150,10 @@ class EmbeddedRuntime:
 
     def _emit(self, msg: BaseModel) -> None:
         self.counters.outputs += 1
+        self.metrics.outputs.labels(getattr(msg, "type", "?")).inc()
         self.sink(msg)
 
     def _reject(self, error: KibitzError, raw: bytes | str, source: str) -> None:
         self.counters.rejected += 1
+        self.metrics.rejected.labels(getattr(error, "reason", "error")).inc()
         self.on_reject(dead_letter(error, raw, source=source, key=getattr(error, "game_id", None)))

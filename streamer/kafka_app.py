@@ -32,6 +32,7 @@ from schemas import GameEnded, GameResult, GameStarted, MoveAssessment, parse_ev
 
 from .embedded import dead_letter
 from .kafka_config import KafkaSettings
+from .metrics import Metrics
 from .pipeline import (
     GameState, PipelineConfig, PlayerState, apply_move, apply_player_event, assess_move, end_game, start_game,
 )
@@ -83,6 +84,7 @@ def create_app(
     games = app.Table("games", default=None, partitions=settings.partitions, key_type=str)
     players = app.Table("players", default=None, partitions=settings.partitions, key_type=str)
     holder = PoolHolder(engine, engines, cache_path)
+    metrics = Metrics(lambda: holder.pool)
     outputs = {"perceived": perceived_topic, "glicko2": glicko_topic, "fairplay": alerts_topic}
 
     class Engines(mode.Service):
@@ -95,9 +97,11 @@ def create_app(
     app.service(Engines)
 
     async def send(topic: faust.TopicT, key: str | bytes | None, msg: BaseModel) -> None:
+        metrics.outputs.labels(getattr(msg, "type", "?")).inc()
         await topic.send(key=key.encode() if isinstance(key, str) else key, value=msg.model_dump_json().encode())
 
     async def reject(error: KibitzError, key: bytes | None, raw: bytes, source: str) -> None:
+        metrics.rejected.labels(getattr(error, "reason", "error")).inc()
         log.warning("rejected", extra={"reason": getattr(error, "reason", "error"), "error": str(error), "source": source})
         await send(dead_topic, key, dead_letter(error, raw, source=source, key=key.decode("utf-8", "replace") if key else None))
 
@@ -108,6 +112,7 @@ def create_app(
             await reject(e, key, raw, source)
             return
         pool = await holder.get()
+        metrics.events.labels(ev.type).inc()
         gid = ev.game_id
         stored = games.get(gid)
         state = GameState.from_dict(stored) if stored else None
@@ -173,7 +178,8 @@ def create_app(
             log.exception("unexpected error", extra={"source": where(event)})
             await reject(KibitzError(f"internal error: {e!r}"), event.key, event.value, where(event))
 
-    app.kibitz_holder = holder  # for tests and metrics
+    app.kibitz_holder = holder  # for tests
+    app.kibitz_metrics = metrics
     return app
 
 

@@ -54,7 +54,7 @@ class PipelineConfig:
 
     @property
     def limits(self) -> Limits:
-        return Limits(depth=self.profile.depth, nodes=self.profile.nodes, multipv=self.profile.multipv)
+        return self.profile.limits
 
 
 # == game step ===========================================================================================

@@ -102,3 +102,25 @@ async def test_game_end_waits_for_late_moves(stockfish):
     out, dead, _ = await run(reordered)
     assert dead == []
     assert summary(out) == summary((await run(lines))[0])
+
+
+async def test_second_replay_with_persistent_cache_makes_no_engine_calls_and_metrics_say_so(stockfish, tmp_path):
+    from prometheus_client import generate_latest
+
+    lines = demo_lines(1)
+    db = tmp_path / "analyses.sqlite"
+    results = []
+    for _ in range(2):
+        out, dead = [], []
+        async with EnginePool(None, size=2, cache_path=db) as pool:
+            async with EmbeddedRuntime(pool, CONFIG, out.append, dead.append) as rt:
+                for raw in lines:
+                    rt.submit_raw(raw, source="test")
+                await rt.drain()
+            text = generate_latest(rt.metrics.registry).decode()
+            results.append((pool.stats.searches, pool.stats.cache_hits, summary(out), text))
+    (s1, _, first, _), (s2, hits2, second, text2) = results
+    assert s1 > 50 and s2 == 0 and hits2 > 50
+    assert first == second
+    assert "kibitz_engine_searches_total 0.0" in text2 and "kibitz_engine_cache_hit_ratio 1.0" in text2
+    assert 'kibitz_outputs_total{type="perceived"}' in text2 and "kibitz_move_seconds_count" in text2
