@@ -83,14 +83,20 @@ class GameState:
             "game_id": self.game_id, "white": self.white.model_dump(), "black": self.black.model_dump(),
             "event": self.event, "initial_fen": self.initial_fen, "moves": list(self.moves),
             "pending_end": self.pending_end.model_dump() if self.pending_end else None, "ended": self.ended,
+            # the current position, so a stored game is restored in O(1) instead of replaying every move
+            "fen": self.board().fen(),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GameState:
-        return cls(
+        state = cls(
             d["game_id"], PlayerInfo(**d["white"]), PlayerInfo(**d["black"]), d["event"], d["initial_fen"],
             list(d["moves"]), GameEnded(**d["pending_end"]) if d["pending_end"] else None, d["ended"],
         )
+        if d.get("fen"):
+            # the engine sees positions without history (see analyzers.engine.analysis), so the FEN is all it needs
+            state._board = chess.Board(d["fen"])
+        return state
 
 
 def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch | None, config: PipelineConfig) -> GameState:

@@ -14,7 +14,7 @@ import pytest
 
 from streamer.ingest import DEMO_PGN, read_pgn_games
 from streamer.kafka_config import Topics
-from kafka_support import ROOT, Broker, WorkerProcess, consume_until, fresh_prefix, produce
+from streamer.devkafka import ROOT, Broker, WorkerProcess, consume_until, fresh_prefix, produce
 
 pytestmark = pytest.mark.kafka
 LIMITS = ["--depth", "6", "--multipv", "4"]

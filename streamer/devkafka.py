@@ -1,4 +1,5 @@
-"""The real Kafka broker for tests, and helpers to drive a real `kibitz worker` process."""
+"""Development Kafka: the real broker started by deploy/kafka/kafka.sh, real `kibitz worker` processes, and
+produce/consume helpers. Used by the integration tests and bench/throughput.py; everything talks to 127.0.0.1."""
 
 from __future__ import annotations
 

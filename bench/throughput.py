@@ -1,0 +1,150 @@
+"""Streaming throughput and latency through the real broker and a real `kibitz worker`, engine cost removed.
+
+    python bench/throughput.py [--rate 500]
+
+1. Fills an analysis cache for the 36 London 2011 games (the embedded runtime, depth 6 multipv 4), so the worker's
+   engine searches are all cache hits and what is measured is kibitz + faust + Kafka.
+2. Baseline, same run: the bare broker, producing and consuming the same number of records with aiokafka.
+3. Throughput: all events of the 36 games produced at once; moves per second from the first send to the last
+   game-scope PerceivedRating read back (read_committed).
+4. Latency at a fixed offered load: the same games under new ids, moves sent at --rate per second; for each move the
+   time from its send to its PerceivedRating read back; p50 and p99.
+Targets (issue 6): >= 2,000 moves/s per worker; p99 < 100 ms at 500 moves/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+from common import ROOT, SHARED
+
+from streamer.devkafka import Broker, WorkerProcess, fresh_prefix
+from streamer.ingest import read_pgn_games
+from streamer.kafka_config import Topics
+
+LIMITS = ["--depth", "6", "--multipv", "4"]
+CACHE = ROOT / ".cache" / "bench-throughput.sqlite"
+
+
+def events_of(games, suffix=""):
+    out = []
+    for g in games:
+        for ev in g.events():
+            d = json.loads(ev.model_dump_json())
+            d["game_id"] += suffix
+            out.append(d)
+    return out
+
+
+async def bare_broker(broker: str, n: int) -> float:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    topic = fresh_prefix() + "bare"
+    p = AIOKafkaProducer(bootstrap_servers=broker, enable_idempotence=True, acks="all", linger_ms=5)
+    c = AIOKafkaConsumer(topic, bootstrap_servers=broker, group_id=None, auto_offset_reset="earliest", isolation_level="read_committed")
+    await p.start()
+    await p.send_and_wait(topic, b"warm")
+    await c.start()
+    payload = b"x" * 200
+    t = time.perf_counter()
+    for i in range(n):
+        await p.send(topic, payload, key=str(i % 36).encode())
+    await p.flush()
+    got = 0
+    while got < n + 1:
+        for recs in (await c.getmany(timeout_ms=200)).values():
+            got += len(recs)
+    elapsed = time.perf_counter() - t
+    await p.stop()
+    await c.stop()
+    return elapsed
+
+
+async def run_phase(broker: str, topics: Topics, events: list[dict], rate: float | None, timeout: float = 600):
+    """Send events (all at once, or moves paced at ``rate``/s); returns (elapsed, per-move latencies)."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    ids = {e["game_id"] for e in events}
+    moves = sum(1 for e in events if e["type"] == "move")
+    c = AIOKafkaConsumer(topics.perceived, bootstrap_servers=broker, group_id=None, auto_offset_reset="latest",
+                         isolation_level="read_committed")
+    await c.start()
+    await c.getmany(timeout_ms=1000)  # positions the consumer at the end before anything is sent
+    p = AIOKafkaProducer(bootstrap_servers=broker, enable_idempotence=True, acks="all", linger_ms=2)
+    await p.start()
+    sent: dict[tuple[str, int], float] = {}
+    latencies: list[float] = []
+
+    async def consume():
+        while len(latencies) < moves:
+            for recs in (await c.getmany(timeout_ms=200)).values():
+                now = time.perf_counter()
+                for r in recs:
+                    m = json.loads(r.value)
+                    key = (m["game_id"], m["ply"])
+                    if m["scope"] == "game" and m["game_id"] in ids and key in sent:
+                        latencies.append(now - sent[key])
+
+    reader = asyncio.create_task(consume())
+    t0 = time.perf_counter()
+    i = 0
+    for e in events:
+        if rate and e["type"] == "move":
+            delay = t0 + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            i += 1
+        if e["type"] == "move":
+            sent[(e["game_id"], e["ply"])] = time.perf_counter()
+        await p.send(topics.moves, json.dumps(e).encode(), key=e["game_id"].encode())  # linger_ms=2 bounds batching
+    await p.flush()
+    send_seconds = time.perf_counter() - t0
+    await asyncio.wait_for(reader, timeout)
+    elapsed = time.perf_counter() - t0
+    await p.stop()
+    await c.stop()
+    return elapsed, latencies, moves / send_seconds
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rate", type=float, default=500.0, help="offered load for the latency phase (moves/s)")
+    args = ap.parse_args()
+    pgn = SHARED / "pgn/ferreira-2012/london_chess_classic_2011.pgn"
+    games = list(read_pgn_games(pgn))
+    CACHE.parent.mkdir(exist_ok=True)
+    subprocess.run([sys.executable, "-m", "streamer.cli", "replay", str(pgn), "--max-speed", "--no-ui", "--cache", str(CACHE),
+                    *LIMITS, "--engines", "2"], cwd=ROOT, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    broker = Broker()
+    address = broker.start()
+    prefix = fresh_prefix()
+    topics = Topics(prefix=prefix)
+    worker = WorkerProcess(address, prefix, *LIMITS, "--engines", "1", "--cache", str(CACHE))
+    try:
+        # warm-up: one game under its own id, so startup and the first rebalance are not timed
+        asyncio.run(run_phase(address, topics, events_of(games[:1], "#warm"), None, timeout=180))
+        all_events = events_of(games, "#tp")
+        moves = sum(1 for e in all_events if e["type"] == "move")
+        base = asyncio.run(bare_broker(address, len(all_events)))
+        elapsed, _, _ = asyncio.run(run_phase(address, topics, all_events, None))
+        _, lat, offered = asyncio.run(run_phase(address, topics, events_of(games, "#lat"), args.rate))
+    finally:
+        worker.stop()
+        broker.stop()
+    lat_ms = np.array(lat) * 1000
+    print(f"throughput: {len(games)} London 2011 games, {moves} moves, {len(all_events)} events; analyses from cache; 1 worker, 1 engine")
+    print(f"  bare broker, produce + consume {len(all_events)} records: {len(all_events) / base:8.0f} records/s")
+    print(f"  kibitz worker, moves in -> perceived ratings out:    {moves / elapsed:8.0f} moves/s "
+          f"(ratio to bare broker {moves / elapsed / (len(all_events) / base):.3f}; target >= 2000 moves/s)")
+    print(f"  latency at {offered:.0f} moves/s offered ({args.rate:.0f} asked), send -> rating read back: p50 {np.percentile(lat_ms, 50):.1f} ms, "
+          f"p99 {np.percentile(lat_ms, 99):.1f} ms, max {lat_ms.max():.1f} ms over {len(lat_ms)} moves (target p99 < 100 ms)")
+
+
+if __name__ == "__main__":
+    main()
