@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STOCKFISH ?= $(shell command -v stockfish 2>/dev/null || ls /usr/games/stockfish 2>/dev/null)
 
-.PHONY: setup run test test-all bench kafka kafka-stop clean
+.PHONY: setup run test bench kafka kafka-stop clean
 
 setup: $(STAMP) stockfish
 
@@ -32,9 +32,7 @@ run: setup
 test: setup
 	$(PY) -m pytest -q
 
-test-all: setup
-	$(PY) -m pytest -q -m ''
-
+# the quick benchmarks; bench/throughput.py, bench/accuracy.py and bench/fit_calibration.py run on their own
 bench: setup
 	$(PY) bench/rating_update.py
 	$(PY) bench/engine_overhead.py
