@@ -1,6 +1,8 @@
 """Fit a calibration (c -> Elo, engine strength) for an engine profile on rated-dev games. Never on rated-holdout.
 
-    python bench/fit_calibration.py --profile standard --games 60 [--engines 2] [--final]
+    python bench/fit_calibration.py --profile standard --games 60 [--elite 40] [--engines 2] [--final]
+
+--elite N adds N games from elite-otb (over-the-board, both players rated) for the top of the rating scale.
 
 Analyses go to a SQLite cache (.cache/analysis.sqlite), so a refit with other settings does no engine work. Writes
 analyzers/calibrations/<profile>.json. Without --final the calibration is marked provisional.
@@ -23,7 +25,7 @@ from analyzers.engine import EnginePool
 from analyzers.errors import RatingError
 from analyzers.perceived import engine_strength
 from analyzers.profiles import get_profile
-from streamer.batch import assess_games, by_player_game, sample_rated_games
+from streamer.batch import assess_games, by_player_game, sample_rated_games, sample_rated_games_from_file
 from streamer.pipeline import PipelineConfig, ScopeStats
 
 MIN_COUNTED = 5
@@ -33,6 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="standard")
     ap.add_argument("--games", type=int, default=60)
+    ap.add_argument("--elite", type=int, default=0, help="also N games from elite-otb (the top of the scale)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", type=int, default=2)
     ap.add_argument("--final", action="store_true", help="mark the calibration as final (not provisional)")
@@ -40,6 +43,8 @@ def main() -> None:
     profile = get_profile(args.profile)
     config = PipelineConfig(profile)
     games = sample_rated_games(SHARED / "pgn" / "rated-dev", args.games, seed=args.seed)
+    if args.elite:
+        games += sample_rated_games_from_file(SHARED / "pgn" / "elite-otb" / "pgnmentor_30players_both_elo_dedup.pgn", args.elite, seed=args.seed)
     elo = {}
     for g in games:
         elo[(g.game_id, "white")] = g.white.rating
@@ -89,8 +94,8 @@ def main() -> None:
         c_knots=[(round(float(lo), 4), round(float(intercept + slope * lo), 1)), (round(float(hi), 4), round(float(intercept + slope * hi), 1))],
         residual_sd=round(float(resid.std(ddof=2)), 1), model_sd=round(model_sd, 1), gain_model_sd=round(gain_model_sd, 1),
         provisional=not args.final,
-        fitted_on=f"{len(games)} games sampled (seed {args.seed}) from rated-dev; {len(keys)} player-games with >= {MIN_COUNTED} counted moves",
-        command=f"python bench/fit_calibration.py --profile {profile.name} --games {args.games} --seed {args.seed}" + (" --final" if args.final else ""),
+        fitted_on=f"{args.games} rated-dev + {args.elite} elite-otb games (seed {args.seed}); {len(keys)} player-games with >= {MIN_COUNTED} counted moves",
+        command=f"python bench/fit_calibration.py --profile {profile.name} --games {args.games} --elite {args.elite} --seed {args.seed}" + (" --final" if args.final else ""),
         extra={"pearson_r_c": round(r_c, 3), "pearson_r_gain": round(r_g, 3), "gain_residual_sd": round(float(g_resid.std(ddof=1)), 1), "slope_elo_per_c": round(float(slope), 1), "engine_elo_se": round(eng.half_width / 1.96, 1),
                "searches": stats.searches, "cache_hits": stats.cache_hits, "seconds": round(time.time() - t, 1)},
     )

@@ -11,7 +11,7 @@ from analyzers.engine import EnginePool
 from analyzers.errors import KibitzError
 from schemas import MoveAssessment
 
-from .ingest import PgnGame, read_pgn_games
+from .ingest import PgnGame, pgn_game_from, rating_from_tag, read_pgn_games
 from .pipeline import PipelineConfig, apply_move, assess_move, start_game
 
 
@@ -58,6 +58,35 @@ def sample_rated_games(folder: Path, n: int, *, seed: int = 0, min_plies: int = 
             games.append(g)
     rng = random.Random(seed)
     return rng.sample(games, min(n, len(games)))
+
+
+def sample_rated_games_from_file(path: Path, n: int, *, seed: int = 0, min_plies: int = 30) -> list[PgnGame]:
+    """``n`` games with both players rated from one large PGN file: a header-only scan, then only the chosen games
+    are parsed (elite-otb holds 77,729 games). Game ids carry the game's position in the file."""
+    import chess.pgn
+
+    starts = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        while True:
+            at = f.tell()
+            headers = chess.pgn.read_headers(f)
+            if headers is None:
+                break
+            if rating_from_tag(headers.get("WhiteElo")) and rating_from_tag(headers.get("BlackElo")):
+                starts.append(at)
+    out: list[PgnGame] = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for at in random.Random(seed).sample(starts, len(starts)):
+            if len(out) >= n:
+                break
+            f.seek(at)
+            game = chess.pgn.read_game(f)
+            if game is None:
+                continue
+            g = pgn_game_from(game, Path(path), at)
+            if not g.errors and len(g.moves) >= min_plies:
+                out.append(g)
+    return out
 
 
 def by_player_game(assessments: Iterable[MoveAssessment]) -> dict[tuple[str, str], list[MoveAssessment]]:

@@ -73,7 +73,7 @@ class PgnGame:
         return out
 
 
-def _rating(value: str | None) -> float | None:
+def rating_from_tag(value: str | None) -> float | None:
     try:
         r = float(value) if value else None
     except ValueError:
@@ -83,13 +83,29 @@ def _rating(value: str | None) -> float | None:
 
 def _player(headers: chess.pgn.Headers, color: str) -> PlayerInfo:
     name = headers.get(color, "?").strip() or "?"
-    return PlayerInfo(id=name, name=name, rating=_rating(headers.get(f"{color}Elo")))
+    return PlayerInfo(id=name, name=name, rating=rating_from_tag(headers.get(f"{color}Elo")))
 
 
 def game_id_for(path: Path, index: int, headers: chess.pgn.Headers) -> str:
     """Stable id: file stem, index in the file, and a short hash of the identifying headers."""
     ident = "|".join(headers.get(k, "") for k in ("Event", "Round", "White", "Black", "Date"))
     return f"{path.stem}:{index}:{hashlib.sha1(ident.encode()).hexdigest()[:6]}"
+
+
+def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
+    """A parsed python-chess game as kibitz's :class:`PgnGame`; an illegal move becomes an error at its ply."""
+    moves: list[str] = []
+    clocks: list[float | None] = []
+    for node in game.mainline():
+        moves.append(node.move.uci())
+        clocks.append(node.clock())
+    gid = game_id_for(path, index, game.headers)
+    fen = game.headers.get("FEN") if game.headers.get("SetUp") == "1" or "FEN" in game.headers else None
+    g = PgnGame(gid, _player(game.headers, "White"), _player(game.headers, "Black"), game.headers.get("Event", ""),
+                game.headers.get("Result", "*"), moves, clocks, fen)
+    for err in game.errors:
+        g.errors.append(IllegalMove(f"{path.name}: {err}", game_id=gid, ply=len(moves)))
+    return g
 
 
 def read_pgn_games(path: str | Path) -> Iterator[PgnGame]:
@@ -99,26 +115,8 @@ def read_pgn_games(path: str | Path) -> Iterator[PgnGame]:
     truncated = bool(text.strip()) and not text.rstrip().endswith(_RESULTS)
     stream = io.StringIO(text)
     games: list[PgnGame] = []
-    index = 0
-    while True:
-        game = chess.pgn.read_game(stream)
-        if game is None:
-            break
-        board = game.board()
-        moves: list[str] = []
-        clocks: list[float | None] = []
-        for node in game.mainline():
-            moves.append(node.move.uci())
-            clocks.append(node.clock())
-        gid = game_id_for(path, index, game.headers)
-        fen = game.headers.get("FEN") if game.headers.get("SetUp") == "1" or "FEN" in game.headers else None
-        g = PgnGame(gid, _player(game.headers, "White"), _player(game.headers, "Black"), game.headers.get("Event", ""),
-                    game.headers.get("Result", "*"), moves, clocks, fen)
-        for err in game.errors:
-            g.errors.append(IllegalMove(f"{path.name}: {err}", game_id=gid, ply=len(moves)))
-        del board
-        games.append(g)
-        index += 1
+    while (game := chess.pgn.read_game(stream)) is not None:
+        games.append(pgn_game_from(game, path, len(games)))
     if truncated and games:
         last = games[-1]
         last.errors.append(TruncatedInput(f"{path.name} ends in the middle of this game", game_id=last.game_id, ply=len(last.moves)))
