@@ -22,7 +22,7 @@ from analyzers.calibration import load_calibration
 from analyzers.engine import EnginePool
 from analyzers.errors import CalibrationError, EngineError, UnratablePool
 from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
-from schemas import DeadLetter, FairPlayAlert, GameStarted, MoveAssessment, PerceivedRating, RatingUpdate, export_json_schemas
+from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, RatingUpdate, export_json_schemas
 
 from .logs import setup_logging
 

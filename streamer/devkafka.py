@@ -3,7 +3,6 @@ produce/consume helpers. Used by the integration tests and bench/throughput.py; 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket

@@ -13,7 +13,6 @@ import base64
 import logging
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from pydantic import BaseModel
 
@@ -43,14 +42,6 @@ def dead_letter(error: KibitzError, raw: bytes | str, *, source: str, key: str |
     )
 
 
-@dataclass
-class Counters:
-    events: int = 0
-    assessments: int = 0
-    outputs: int = 0
-    rejected: int = 0
-
-
 class EmbeddedRuntime:
     def __init__(self, pool: EnginePool, config: PipelineConfig, sink: Sink, on_reject: Reject, *, partitions: int = 8) -> None:
         self.pool = pool
@@ -59,7 +50,6 @@ class EmbeddedRuntime:
         self.on_reject = on_reject
         self.games: dict[str, GameState] = {}
         self.players: dict[str, PlayerState] = {}
-        self.counters = Counters()
         self._queues: list[asyncio.Queue[tuple[GameStarted | MoveEvent | GameEnded, bytes | str, str]]] = [
             asyncio.Queue() for _ in range(partitions)
         ]
@@ -87,7 +77,6 @@ class EmbeddedRuntime:
         self.submit(ev, raw, source)
 
     def submit(self, ev: GameStarted | MoveEvent | GameEnded, raw: bytes | str | None = None, source: str = "api") -> None:
-        self.counters.events += 1
         self.metrics.events.labels(ev.type).inc()
         part = zlib.crc32(ev.game_id.encode()) % len(self._queues)
         self._queues[part].put_nowait((ev, raw if raw is not None else ev.model_dump_json(), source))
@@ -130,7 +119,6 @@ class EmbeddedRuntime:
             # the engine failed (the caller dead-letters the move): the game still goes on, and still ends
             self._finish(gid, applied.results)
             raise
-        self.counters.assessments += 1
         self._emit(assessment)
         self._player(assessment)
         self.metrics.step_seconds.observe(asyncio.get_running_loop().time() - started)
@@ -149,11 +137,9 @@ class EmbeddedRuntime:
             self._emit(o)
 
     def _emit(self, msg: BaseModel) -> None:
-        self.counters.outputs += 1
         self.metrics.outputs.labels(getattr(msg, "type", "?")).inc()
         self.sink(msg)
 
     def _reject(self, error: KibitzError, raw: bytes | str, source: str) -> None:
-        self.counters.rejected += 1
         self.metrics.rejected.labels(getattr(error, "reason", "error")).inc()
         self.on_reject(dead_letter(error, raw, source=source, key=getattr(error, "game_id", None)))

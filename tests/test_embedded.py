@@ -4,12 +4,10 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 from analyzers.calibration import Calibration
 from analyzers.engine import EnginePool
 from analyzers.profiles import EngineProfile
-from schemas import GameStarted, MoveAssessment, MoveEvent, PerceivedRating, RatingUpdate
+from schemas import MoveAssessment, PerceivedRating, RatingUpdate
 from streamer.embedded import EmbeddedRuntime
 from streamer.ingest import DEMO_PGN, read_pgn_games
 from streamer.pipeline import PipelineConfig

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from analyzers.errors import RatingError
-from analyzers.gain import GainHistogram, expected_from_difference
+from analyzers.gain import GainHistogram
 from analyzers.perceived import engine_strength, histogram_diffs, live_rating, tournament_ratings
 
 
