@@ -22,7 +22,6 @@ from .messages import (
     PerceivedRating,
     PlayerInfo,
     RatingUpdate,
-    dump_json,
     export_json_schemas,
     parse_event,
 )
@@ -30,5 +29,5 @@ from .messages import (
 __all__ = [
     "INPUT_EVENTS", "MESSAGES", "SCHEMA_VERSION", "Candidate", "DeadLetter", "FairPlayAlert", "GameEnded",
     "GameResult", "GameStarted", "GlickoState", "InputEvent", "MoveAssessment", "MoveEvent", "PerceivedRating",
-    "PlayerInfo", "RatingUpdate", "dump_json", "export_json_schemas", "parse_event",
+    "PlayerInfo", "RatingUpdate", "export_json_schemas", "parse_event",
 ]

@@ -210,10 +210,6 @@ MESSAGES: dict[str, type[BaseModel]] = {
 INPUT_EVENTS = (GameStarted, MoveEvent, GameEnded)
 
 
-def dump_json(msg: BaseModel) -> str:
-    return msg.model_dump_json()
-
-
 def export_json_schemas(directory: str | Path) -> list[Path]:
     """Write ``<Name>.v<version>.schema.json`` for every message; returns the paths written."""
     out = Path(directory)

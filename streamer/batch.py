@@ -17,9 +17,10 @@ from .pipeline import PipelineConfig, apply_move, assess_move, start_game
 
 async def assess_game(game: PgnGame, pool: EnginePool, config: PipelineConfig) -> list[MoveAssessment]:
     """Every assessable move of one game, in order (stops at the first rejected move)."""
-    state = start_game(None, game.events()[0], None, config)  # type: ignore[arg-type]
+    started, *rest = game.events()
+    state = start_game(None, started, None, config)  # type: ignore[arg-type]
     out = []
-    for ev in game.events()[1:]:
+    for ev in rest:
         if ev.type != "move":
             break
         try:

@@ -212,6 +212,14 @@ def _maybe_finish(state: GameState) -> list[GameResult]:
 
 
 # == player step =========================================================================================
+def move_choice(a: MoveAssessment) -> tuple[list[float], int]:
+    """Candidate values (pawns, mover's view) and the index of the move played, outside moves appended."""
+    values = [c.cp / 100.0 for c in a.candidates]
+    if a.played_rank is not None:
+        return values, a.played_rank
+    return with_played_move(values, (a.played_value or 0) / 100.0)
+
+
 @dataclass
 class ScopeStats:
     """Everything kibitz knows about a player within one scope (a game, an event, or all their games)."""
@@ -222,13 +230,11 @@ class ScopeStats:
     last_ply: int = -1
     games: int = 0
 
-    def add(self, a: MoveAssessment, c_ref: float | None) -> None:
+    def add(self, a: MoveAssessment, c_ref: float | None, choice: tuple[list[float], int] | None = None) -> None:
+        """Count one move; ``choice`` is :func:`move_choice` of it, passed in when several scopes share it."""
         self.hist.add(a.gain)
         if a.counted:
-            values = [c.cp / 100.0 for c in a.candidates]
-            idx = a.played_rank
-            if idx is None:
-                values, idx = with_played_move(values, (a.played_value or 0) / 100.0)
+            values, idx = choice or move_choice(a)
             self.post.update(values, idx)
             if c_ref is not None:
                 self.fair.update(values, idx, c_ref)
@@ -312,10 +318,11 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
         return []  # duplicate (game_id, ply): already counted
     cal = config.calibration
     c_ref = cal.c_from_elo(a.reference_rating) if a.reference_rating and cal is not None else None
-    game.add(a, c_ref)
-    state.overall.add(a, c_ref)
+    choice = move_choice(a) if a.counted else None  # shared by the three scopes
+    game.add(a, c_ref, choice)
+    state.overall.add(a, c_ref, choice)
     if a.event:
-        state.events.setdefault(a.event, ScopeStats()).add(a, c_ref)
+        state.events.setdefault(a.event, ScopeStats()).add(a, c_ref, choice)
     out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config)
     return [out] if out else []
 

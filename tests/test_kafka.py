@@ -7,6 +7,7 @@ import json
 import random
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import chess
@@ -41,6 +42,21 @@ def embedded_outputs(pgn: Path, tmp_path: Path):
     return proc, out
 
 
+@contextmanager
+def worker_beside_embedded(broker: str, pgn: Path, tmp_path: Path):
+    """A real worker on fresh topics, and the embedded runtime on the same PGN and limits running beside it.
+
+    Yields (topics, embedded process, its output file); the worker is stopped on exit.
+    """
+    prefix = fresh_prefix()
+    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1")
+    emb, emb_out = embedded_outputs(pgn, tmp_path)
+    try:
+        yield Topics(prefix=prefix), emb, emb_out
+    finally:
+        worker.stop()
+
+
 def summarise(records):
     msgs = [json.loads(r) for r in records]
     perceived = {(m["game_id"], m["ply"], m["scope"], m["player_id"]): (m["rating"], m["low"], m["high"], m["c_mean"])
@@ -53,12 +69,8 @@ def test_london_2011_end_to_end_matches_the_embedded_runtime(broker, shared, tmp
     pgn = shared / "data/pgn/ferreira-2012/london_chess_classic_2011.pgn"
     games = list(read_pgn_games(pgn))
     plies = sum(len(g.moves) for g in games)
-    prefix = fresh_prefix()
-    t = Topics(prefix=prefix)
-    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1")
-    emb, emb_out = embedded_outputs(pgn, tmp_path)
-    try:
-        r = cli("produce", str(pgn), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+    with worker_beside_embedded(broker, pgn, tmp_path) as (t, emb, emb_out):
+        r = cli("produce", str(pgn), "--max-speed", "--broker", broker, "--topic-prefix", t.prefix)
         assert r.returncode == 0, r.stderr
 
         def done(o):
@@ -66,8 +78,6 @@ def test_london_2011_end_to_end_matches_the_embedded_runtime(broker, shared, tmp
             return game_scope >= plies and len(o[t.glicko2]) >= 2 * len(games)
 
         out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420))
-    finally:
-        worker.stop()
     assert emb.wait(420) == 0, emb.stderr.read()
     assessments = [json.loads(x) for x in out[t.assessments]]
     moves = [(a["game_id"], a["ply"]) for a in assessments if a["type"] == "assessment"]
@@ -125,11 +135,7 @@ def test_garbage_is_dead_lettered_and_no_valid_message_is_lost(broker, tmp_path)
     assert 0.03 < n_bad / len(records) < 0.08 and all(bad.values())
     games = list(read_pgn_games(DEMO_PGN))
     plies = sum(len(g.moves) for g in games)
-    prefix = fresh_prefix()
-    t = Topics(prefix=prefix)
-    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1")
-    emb, emb_out = embedded_outputs(DEMO_PGN, tmp_path)
-    try:
+    with worker_beside_embedded(broker, DEMO_PGN, tmp_path) as (t, emb, emb_out):
         asyncio.run(produce(broker, t.moves, records))
 
         def done(o):
@@ -137,8 +143,6 @@ def test_garbage_is_dead_lettered_and_no_valid_message_is_lost(broker, tmp_path)
                     and len(o[t.glicko2]) >= 2 * len(games) and len(o[t.deadletter]) >= n_bad)
 
         out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter], done, timeout=300))
-    finally:
-        worker.stop()
     assert emb.wait(300) == 0
     dead = [json.loads(x) for x in out[t.deadletter]]
     reasons = {k: sum(1 for d in dead if d["reason"] == k) for k in bad}

@@ -20,8 +20,6 @@ class AnalysisCache:
         self.max_entries = max_entries
         self._mem: OrderedDict[str, PositionAnalysis] = OrderedDict()
         self._db: sqlite3.Connection | None = None
-        self.hits = 0
-        self.misses = 0
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
@@ -33,16 +31,13 @@ class AnalysisCache:
         hit = self._mem.get(key)
         if hit is not None:
             self._mem.move_to_end(key)
-            self.hits += 1
             return hit
         if self._db is not None:
             row = self._db.execute("SELECT value FROM analyses WHERE key = ?", (key,)).fetchone()
             if row is not None:
-                self.hits += 1
                 value = PositionAnalysis.from_dict(json.loads(row[0]))
                 self._remember(key, value)
                 return value
-        self.misses += 1
         return None
 
     def put(self, key: str, value: PositionAnalysis) -> None:
@@ -55,11 +50,6 @@ class AnalysisCache:
         self._mem.move_to_end(key)
         while len(self._mem) > self.max_entries:
             self._mem.popitem(last=False)
-
-    @property
-    def hit_rate(self) -> float:
-        total = self.hits + self.misses
-        return self.hits / total if total else 0.0
 
     def __len__(self) -> int:
         return len(self._mem)

@@ -270,7 +270,7 @@ class EnginePool:
 
     def prefetch(self, board: chess.Board, limits: Limits) -> None:
         """Start analysing ``board`` now without waiting; a later :meth:`analyse` joins it or hits the cache."""
-        if not self._open or board.is_game_over(claim_draw=False) and not board.is_checkmate() and not board.is_stalemate():
+        if not self._open:
             return
         task = asyncio.ensure_future(self.analyse_limits(board.copy(stack=False), limits))
         self._background.add(task)
