@@ -1,13 +1,29 @@
 """Accuracy of perceived ratings against FIDE ratings on held-out games (never used for fitting).
 
-    python bench/accuracy.py --profile standard --split holdout --games 100 [--seed 0]
+    python bench/accuracy.py --profile fast --split holdout --sample events --games 520 [--seed 0] [--plots]
 
-Per player-game (players rated in the PGN): mean absolute error and bias of perceived vs FIDE rating, Pearson r,
-Kendall tau_a (analyzers.concordance) and the share of FIDE ratings inside the published 95 % interval, for the
-posterior over c, Ferreira's gain histogram (Algorithm 4), and their inverse-variance combination. Reference rows:
-a constant (the sample's own mean: an oracle, so a generous baseline) and the opponent's rating (a leak in Swiss
-events, not skill; never used by kibitz). Then the posterior's error after its first 10, 20 and 40 counted moves.
-Analyses are cached in .cache/analysis.sqlite, so a rerun does no engine work.
+Samples: ``random`` takes single games at random; ``events`` takes whole player-events (players with 5+ rated games
+in one event, all their games there), which gives per-player-event ratings, long histories and pre-game ratings
+for outcome prediction, besides the single games.
+
+Printed, all on the sampled held-out games:
+
+1. Per player-game: mean absolute error and bias of perceived vs FIDE rating, Pearson r, Kendall tau_a
+   (analyzers.concordance) and the share of FIDE ratings inside the published 95 % interval, for the posterior over
+   c, Ferreira's gain histogram (Algorithm 4) and their inverse-variance combination. Reference rows: a constant
+   (the sample's own mean: an oracle, so a generous baseline) and the opponent's rating (a leak in Swiss events, not
+   skill; never used by kibitz).
+2. The same per player-event (players with 5+ games in the event in the sample; all their moves in the event).
+3. Error as a function of counted moves seen (10 ... 160), across a player's games in the event.
+4. Outcome log-likelihood, (1/T) sum ln(1 - |s_t - p_t|) (REFERENCES.md s. 6), of each game's result predicted
+   from the players' ratings before the game: 50:50, Glicko-2 from the earlier results in the sample (the platform
+   settings of analyzers.glicko2, new players at 1500), perceived ratings from the earlier moves in the sample
+   (posterior; a player with no counted moves yet gets 1500 +/- 500 like a new Glicko-2 player), and the FIDE
+   ratings as an outside reference. Rows by how many earlier games the less-known player has.
+
+``--plots`` writes docs/img/accuracy-<profile>-scatter.png and -moves.png (needs matplotlib: pip install -e '.[bench]').
+Analyses are cached in .cache/analysis.sqlite, so a rerun does no engine work; the engine seconds printed are for
+the searches this run actually made.
 """
 
 from __future__ import annotations
@@ -17,44 +33,186 @@ import asyncio
 import math
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from common import ROOT, SHARED
 
-from analyzers.calibration import load_calibration
+from analyzers.calibration import Calibration, load_calibration
 from analyzers.concordance import kendall_tau_a
 from analyzers.engine import EnginePool
+from analyzers.glicko2 import SCALE, Glicko2Config, expected, update_after_game
+from analyzers.perceived import RatingEstimate
 from analyzers.profiles import get_profile
-from streamer.batch import assess_games, by_player_game, sample_rated_games
+from schemas import MoveAssessment
+from streamer.batch import assess_games, sample_player_events, sample_rated_games
+from streamer.ingest import PgnGame
 from streamer.pipeline import PipelineConfig, ScopeStats
 
 SPLITS = {"holdout": "rated-holdout", "dev": "rated-dev"}
+MOVES_SEEN = (10, 20, 40, 80, 160)
+#: What a player with no counted moves is taken to be for outcome prediction: a new Glicko-2 player.
+UNKNOWN = RatingEstimate(1500.0, 1500.0 - 1.96 * 500.0, 1500.0 + 1.96 * 500.0, 0)
 
 
-def row(name: str, est: np.ndarray, truth: np.ndarray, low=None, high=None) -> str:
+@dataclass
+class Estimates:
+    """One row of truth and estimates: FIDE rating, the opponent's, then (rating, low, high) per estimator."""
+
+    truth: float
+    opponent: float
+    post: RatingEstimate
+    gain: RatingEstimate
+    comb: RatingEstimate
+
+
+def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float) -> Estimates:
+    p, gn = cal.from_posterior(s.post), cal.from_histogram(s.hist)
+    w_p, w_g = 1 / p.sd**2, 1 / gn.sd**2
+    comb = (w_p * p.rating + w_g * gn.rating) / (w_p + w_g)
+    half = 1.96 * math.sqrt(1 / (w_p + w_g))  # treats the two as independent: optimistic, they share the moves
+    return Estimates(truth, opponent, p, gn, RatingEstimate(comb, comb - half, comb + half, p.n))
+
+
+def row(name: str, est, truth, low=None, high=None) -> str:
+    est, truth = np.asarray(est, float), np.asarray(truth, float)
     err = est - truth
-    cover = f"{np.mean((truth >= low) & (truth <= high)):6.1%}" if low is not None else "     -"
+    cover = f"{np.mean((truth >= np.asarray(low)) & (truth <= np.asarray(high))):6.1%}" if low is not None else "     -"
     r = np.corrcoef(est, truth)[0, 1] if np.std(est) > 0 else float("nan")
     tau = kendall_tau_a(est, truth) if np.std(est) > 0 else float("nan")
-    return f"| {name:<34} | {np.mean(np.abs(err)):5.0f} | {np.mean(err):+6.0f} | {r:5.2f} | {tau:5.2f} | {cover} |"
+    return f"| {name:<36} | {np.mean(np.abs(err)):5.0f} | {np.mean(err):+6.0f} | {r:5.2f} | {tau:5.2f} | {cover} |"
+
+
+def table(title: str, rows: list[Estimates]) -> None:
+    truth = np.array([e.truth for e in rows])
+    print(f"\n| {title:<36} |   MAE |   bias |     r | tau_a | in 95 % |")
+    print("|---|---|---|---|---|---|")
+    for name, attr in (("posterior over c", "post"), ("gain histogram (Ferreira Alg. 4)", "gain"), ("combination (inverse variance)", "comb")):
+        es = [getattr(e, attr) for e in rows]
+        print(row(name, [x.rating for x in es], truth, [x.low for x in es], [x.high for x in es]))
+    print(row("constant = sample mean (oracle)", np.full_like(truth, truth.mean()), truth))
+    print(row("opponent's rating (leak, reference)", [e.opponent for e in rows], truth))
+
+
+def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment]], cal: Calibration) -> list[Estimates]:
+    rows = []
+    for g in games:
+        for color, me, opp in (("white", g.white, g.black), ("black", g.black, g.white)):
+            s = ScopeStats()
+            for a in results.get(g.game_id, []):
+                if a.color == color:
+                    s.add(a, None)
+            if s.post.n >= 1 and s.hist.count >= 1:
+                rows.append(estimates(s, cal, me.rating, opp.rating))
+    return rows
+
+
+def per_player_event(games: list[PgnGame], results, cal: Calibration, min_games: int = 5):
+    """Rows for player-events with ``min_games``+ games, and (k, estimate, truth) after k counted moves for every
+    player-event that reaches k (across its games, in round order)."""
+    scopes: dict[tuple[str, str], tuple[ScopeStats, list[float], list[float]]] = {}
+    seen: list[tuple[int, RatingEstimate, float]] = []
+    for g in games:
+        for color, me, opp in (("white", g.white, g.black), ("black", g.black, g.white)):
+            s, truths, opps = scopes.setdefault((g.event, me.id), (ScopeStats(), [], []))
+            s.games += 1
+            truths.append(me.rating)
+            opps.append(opp.rating)
+            for a in results.get(g.game_id, []):
+                if a.color == color:
+                    s.add(a, None)
+                    if a.counted and s.post.n in MOVES_SEEN:
+                        seen.append((s.post.n, cal.from_posterior(s.post), me.rating))
+    rows = [estimates(s, cal, truths[-1], float(np.mean(opps))) for s, truths, opps in scopes.values()
+            if s.games >= min_games and s.post.n >= 1]
+    return rows, seen
+
+
+def outcome_loglik(games: list[PgnGame], results, cal: Calibration) -> dict[str, dict[str, list[float]]]:
+    """Per bucket of the less-known player's earlier games: ln(1 - |s - p|) per game, for each predictor."""
+    config = Glicko2Config()
+    player: dict[str, ScopeStats] = {}
+    glicko: dict[str, object] = {}
+    out: dict[str, dict[str, list[float]]] = {}
+
+    def p_from(ra: float, sa: float, rb: float, sb: float) -> float:
+        return expected((ra - 1500) / SCALE, (rb - 1500) / SCALE, math.hypot(sa, sb) / SCALE)
+
+    for g in games:
+        score = g.white_score
+        w, b = g.white.id, g.black.id
+        sw, sb = player.setdefault(w, ScopeStats()), player.setdefault(b, ScopeStats())
+        gw, gb = glicko.setdefault(w, config.new_player()), glicko.setdefault(b, config.new_player())
+        if score is not None:
+            pw = cal.from_posterior(sw.post) if sw.post.n else UNKNOWN
+            pb = cal.from_posterior(sb.post) if sb.post.n else UNKNOWN
+            preds = {
+                "50:50": 0.5,
+                "Glicko-2 (earlier results)": p_from(gw.rating, gw.rd, gb.rating, gb.rd),
+                "perceived (earlier moves)": p_from(pw.rating, pw.sd, pb.rating, pb.sd),
+                "FIDE ratings (outside reference)": 1 / (1 + 10 ** ((g.black.rating - g.white.rating) / 400)),
+            }
+            fewest = min(sw.games, sb.games)
+            bucket = "0" if fewest == 0 else "1-4" if fewest <= 4 else "5+"
+            for key in (bucket, "all"):
+                for name, p in preds.items():
+                    out.setdefault(key, {}).setdefault(name, []).append(math.log(1 - abs(score - p)))
+            glicko[w], glicko[b] = update_after_game(gw, gb, score, config=config)
+        for color, s in (("white", sw), ("black", sb)):
+            s.games += 1
+            for a in results.get(g.game_id, []):
+                if a.color == color:
+                    s.add(a, None)
+    return out
+
+
+def plots(profile: str, games_rows: list[Estimates], event_rows: list[Estimates], seen) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = ROOT / "docs" / "img"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 6))
+    ax.scatter([e.truth for e in games_rows], [e.post.rating for e in games_rows], s=6, alpha=0.35, label="one game")
+    ax.scatter([e.truth for e in event_rows], [e.post.rating for e in event_rows], s=22, c="C3", label="player-event (5+ games)")
+    ax.plot([800, 3000], [800, 3000], "k--", lw=1, label="perceived = FIDE")
+    ax.set(xlabel="FIDE rating", ylabel="perceived rating (posterior over c)", xlim=(800, 3000), ylim=(0, 3600),
+           title=f"held-out games, profile {profile}")
+    ax.legend(loc="upper left")
+    scatter = out_dir / f"accuracy-{profile}-scatter.png"
+    fig.savefig(scatter, dpi=100, bbox_inches="tight")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ks = [k for k in MOVES_SEEN if any(s[0] == k for s in seen)]
+    mae = [np.mean([abs(e.rating - t) for kk, e, t in seen if kk == k]) for k in ks]
+    half = [np.mean([e.half_width for kk, e, t in seen if kk == k]) for k in ks]
+    ax.plot(ks, mae, "o-", label="mean absolute error")
+    ax.plot(ks, half, "s--", label="mean 95 % half-width (published)")
+    ax.set(xscale="log", xticks=ks, xticklabels=[str(k) for k in ks], xlabel="counted moves seen (one player, one event)",
+           ylabel="Elo", title=f"error vs moves seen, profile {profile}")
+    ax.legend()
+    moves = out_dir / f"accuracy-{profile}-moves.png"
+    fig.savefig(moves, dpi=100, bbox_inches="tight")
+    return [str(scatter.relative_to(ROOT)), str(moves.relative_to(ROOT))]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="standard")
+    ap.add_argument("--profile", default="fast")
     ap.add_argument("--split", choices=sorted(SPLITS), default="holdout")
     ap.add_argument("--games", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", type=int, default=2)
+    ap.add_argument("--sample", choices=("random", "events"), default="random",
+                    help="random games, or whole player-events (players with 5+ games in an event, all their games)")
+    ap.add_argument("--plots", action="store_true", help="write the two PNGs into docs/img")
     args = ap.parse_args()
     profile = get_profile(args.profile)
     cal = load_calibration(profile.name)
     config = PipelineConfig(profile, cal)
-    games = sample_rated_games(SHARED / "pgn" / SPLITS[args.split], args.games, seed=args.seed)
-    info = {}
-    for g in games:
-        info[(g.game_id, "white")] = (g.white.rating, g.black.rating)
-        info[(g.game_id, "black")] = (g.black.rating, g.white.rating)
+    sampler = sample_player_events if args.sample == "events" else sample_rated_games
+    games = sampler(SHARED / "pgn" / SPLITS[args.split], args.games, seed=args.seed)
     t = time.time()
 
     async def run():
@@ -64,44 +222,36 @@ def main() -> None:
 
     results, stats = asyncio.run(run())
     print(file=sys.stderr)
-    rows = []
-    by_k: dict[int, list[tuple[float, float]]] = {10: [], 20: [], 40: []}
-    for moves in results.values():
-        for key, ms in by_player_game(moves).items():
-            s = ScopeStats()
-            counted = 0
-            for a in ms:
-                s.add(a, None)
-                if a.counted:
-                    counted += 1
-                    if counted in by_k:
-                        by_k[counted].append((cal.from_posterior(s.post).rating, info[key][0]))
-            if s.post.n < 1 or s.hist.count < 1:
-                continue
-            p, gn = cal.from_posterior(s.post), cal.from_histogram(s.hist)
-            w_p, w_g = 1 / p.sd**2, 1 / gn.sd**2
-            comb = (w_p * p.rating + w_g * gn.rating) / (w_p + w_g)
-            comb_sd = math.sqrt(1 / (w_p + w_g))  # treats the two as independent: optimistic, they share the moves
-            rows.append((info[key][0], info[key][1], p.rating, p.low, p.high, gn.rating, gn.low, gn.high, comb, comb - 1.96 * comb_sd, comb + 1.96 * comb_sd))
-    a = np.array(rows)
-    truth = a[:, 0]
-    print(f"accuracy: profile {profile.name} ({profile.limits.key}), split {SPLITS[args.split]}, {len(games)} games, "
-          f"{len(a)} player-games; calibration {'PROVISIONAL' if cal.provisional else 'final'} ({cal.fitted_on}); "
-          f"{stats.searches} searches, {stats.cache_hits} cache hits, {time.time() - t:.0f} s")
-    print(f"FIDE ratings in the sample: mean {truth.mean():.0f}, sd {truth.std():.0f}\n")
-    print("| estimator (per player-game)        |   MAE |   bias |     r | tau_a | in 95 % |")
+    game_rows = per_player_game(games, results, cal)
+    event_rows, seen = per_player_event(games, results, cal)
+    truth = np.array([e.truth for e in game_rows])
+    print(f"accuracy: profile {profile.name} ({profile.limits.key}), split {SPLITS[args.split]}, sample {args.sample} "
+          f"(seed {args.seed}), {len(games)} games, {len(game_rows)} player-games, {len(event_rows)} player-events; "
+          f"calibration {'PROVISIONAL' if cal.provisional else 'final'} ({cal.fitted_on}); {stats.searches} searches "
+          f"({stats.search_seconds:.0f} engine-s), {stats.cache_hits} cache hits, {time.time() - t:.0f} s")
+    print(f"FIDE ratings (per player-game): mean {truth.mean():.0f}, sd {truth.std():.0f}")
+    table("per player-game", game_rows)
+    if event_rows:
+        table("per player-event (5+ games)", event_rows)
+    print("\n| counted moves seen (player-event) | n | posterior MAE | bias | in 95 % | mean half-width |")
     print("|---|---|---|---|---|---|")
-    print(row("posterior over c", a[:, 2], truth, a[:, 3], a[:, 4]))
-    print(row("gain histogram (Ferreira Alg. 4)", a[:, 5], truth, a[:, 6], a[:, 7]))
-    print(row("combination (inverse variance)", a[:, 8], truth, a[:, 9], a[:, 10]))
-    print(row("constant = sample mean (oracle)", np.full_like(truth, truth.mean()), truth))
-    print(row("opponent's rating (leak, reference)", a[:, 1], truth))
-    print("\n| counted moves seen | player-games | posterior MAE |")
-    print("|---|---|---|")
-    for k, pairs in by_k.items():
-        if pairs:
-            e = np.array(pairs)
-            print(f"| {k} | {len(e)} | {np.mean(np.abs(e[:, 0] - e[:, 1])):.0f} |")
+    for k in MOVES_SEEN:
+        pts = [(e, t) for kk, e, t in seen if kk == k]
+        if pts:
+            err = np.array([e.rating - t for e, t in pts])
+            cover = np.mean([e.low <= t <= e.high for e, t in pts])
+            print(f"| {k} | {len(pts)} | {np.mean(np.abs(err)):.0f} | {np.mean(err):+.0f} | {cover:.1%} | "
+                  f"{np.mean([e.half_width for e, _ in pts]):.0f} |")
+    ll = outcome_loglik(games, results, cal)
+    names = list(next(iter(ll.values())))
+    print("\n| outcome log-likelihood (1/T) sum ln(1-|s-p|) | games | " + " | ".join(names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for key in ("0", "1-4", "5+", "all"):
+        if key in ll:
+            label = {"all": "all games"}.get(key, f"less-known player has {key} earlier games")
+            print(f"| {label} | {len(ll[key][names[0]])} | " + " | ".join(f"{np.mean(ll[key][n]):.4f}" for n in names) + " |")
+    if args.plots:
+        print("\nplots: " + ", ".join(plots(profile.name, game_rows, event_rows, seen)))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,34 @@ def sample_rated_games(folder: Path, n: int, *, seed: int = 0, min_plies: int = 
     return rng.sample(games, min(n, len(games)))
 
 
+def sample_player_events(folder: Path, n: int, *, seed: int = 0, min_games: int = 5, min_plies: int = 30) -> list[PgnGame]:
+    """At least ``n`` games chosen as whole player-events: players picked at random (seeded) among those with
+    ``min_games`` or more rated games in one event, all of their games in that event taken, until ``n`` games are
+    in. Gives long histories (per-event ratings, accuracy after 80-160 moves, outcome prediction from pre-game
+    ratings) besides the single games. Returned in file order, which is round order in these files."""
+    games: list[PgnGame] = []
+    seen: set[tuple] = set()
+    for path in sorted(folder.glob("*.pgn")):
+        for g in read_pgn_games(path):
+            key = (g.white.id, g.black.id, tuple(g.moves[:40]))
+            if g.errors or len(g.moves) < min_plies or not g.white.rating or not g.black.rating or key in seen:
+                continue
+            seen.add(key)
+            games.append(g)
+    by_pe: dict[tuple[str, str], list[int]] = {}
+    for i, g in enumerate(games):
+        for p in (g.white, g.black):
+            by_pe.setdefault((g.event, p.id), []).append(i)
+    eligible = sorted(k for k, v in by_pe.items() if len(v) >= min_games)
+    random.Random(seed).shuffle(eligible)
+    chosen: set[int] = set()
+    for k in eligible:
+        if len(chosen) >= n:
+            break
+        chosen.update(by_pe[k])
+    return [games[i] for i in sorted(chosen)]
+
+
 def sample_rated_games_from_file(path: Path, n: int, *, seed: int = 0, min_plies: int = 30) -> list[PgnGame]:
     """``n`` games with both players rated from one large PGN file: a header-only scan, then only the chosen games
     are parsed (elite-otb holds 77,729 games). Game ids carry the game's position in the file."""

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import csv
 import json
+import os
 import sys
 import time
 from contextlib import ExitStack
@@ -232,21 +234,46 @@ def kafka_settings(args: argparse.Namespace):
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from faust.worker import Worker
-
-    from .kafka_app import create_app, ensure_topics
+    from .kafka_eos import ensure_topics
 
     settings = kafka_settings(args)
     config = build_config(args)
+    print(f"kibitz worker ({args.runtime}): broker {settings.broker}, app {settings.app_id}, topics {settings.topics.moves} -> "
+          f"{settings.topics.perceived}, profile {config.profile.name}, {args.engines} engines", file=sys.stderr, flush=True)
+    if args.runtime == "transactional":
+        return _transactional_worker(args, settings, config)
+    from faust.worker import Worker
+
+    from .kafka_app import create_app
+
     asyncio.run(ensure_topics(settings))
     app = create_app(settings, config, engines=args.engines, engine=args.engine, cache_path=args.cache, store=args.store,
                      guarantee=args.guarantee)
     if args.metrics_port:
         app.kibitz_metrics.serve(args.metrics_port)
-    print(f"kibitz worker: broker {settings.broker}, app {settings.app_id}, topics {settings.topics.moves} -> "
-          f"{settings.topics.perceived}, profile {config.profile.name}, {args.engines} engines", file=sys.stderr, flush=True)
     worker = Worker(app, loglevel=args.log_level.lower(), quiet=True, redirect_stdouts=False)
     worker.execute_from_commandline()
+    return EXIT_OK
+
+
+def _transactional_worker(args: argparse.Namespace, settings, config) -> int:  # noqa: ANN001
+    import signal
+    import socket
+
+    from .kafka_eos import run_worker
+
+    instance = args.instance_id or os.environ.get("KIBITZ_INSTANCE_ID") or socket.gethostname()
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await run_worker(settings, config, instance_id=instance, engines=args.engines, engine=args.engine,
+                             cache_path=args.cache, metrics_port=args.metrics_port)
+
+    asyncio.run(main())
     return EXIT_OK
 
 
@@ -375,7 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
     kafka_options(w)
     w.add_argument("--app-id", default=None, help="faust application id = consumer group (default kibitz)")
     w.add_argument("--partitions", type=int, default=None, help="partitions for topics this worker creates (default 4)")
-    w.add_argument("--store", choices=["memory", "rocksdb"], default="memory", help="table store (rocksdb needs rocksdict)")
+    w.add_argument("--runtime", choices=["transactional", "faust"], default="transactional",
+                   help="transactional: aiokafka transactions, exactly once (default); faust: the faust-streaming app")
+    w.add_argument("--instance-id", default=None, help="stable id of this worker, unique among workers (transactional "
+                   "runtime; default $KIBITZ_INSTANCE_ID or the host name): a restart with the same id fences the old one")
+    w.add_argument("--store", choices=["memory", "rocksdb"], default="memory", help="faust table store (rocksdb needs rocksdict)")
     w.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="at_least_once",
                    help="faust processing guarantee (default %(default)s; see README: exactly_once lost data in our tests)")
     add_engine_options(w)

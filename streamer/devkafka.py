@@ -59,7 +59,7 @@ class WorkerProcess:
     def __init__(self, broker: str, prefix: str, *extra: str) -> None:
         self.log = open(ROOT / ".cache" / f"worker-{prefix}log", "w") if (ROOT / ".cache").is_dir() else subprocess.DEVNULL
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamer.cli", "worker", "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, *extra],
+            [sys.executable, "-m", "streamer.cli", "--log-level", os.environ.get("KIBITZ_WORKER_LOG", "warning"), "worker", "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, *extra],
             cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 

@@ -17,27 +17,19 @@ with the ``rocksdict`` package).
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 from pathlib import Path
 from typing import Any
 
 import faust
 import mode
-from pydantic import BaseModel
 
 from analyzers.engine import EnginePool
-from analyzers.errors import EngineError, InputError, KibitzError, MalformedEvent
-from schemas import GameEnded, GameResult, GameStarted, MoveAssessment, parse_event
 
-from .embedded import dead_letter
 from .kafka_config import KafkaSettings
 from .metrics import Metrics
-from .pipeline import (
-    GameState, PipelineConfig, PlayerState, apply_move, apply_player_event, assess_move, end_game, start_game,
-)
+from .pipeline import PipelineConfig
+from .steps import Output, game_step, guarded, player_step
 
-log = logging.getLogger("kibitz.kafka")
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
 
@@ -85,7 +77,6 @@ def create_app(
     players = app.Table("players", default=None, partitions=settings.partitions, key_type=str)
     holder = PoolHolder(engine, engines, cache_path)
     metrics = Metrics(lambda: holder.pool)
-    outputs = {"perceived": perceived_topic, "glicko2": glicko_topic, "fairplay": alerts_topic}
 
     class Engines(mode.Service):
         async def on_start(self) -> None:
@@ -96,105 +87,36 @@ def create_app(
 
     app.service(Engines)
 
-    async def send(topic: faust.TopicT, key: str | bytes | None, msg: BaseModel) -> None:
+    topics = {"assessments": assessments_topic, "perceived": perceived_topic, "glicko2": glicko_topic,
+              "fairplay": alerts_topic, "deadletter": dead_topic}
+
+    def publish(outputs: list[Output]) -> None:
         # buffered: faust flushes the producer before it commits input offsets, so at-least-once holds, and a move
-        # does not wait for 3-4 broker round trips (topic.send waits for each ack: 365 -> see README)
-        metrics.outputs.labels(getattr(msg, "type", "?")).inc()
-        topic.send_soon(key=key.encode() if isinstance(key, str) else key, value=msg.model_dump_json().encode())
-
-    async def reject(error: KibitzError, key: bytes | None, raw: bytes, source: str) -> None:
-        metrics.rejected.labels(getattr(error, "reason", "error")).inc()
-        log.warning("rejected", extra={"reason": getattr(error, "reason", "error"), "error": str(error), "source": source})
-        await send(dead_topic, key, dead_letter(error, raw, source=source, key=key.decode("utf-8", "replace") if key else None))
-
-    async def game_step(key: bytes | None, raw: bytes, source: str) -> None:
-        try:
-            ev = parse_event(raw)
-        except InputError as e:
-            await reject(e, key, raw, source)
-            return
-        pool = await holder.get()
-        metrics.events.labels(ev.type).inc()
-        gid = ev.game_id
-        stored = games.get(gid)
-        state = GameState.from_dict(stored) if stored else None
-        emitted: list[tuple[str, BaseModel]] = []
-        try:
-            if isinstance(ev, GameStarted):
-                state = start_game(state, ev, pool.prefetch, config)
-            elif isinstance(ev, GameEnded):
-                emitted += [(r.player_id, r) for r in end_game(state, ev)]
-            else:
-                applied = apply_move(state, ev)
-                state = applied.state
-                try:
-                    a = await assess_move(applied, pool.analyse_limits, config)
-                    emitted.append((a.player_id, a))
-                except EngineError as e:
-                    await reject(e, key, raw, source)  # the move is applied; only its assessment is lost
-                emitted += [(r.player_id, r) for r in applied.results]
-        except InputError as e:
-            await reject(e, key, raw, source)
-            return
-        if state is not None:
-            if state.ended:
-                games.pop(gid, None)
-            else:
-                games[gid] = state.to_dict()
-        for player_id, msg in emitted:
-            await send(assessments_topic, player_id, msg)
-
-    async def player_step(key: bytes | None, raw: bytes, source: str) -> None:
-        try:
-            data = json.loads(raw)
-            ev = (MoveAssessment if data.get("type") == "assessment" else GameResult).model_validate(data)
-        except Exception as e:  # noqa: BLE001 - our own topic, but never let one record stop the agent
-            await reject(MalformedEvent(f"not an assessment or game result: {e}"), key, raw, source)
-            return
-        stored = players.get(ev.player_id)
-        state, out = apply_player_event(PlayerState.from_dict(stored) if stored else None, ev, config)
-        players[ev.player_id] = state.to_dict()
-        for msg in out:
-            await send(outputs[msg.type], msg.player_id, msg)
+        # does not wait for 3-4 broker round trips (topic.send waits for each ack)
+        for name, key, msg in outputs:
+            metrics.outputs.labels(getattr(msg, "type", "?")).inc()
+            topics[name].send_soon(key=key.encode() if isinstance(key, str) else key, value=msg.model_dump_json().encode())
 
     def where(event: Any) -> str:
         m = event.message
         return f"{m.topic}/{m.partition}@{m.offset}"
 
+    async def game(key: bytes | None, raw: bytes, source: str) -> list[Output]:
+        return await game_step(games, await holder.get(), config, key, raw, source, metrics)
+
+    def player(key: bytes | None, raw: bytes, source: str) -> list[Output]:
+        return player_step(players, config, key, raw, source, metrics)
+
     @app.agent(moves_topic)
     async def analyse(stream):  # noqa: ANN001
         async for event in stream.events():
-            await guarded(game_step, event)
+            publish(await guarded(game, event.key, event.value, where(event), metrics))
 
     @app.agent(assessments_topic)
     async def rate(stream):  # noqa: ANN001
         async for event in stream.events():
-            await guarded(player_step, event)
-
-    async def guarded(step, event) -> None:  # noqa: ANN001
-        try:
-            await step(event.key, event.value, where(event))
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a bug must not stop the partition: dead-letter and go on
-            log.exception("unexpected error", extra={"source": where(event)})
-            await reject(KibitzError(f"internal error: {e!r}"), event.key, event.value, where(event))
+            publish(await guarded(player, event.key, event.value, where(event), metrics))
 
     app.kibitz_holder = holder  # for tests
     app.kibitz_metrics = metrics
     return app
-
-
-async def ensure_topics(settings: KafkaSettings) -> None:
-    """Create kibitz's topics with ``settings.partitions`` partitions if they do not exist."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs())
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        new = [NewTopic(n, settings.partitions, 1) for n in settings.topics.all() if n not in existing]
-        if new:
-            await admin.create_topics(new)
-    finally:
-        await admin.close()

@@ -53,6 +53,19 @@ class Topics(BaseModel):
     def deadletter(self) -> str:
         return self.name("deadletter")
 
+    @property
+    def state_games(self) -> str:
+        """Compacted changelog of game state (the transactional runtime's ``analyse`` stage)."""
+        return self.name("state.games")
+
+    @property
+    def state_players(self) -> str:
+        """Compacted changelog of player state (the ``rate`` stage)."""
+        return self.name("state.players")
+
+    def changelogs(self) -> list[str]:
+        return [self.state_games, self.state_players]
+
     def all(self) -> list[str]:
         return [self.games, self.moves, self.assessments, self.perceived, self.glicko2, self.alerts, self.deadletter]
 

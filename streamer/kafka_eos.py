@@ -1,0 +1,309 @@
+"""The transactional Kafka runtime (the default worker): each record's effects are published exactly once.
+
+Two stages run in one worker, each a consume-transform-produce loop on aiokafka:
+
+- ``analyse``: ``kibitz.moves`` (every game event, keyed by game) -> ``kibitz.assessments`` (keyed by player), game
+  state in the compacted changelog ``kibitz.state.games``;
+- ``rate``: ``kibitz.assessments`` -> perceived ratings, Glicko-2 updates, fair-play alerts, player state in
+  ``kibitz.state.players``.
+
+One loop turn: fetch a batch; run :mod:`streamer.steps` on it (a game's records in order, different games at once,
+so every engine of the pool has work); then in **one Kafka transaction** publish the outputs and dead letters, the
+new state of every key the batch touched (once per key, to the changelog partition equal to the input partition),
+and the input offsets. A crash before the commit leaves nothing visible to ``read_committed`` readers; the next
+owner of the partition rebuilds its state from the changelog up to the last committed transaction and re-reads the
+batch from the committed offset, so outputs have no gap and no duplicate, and state equals an uninterrupted run.
+
+Why not faust's ``exactly_once``: in faust-streaming 0.15.3 it lost a whole game's outputs with input offsets
+committed (measured, README). Its consumer picks the transactional producer from the partition of the *output*
+record's key (``faust/transport/consumer.py``, ``send``), not from the input partition whose offsets the
+transaction commits, so outputs and offsets of one record can land in different transactions.
+
+Limits (documented, not hidden): aiokafka commits offsets in a transaction by group id only (no KIP-447 group
+generation), so a worker that is alive but cut off (a zombie) is fenced only by its transactional id: give each
+worker a stable, unique ``--instance-id`` (a StatefulSet pod name). A worker restarted with the same id aborts its
+predecessor's open transaction at once; otherwise that transaction holds back ``read_committed`` readers of the
+partitions it wrote until ``transaction_timeout_ms`` expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from itertools import zip_longest
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import ProducerFenced
+
+from analyzers.engine import EnginePool
+
+from .kafka_config import KafkaSettings
+from .metrics import Metrics
+from .pipeline import PipelineConfig
+from .steps import Output, game_step, guarded, player_step
+
+log = logging.getLogger("kibitz.eos")
+Step = Callable[[dict[str, Any], bytes | None, bytes, str], Awaitable[list[Output]]]
+
+
+class TrackedState(dict):
+    """One partition's state by key, remembering which keys changed since the last commit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dirty: set[str] = set()
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.dirty.add(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self.dirty.add(key)
+        return super().pop(key, *default)
+
+    def changes(self) -> list[tuple[str, Any]]:
+        """(key, state or None for deleted) of every changed key, and forget them."""
+        out = [(k, self.get(k)) for k in sorted(self.dirty)]
+        self.dirty.clear()
+        return out
+
+
+@dataclass
+class StageConfig:
+    name: str
+    source: str
+    changelog: str
+    outputs: dict[str, str]          # output name -> topic
+    step: Step
+    window: int = 1                  # records run at once (different keys only); 1 = strictly in order
+    max_records: int = 1000
+    commit_seconds: float = 0.25     # a transaction closes after this long even if the batch is not done
+    state: dict[int, TrackedState] = field(default_factory=dict)
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, stage: Stage) -> None:
+        self.stage = stage
+
+    async def on_partitions_revoked(self, revoked) -> None:  # noqa: ANN001
+        async with self.stage.lock:  # the batch in flight commits first
+            for tp in revoked:
+                self.stage.cfg.state.pop(tp.partition, None)
+
+    async def on_partitions_assigned(self, assigned) -> None:  # noqa: ANN001
+        async with self.stage.lock:  # a batch may have restored some already (see Stage._process)
+            for tp in assigned:
+                if tp.partition not in self.stage.cfg.state:
+                    self.stage.cfg.state[tp.partition] = await self.stage.restore(tp.partition)
+
+
+class Stage:
+    """One consume-transform-produce loop; see the module docstring."""
+
+    def __init__(self, settings: KafkaSettings, cfg: StageConfig, instance_id: str, metrics: Metrics, *,
+                 transaction_timeout_ms: int = 30000) -> None:
+        self.settings, self.cfg, self.metrics = settings, cfg, metrics
+        self.group = f"{settings.app_id}.{cfg.name}"
+        kw = settings.aiokafka_kwargs()
+        self.consumer = AIOKafkaConsumer(
+            group_id=self.group, enable_auto_commit=False, isolation_level="read_committed",
+            auto_offset_reset="earliest", max_poll_records=cfg.max_records, **kw)
+        self.producer = AIOKafkaProducer(
+            transactional_id=f"{settings.app_id}.{cfg.name}.{instance_id}", enable_idempotence=True, acks="all",
+            linger_ms=2, transaction_timeout_ms=transaction_timeout_ms, **kw)
+        self.lock = asyncio.Lock()
+        self.committed_batches = 0
+
+    async def restore(self, partition: int) -> TrackedState:
+        """The state of one input partition: its changelog partition read (committed records only) to the end."""
+        state = TrackedState()
+        tp = TopicPartition(self.cfg.changelog, partition)
+        c = AIOKafkaConsumer(group_id=None, enable_auto_commit=False, isolation_level="read_committed",
+                             **self.settings.aiokafka_kwargs())
+        await c.start()
+        try:
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            end = (await c.end_offsets([tp]))[tp]
+            n = 0
+            while await c.position(tp) < end:
+                for rec in (await c.getmany(tp, timeout_ms=500)).get(tp, []):
+                    key = rec.key.decode()
+                    if rec.value is None:
+                        dict.pop(state, key, None)
+                    else:
+                        dict.__setitem__(state, key, json.loads(rec.value))
+                    n += 1
+        finally:
+            await c.stop()
+        log.info("restored", extra={"stage": self.cfg.name, "partition": partition, "records": n, "keys": len(state)})
+        return state
+
+    async def run(self) -> None:
+        await self.producer.start()
+        await self.consumer.start()
+        self.consumer.subscribe([self.cfg.source], listener=_Listener(self))
+        try:
+            while True:
+                batch = await self.consumer.getmany(timeout_ms=100, max_records=self.cfg.max_records)
+                if batch:
+                    async with self.lock:
+                        await self._process(batch)
+        finally:
+            await self.consumer.stop()
+            await self.producer.stop()
+
+    async def _run(self, owned: dict[TopicPartition, list]) -> tuple[dict[TopicPartition, int], list[list[Output]]]:
+        """Run the step on a prefix of every partition's records: those started before ``commit_seconds`` ran out.
+
+        Records start in offset order (partitions interleaved); a record waits for the one before it with the same
+        key, and at most ``window`` run at once (1 = strictly in order). Because starts stop at the deadline and
+        every started record finishes, what is processed is an unbroken prefix of each partition: its offsets can
+        be committed with no gap and nothing replayed twice. Returns the next offset per partition and the outputs
+        in start order."""
+        deadline = time.monotonic() + self.cfg.commit_seconds
+        outputs: list[list[Output]] = []
+        nxt: dict[TopicPartition, int] = {}
+        last: dict[tuple[int, bytes | None], asyncio.Task] = {}
+        running: set[asyncio.Task] = set()
+
+        async def one(rec, slot: int, before: asyncio.Task | None) -> None:  # noqa: ANN001
+            if before is not None:
+                await before
+            outputs[slot] = await self.cfg.step(self.cfg.state[rec.partition], rec.key, rec.value,
+                                                f"{rec.topic}/{rec.partition}@{rec.offset}")
+
+        queues = [list(recs) for recs in owned.values()]
+        order = [rec for row in zip_longest(*queues) for rec in row if rec is not None]
+        try:
+            for rec in order:
+                if outputs and time.monotonic() > deadline:
+                    break
+                while len(running) >= self.cfg.window:
+                    _, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                outputs.append([])
+                task = asyncio.create_task(one(rec, len(outputs) - 1, last.get((rec.partition, rec.key))))
+                last[(rec.partition, rec.key)] = task
+                running.add(task)
+                nxt[TopicPartition(rec.topic, rec.partition)] = rec.offset + 1
+            await asyncio.gather(*last.values())
+        except BaseException:
+            for t in last.values():
+                t.cancel()
+            raise
+        return nxt, outputs
+
+    async def _process(self, batch: dict[TopicPartition, list]) -> None:
+        assigned = self.consumer.assignment()
+        owned = {tp: recs for tp, recs in batch.items() if tp in assigned}  # revoked meanwhile: the new owner reads them
+        for tp in owned:
+            if tp.partition not in self.cfg.state:  # records can arrive before the assignment callback restored it
+                self.cfg.state[tp.partition] = await self.restore(tp.partition)
+        if not owned:
+            return
+        await self.producer.begin_transaction()
+        try:
+            nxt, outputs = await self._run(owned)
+            futures = []
+            for outs in outputs:
+                for name, key, msg in outs:
+                    self.metrics.outputs.labels(getattr(msg, "type", name)).inc()
+                    k = key.encode() if isinstance(key, str) else key
+                    futures.append(await self.producer.send(self.cfg.outputs[name], msg.model_dump_json().encode(), key=k))
+            for partition, state in self.cfg.state.items():
+                for key, value in state.changes():
+                    v = None if value is None else json.dumps(value, separators=(",", ":")).encode()
+                    futures.append(await self.producer.send(self.cfg.changelog, v, key=key.encode(), partition=partition))
+            await asyncio.gather(*futures)
+            await self.producer.send_offsets_to_transaction(dict(nxt), self.group)
+            await self.producer.commit_transaction()
+        except ProducerFenced:
+            log.error("fenced: another worker uses this instance id", extra={"stage": self.cfg.name})
+            raise
+        except Exception as e:
+            log.error("transaction aborted", extra={"stage": self.cfg.name, "error": repr(e)})
+            await self._abort_and_rewind()
+            return
+        except BaseException:  # shutting down: nothing of this batch is committed; the next owner redoes it
+            with contextlib.suppress(Exception):
+                await self.producer.abort_transaction()
+            raise
+        for tp, offset in nxt.items():  # records fetched but left for the next transaction
+            if offset <= owned[tp][-1].offset:
+                self.consumer.seek(tp, offset)
+        for tp in owned.keys() - nxt.keys():
+            self.consumer.seek(tp, owned[tp][0].offset)
+        self.committed_batches += 1
+
+    async def _abort_and_rewind(self) -> None:
+        try:
+            await self.producer.abort_transaction()
+        except Exception:  # noqa: BLE001 - the producer may be unusable; the rewind below is what matters
+            log.exception("abort failed", extra={"stage": self.cfg.name})
+        for p in list(self.cfg.state):
+            self.cfg.state[p] = await self.restore(p)
+            tp = TopicPartition(self.cfg.source, p)
+            committed = await self.consumer.committed(tp)
+            if committed is None:
+                await self.consumer.seek_to_beginning(tp)
+            else:
+                self.consumer.seek(tp, committed)
+
+
+async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instance_id: str, engines: int = 2,
+                     engine: str | None = None, cache_path: Path | None = None, metrics_port: int | None = None,
+                     transaction_timeout_ms: int = 30000) -> None:
+    """Run both stages until cancelled (SIGTERM/SIGINT in the CLI)."""
+    await ensure_topics(settings)
+    t = settings.topics
+    async with EnginePool(engine, size=engines, cache_path=cache_path) as pool:
+        metrics = Metrics(lambda: pool)
+        if metrics_port:
+            metrics.serve(metrics_port)
+
+        async def analyse(state: dict[str, Any], key: bytes | None, raw: bytes, source: str) -> list[Output]:
+            return await guarded(lambda k, r, s: game_step(state, pool, config, k, r, s, metrics), key, raw, source, metrics)
+
+        async def rate(state: dict[str, Any], key: bytes | None, raw: bytes, source: str) -> list[Output]:
+            return await guarded(lambda k, r, s: player_step(state, config, k, r, s, metrics), key, raw, source, metrics)
+
+        rated = {"perceived": t.perceived, "glicko2": t.glicko2, "fairplay": t.alerts, "deadletter": t.deadletter}
+        stages = [
+            Stage(settings, StageConfig("analyse", t.moves, t.state_games, {"assessments": t.assessments, "deadletter": t.deadletter},
+                                        analyse, window=2 * engines), instance_id, metrics, transaction_timeout_ms=transaction_timeout_ms),
+            Stage(settings, StageConfig("rate", t.assessments, t.state_players, rated, rate), instance_id, metrics,
+                  transaction_timeout_ms=transaction_timeout_ms),
+        ]
+        tasks = [asyncio.create_task(s.run(), name=s.cfg.name) for s in stages]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()  # a stage that stopped by itself stopped on an error: raise it
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def ensure_topics(settings: KafkaSettings) -> None:
+    """Create kibitz's topics (``settings.partitions`` partitions) and its compacted state changelogs if missing."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs())
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        compacted = set(settings.topics.changelogs())
+        new = [NewTopic(n, settings.partitions, 1, topic_configs={"cleanup.policy": "compact"} if n in compacted else {})
+               for n in settings.topics.all() + settings.topics.changelogs() if n not in existing]
+        if new:
+            await admin.create_topics(new)
+    finally:
+        await admin.close()
