@@ -17,9 +17,10 @@ Printed, all on the sampled held-out games:
 3. Error as a function of counted moves seen (10 ... 160), across a player's games in the event.
 4. Outcome log-likelihood, (1/T) sum ln(1 - |s_t - p_t|) (REFERENCES.md s. 6), of each game's result predicted
    from the players' ratings before the game: 50:50, Glicko-2 from the earlier results in the sample (the platform
-   settings of analyzers.glicko2, new players at 1500), perceived ratings from the earlier moves in the sample
-   (posterior; a player with no counted moves yet gets 1500 +/- 500 like a new Glicko-2 player), and the FIDE
-   ratings as an outside reference. Rows by how many earlier games the less-known player has.
+   settings of analyzers.glicko2), perceived ratings from the earlier moves in the sample (posterior), and the
+   FIDE ratings as an outside reference. A player not seen yet is, for both Glicko-2 and perceived ratings, the
+   rated-dev population: its mean rating, with its sd as the uncertainty (fair to both, and dev data only). Rows by
+   how many earlier games the less-known player has.
 
 ``--plots`` writes docs/img/accuracy-<profile>-scatter.png and -moves.png (needs matplotlib: pip install -e '.[bench]').
 Analyses are cached in .cache/analysis.sqlite, so a rerun does no engine work; the engine seconds printed are for
@@ -51,8 +52,20 @@ from streamer.pipeline import PipelineConfig, ScopeStats
 
 SPLITS = {"holdout": "rated-holdout", "dev": "rated-dev"}
 MOVES_SEEN = (10, 20, 40, 80, 160)
-#: What a player with no counted moves is taken to be for outcome prediction: a new Glicko-2 player.
-UNKNOWN = RatingEstimate(1500.0, 1500.0 - 1.96 * 500.0, 1500.0 + 1.96 * 500.0, 0)
+
+
+def population_prior(folder) -> tuple[float, float]:  # noqa: ANN001
+    """Mean and sd of the FIDE ratings of rated-dev's players: what a platform knows of a newcomer (dev data only)."""
+    import chess.pgn
+
+    from streamer.ingest import rating_from_tag
+
+    ratings = []
+    for path in sorted(folder.glob("*.pgn")):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            while (h := chess.pgn.read_headers(f)) is not None:
+                ratings += [r for r in (rating_from_tag(h.get("WhiteElo")), rating_from_tag(h.get("BlackElo"))) if r]
+    return float(np.mean(ratings)), float(np.std(ratings))
 
 
 @dataclass
@@ -128,9 +141,10 @@ def per_player_event(games: list[PgnGame], results, cal: Calibration, min_games:
     return rows, seen
 
 
-def outcome_loglik(games: list[PgnGame], results, cal: Calibration) -> dict[str, dict[str, list[float]]]:
+def outcome_loglik(games: list[PgnGame], results, cal: Calibration, prior: tuple[float, float]) -> dict[str, dict[str, list[float]]]:
     """Per bucket of the less-known player's earlier games: ln(1 - |s - p|) per game, for each predictor."""
-    config = Glicko2Config()
+    config = Glicko2Config(rating=prior[0], rd=prior[1])
+    unknown = RatingEstimate(prior[0], prior[0] - 1.96 * prior[1], prior[0] + 1.96 * prior[1], 0)
     player: dict[str, ScopeStats] = {}
     glicko: dict[str, object] = {}
     out: dict[str, dict[str, list[float]]] = {}
@@ -144,8 +158,8 @@ def outcome_loglik(games: list[PgnGame], results, cal: Calibration) -> dict[str,
         sw, sb = player.setdefault(w, ScopeStats()), player.setdefault(b, ScopeStats())
         gw, gb = glicko.setdefault(w, config.new_player()), glicko.setdefault(b, config.new_player())
         if score is not None:
-            pw = cal.from_posterior(sw.post) if sw.post.n else UNKNOWN
-            pb = cal.from_posterior(sb.post) if sb.post.n else UNKNOWN
+            pw = cal.from_posterior(sw.post) if sw.post.n else unknown
+            pb = cal.from_posterior(sb.post) if sb.post.n else unknown
             preds = {
                 "50:50": 0.5,
                 "Glicko-2 (earlier results)": p_from(gw.rating, gw.rd, gb.rating, gb.rd),
@@ -178,8 +192,9 @@ def plots(profile: str, games_rows: list[Estimates], event_rows: list[Estimates]
     ax.scatter([e.truth for e in games_rows], [e.post.rating for e in games_rows], s=6, alpha=0.35, label="one game")
     ax.scatter([e.truth for e in event_rows], [e.post.rating for e in event_rows], s=22, c="C3", label="player-event (5+ games)")
     ax.plot([800, 3000], [800, 3000], "k--", lw=1, label="perceived = FIDE")
-    ax.set(xlabel="FIDE rating", ylabel="perceived rating (posterior over c)", xlim=(800, 3000), ylim=(0, 3600),
+    ax.set(xlabel="FIDE rating", ylabel="perceived rating (posterior over c)", xlim=(800, 3000),
            title=f"held-out games, profile {profile}")
+    ax.set_ylim(500, 3200)
     ax.legend(loc="upper left")
     scatter = out_dir / f"accuracy-{profile}-scatter.png"
     fig.savefig(scatter, dpi=100, bbox_inches="tight")
@@ -242,7 +257,9 @@ def main() -> None:
             cover = np.mean([e.low <= t <= e.high for e, t in pts])
             print(f"| {k} | {len(pts)} | {np.mean(np.abs(err)):.0f} | {np.mean(err):+.0f} | {cover:.1%} | "
                   f"{np.mean([e.half_width for e, _ in pts]):.0f} |")
-    ll = outcome_loglik(games, results, cal)
+    prior = population_prior(SHARED / "pgn" / "rated-dev")
+    ll = outcome_loglik(games, results, cal, prior)
+    print(f"\nNewcomers (not seen yet in the sample) start as the rated-dev population: {prior[0]:.0f} +/- {prior[1]:.0f}")
     names = list(next(iter(ll.values())))
     print("\n| outcome log-likelihood (1/T) sum ln(1-|s-p|) | games | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))

@@ -271,7 +271,8 @@ def _transactional_worker(args: argparse.Namespace, settings, config) -> int:  #
             loop.add_signal_handler(sig, task.cancel)
         with contextlib.suppress(asyncio.CancelledError):
             await run_worker(settings, config, instance_id=instance, engines=args.engines, engine=args.engine,
-                             cache_path=args.cache, metrics_port=args.metrics_port)
+                             cache_path=args.cache, metrics_port=args.metrics_port,
+                             transaction_timeout_ms=int(args.transaction_timeout * 1000))
 
     asyncio.run(main())
     return EXIT_OK
@@ -406,6 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="transactional: aiokafka transactions, exactly once (default); faust: the faust-streaming app")
     w.add_argument("--instance-id", default=None, help="stable id of this worker, unique among workers (transactional "
                    "runtime; default $KIBITZ_INSTANCE_ID or the host name): a restart with the same id fences the old one")
+    w.add_argument("--transaction-timeout", type=float, default=30.0, help="seconds before the broker aborts the open "
+                   "transaction of a worker that died (its partitions wait that long for readers); default %(default)s")
     w.add_argument("--store", choices=["memory", "rocksdb"], default="memory", help="faust table store (rocksdb needs rocksdict)")
     w.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="at_least_once",
                    help="faust processing guarantee (default %(default)s; see README: exactly_once lost data in our tests)")

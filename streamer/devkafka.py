@@ -54,10 +54,14 @@ def fresh_prefix() -> str:
 
 
 class WorkerProcess:
-    """A real `kibitz worker` subprocess (so a test could SIGKILL it like a crashed pod)."""
+    """A real `kibitz worker` subprocess (so a test can SIGKILL it like a crashed pod); its log is in .cache/."""
+
+    started = 0
 
     def __init__(self, broker: str, prefix: str, *extra: str) -> None:
-        self.log = open(ROOT / ".cache" / f"worker-{prefix}log", "w") if (ROOT / ".cache").is_dir() else subprocess.DEVNULL
+        WorkerProcess.started += 1
+        name = f"worker-{prefix}{WorkerProcess.started}.log"  # one file per process: two workers share a prefix
+        self.log = open(ROOT / ".cache" / name, "w") if (ROOT / ".cache").is_dir() else subprocess.DEVNULL
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamer.cli", "--log-level", os.environ.get("KIBITZ_WORKER_LOG", "warning"), "worker", "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, *extra],
             cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
+import signal
+import time
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -43,13 +46,13 @@ def embedded_outputs(pgn: Path, tmp_path: Path):
 
 
 @contextmanager
-def worker_beside_embedded(broker: str, pgn: Path, tmp_path: Path):
+def worker_beside_embedded(broker: str, pgn: Path, tmp_path: Path, runtime: str = "transactional"):
     """A real worker on fresh topics, and the embedded runtime on the same PGN and limits running beside it.
 
     Yields (topics, embedded process, its output file); the worker is stopped on exit.
     """
     prefix = fresh_prefix()
-    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1")
+    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--runtime", runtime)
     emb, emb_out = embedded_outputs(pgn, tmp_path)
     try:
         yield Topics(prefix=prefix), emb, emb_out
@@ -129,13 +132,14 @@ def garbage_stream(seed: int = 7):
     return records, bad
 
 
-def test_garbage_is_dead_lettered_and_no_valid_message_is_lost(broker, tmp_path):
+@pytest.mark.parametrize("runtime", ["transactional", "faust"])
+def test_garbage_is_dead_lettered_and_no_valid_message_is_lost(broker, tmp_path, runtime):
     records, bad = garbage_stream()
     n_bad = sum(bad.values())
     assert 0.03 < n_bad / len(records) < 0.08 and all(bad.values())
     games = list(read_pgn_games(DEMO_PGN))
     plies = sum(len(g.moves) for g in games)
-    with worker_beside_embedded(broker, DEMO_PGN, tmp_path) as (t, emb, emb_out):
+    with worker_beside_embedded(broker, DEMO_PGN, tmp_path, runtime) as (t, emb, emb_out):
         asyncio.run(produce(broker, t.moves, records))
 
         def done(o):
@@ -159,3 +163,93 @@ def test_tail_prints_a_topic(broker):
     asyncio.run(produce(broker, t.perceived, [(b"k", b'{"n": 1}'), (b"k", b'{"n": 2}')]))
     r = cli("tail", "ratings.perceived", "--broker", broker, "--topic-prefix", prefix, "--from-beginning", "--max", "2", timeout=60)
     assert r.returncode == 0 and r.stdout.splitlines() == ['{"n": 1}', '{"n": 2}']
+
+
+def final_player_scope(msgs):
+    """Per player, the player-scope rating after their last move: counted moves, histogram moves, c mean."""
+    last = {}
+    for m in msgs:
+        if m["type"] == "perceived" and m["scope"] == "player":
+            if m["player_id"] not in last or m["gain_moves"] > last[m["player_id"]][1]:
+                last[m["player_id"]] = (m["moves"], m["gain_moves"], m["c_mean"])
+    return last
+
+
+def assert_exactly_once_and_equal_to_embedded(out, t: Topics, games, emb_out: Path) -> None:
+    plies = sum(len(g.moves) for g in games)
+    moves = [(a["game_id"], a["ply"]) for a in map(json.loads, out[t.assessments]) if a["type"] == "assessment"]
+    assert len(moves) == len(set(moves)) == plies, "every ply exactly one assessment"
+    msgs, perceived, glicko = summarise(out[t.perceived] + out[t.glicko2])
+    game_scope = [(m["game_id"], m["ply"]) for m in msgs if m["type"] == "perceived" and m["scope"] == "game"]
+    assert len(game_scope) == len(set(game_scope)) == plies, "every ply exactly one perceived rating"
+    updates = [(m["game_id"], m["player_id"]) for m in msgs if m["type"] == "glicko2"]
+    assert len(updates) == len(set(updates)) == 2 * len(games), "every game end one Glicko-2 update per player"
+    assert out[t.deadletter] == [], "a restart must not replay anything (no duplicate_ply / unknown_game dead letters)"
+    emb_msgs, emb_perceived, emb_glicko = summarise(emb_out.read_text().splitlines())
+    assert {k: v for k, v in perceived.items() if k[2] == "game"} == {k: v for k, v in emb_perceived.items() if k[2] == "game"}
+    assert glicko.keys() == emb_glicko.keys()
+    # Final player states: the same moves counted in the histogram and the posterior, and the same posterior mean up
+    # to the order the games were folded in (the grid is refined as moves arrive; order is scheduling, see above).
+    ours, theirs = final_player_scope(msgs), final_player_scope(emb_msgs)
+    assert ours.keys() == theirs.keys() and len(ours) == 9  # London 2011: 9 players, 8 games each
+    for player, (n, gain_n, c) in ours.items():
+        assert (n, gain_n) == theirs[player][:2], player
+        assert c == pytest.approx(theirs[player][2], abs=0.02), player
+
+
+def london_run(broker, shared, tmp_path, workers, kill_at: float):
+    """London 2011 into a fresh set of topics served by ``workers`` (instance ids); the first is SIGKILLed once a
+    ``kill_at`` share of the plies has its rating, then (with one worker) restarted under the same instance id."""
+    pgn = shared / "data/pgn/ferreira-2012/london_chess_classic_2011.pgn"
+    games = list(read_pgn_games(pgn))
+    plies = sum(len(g.moves) for g in games)
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    extra = [*LIMITS, "--engines", "1", "--transaction-timeout", "8"]
+    procs = [WorkerProcess(broker, prefix, *extra, "--instance-id", w) for w in workers]
+    emb, emb_out = embedded_outputs(pgn, tmp_path)
+    try:
+        r = cli("produce", str(pgn), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+        assert r.returncode == 0, r.stderr
+
+        def game_scope(o):
+            return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
+
+        asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= kill_at * plies, timeout=300))
+        killed_at = time.time()
+        procs[0].stop(signal.SIGKILL)
+        if len(workers) == 1:
+            procs.append(WorkerProcess(broker, prefix, *extra, "--instance-id", workers[0]))
+
+        def done(o):
+            return game_scope(o) >= plies and len(o[t.glicko2]) >= 2 * len(games)
+
+        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420))
+        assert game_scope(out) >= plies, f"only {game_scope(out)} of {plies} plies rated"
+    finally:
+        for p in procs:
+            p.stop()
+    assert emb.wait(420) == 0, emb.stderr.read()
+    return out, t, games, emb_out, procs, killed_at
+
+
+def test_worker_killed_mid_stream_and_restarted_loses_and_repeats_nothing(broker, shared, tmp_path):
+    out, t, games, emb_out, *_ = london_run(broker, shared, tmp_path, ["w1"], kill_at=0.3)
+    assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
+
+
+def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_killed(broker, shared, tmp_path, monkeypatch):
+    monkeypatch.setenv("KIBITZ_WORKER_LOG", "info")  # the logs say which partitions each worker restored
+    out, t, games, emb_out, procs, killed_at = london_run(broker, shared, tmp_path, ["a", "b"], kill_at=0.3)
+    assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
+
+    def restored(p):  # (time, stage, partition) of every partition state a worker rebuilt on assignment
+        found = re.findall(r'^\{.*"msg": "restored".*\}$', Path(p.log.name).read_text(), re.M)
+        return [(d["ts"], d["stage"], d["partition"]) for d in map(json.loads, found)]
+
+    survivor = restored(procs[1])
+    before = {(s, p) for ts, s, p in survivor if ts < killed_at}
+    after = {(s, p) for ts, s, p in survivor if ts > killed_at}
+    assert restored(procs[0]) and before, "both workers owned partitions before the kill"
+    assert len(before) < 8 and after == {(s, p) for s in ("analyse", "rate") for p in range(4)}, \
+        "the survivor took over every partition of the killed worker"

@@ -57,6 +57,9 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 transaction.state.log.num.partitions=4
 group.initial.rebalance.delay.ms=0
+# a dead worker's open transaction is aborted within a second of its timeout (default 10 s), so the partitions it
+# wrote are readable again soon after another worker takes over (tests kill workers)
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 log.flush.interval.messages=1000000
 PROPS
   cat >"$run/log4j.properties" <<'PROPS'
