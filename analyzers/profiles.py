@@ -36,16 +36,20 @@ class EngineProfile:
         return Limits(depth=self.depth, nodes=self.nodes, multipv=self.multipv)
 
 
-#: The profiles kibitz ships. ``standard`` is REFERENCES.md section 8's setting (depth 10, multipv 10).
-#: ``fast`` is the default: on the same 198 held-out player-games it was as accurate as ``standard`` (posterior MAE 313
-#: vs 317, r 0.55 vs 0.50) for a fifth of the engine time (docs/accuracy.md), i.e. the best accuracy per CPU-second
-#: measured so far. ``deep`` has no calibration yet.
+#: The profiles kibitz ships.
+#: - ``standard``: the Bayesian paper's setting as REFERENCES.md section 8 uses it (depth 10, multipv 10).
+#: - ``fast`` (the default): depth 8, multipv 5; about as accurate as ``standard`` on the held-out games for a fifth of
+#:   the engine time (docs/accuracy.md), the best accuracy per CPU-second measured.
+#: - ``deep``: Ferreira's method, a single principal variation at a fixed depth, for bench/ferreira_tables.py. The
+#:   paper used depth 20; depth 16 is what this 2-core machine affords (~0.3 s per position; with multipv 10 it is
+#:   ~4 s). With one PV the posterior over c sees at most two candidates, so ``deep`` rates by gains only and has no
+#:   calibration: the live service refuses it.
 PROFILES: dict[str, EngineProfile] = {
     p.name: p
     for p in (
         EngineProfile("fast", depth=8, multipv=5),
         EngineProfile("standard", depth=10, multipv=10),
-        EngineProfile("deep", depth=16, multipv=10),
+        EngineProfile("deep", depth=16, multipv=1),
     )
 }
 DEFAULT_PROFILE = "fast"

@@ -1,9 +1,9 @@
 """Streaming throughput and latency through the real broker and a real `kibitz worker`, engine cost removed.
 
-    python bench/throughput.py [--rate 500]
+    python bench/throughput.py [--rates 100,500] [--runtime transactional|faust]
 
 1. Fills an analysis cache for the 36 London 2011 games (the embedded runtime, depth 6 multipv 4), so the worker's
-   engine searches are all cache hits and what is measured is kibitz + faust + Kafka.
+   engine searches are all cache hits and what is measured is kibitz + the runtime + Kafka.
 2. Baseline, same run: the bare broker, producing and consuming the same number of records with aiokafka.
 3. Throughput: all events of the 36 games produced at once; moves per second from the first send to the last
    game-scope PerceivedRating read back (read_committed).
@@ -72,7 +72,7 @@ async def run_phase(broker: str, topics: Topics, events: list[dict], rate: float
 
     ids = {e["game_id"] for e in events}
     moves = sum(1 for e in events if e["type"] == "move")
-    c = AIOKafkaConsumer(topics.perceived, bootstrap_servers=broker, group_id=None, auto_offset_reset="latest",
+    c = AIOKafkaConsumer(topics.perceived, bootstrap_servers=broker, group_id=None, auto_offset_reset="latest", fetch_max_wait_ms=10, consumer_timeout_ms=10,
                          isolation_level="read_committed")
     await c.start()
     await c.getmany(timeout_ms=1000)  # positions the consumer at the end before anything is sent
@@ -115,6 +115,7 @@ async def run_phase(broker: str, topics: Topics, events: list[dict], rate: float
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="100,500", help="offered loads for the latency phases, moves/s (default %(default)s)")
+    ap.add_argument("--runtime", choices=["transactional", "faust"], default="transactional")
     args = ap.parse_args()
     pgn = SHARED / "pgn/ferreira-2012/london_chess_classic_2011.pgn"
     games = list(read_pgn_games(pgn))
@@ -125,7 +126,7 @@ def main() -> None:
     address = broker.start()
     prefix = fresh_prefix()
     topics = Topics(prefix=prefix)
-    worker = WorkerProcess(address, prefix, *LIMITS, "--engines", "1", "--cache", str(CACHE))
+    worker = WorkerProcess(address, prefix, *LIMITS, "--engines", "1", "--cache", str(CACHE), "--runtime", args.runtime)
     try:
         # warm-up: one game under its own id, so startup and the first rebalance are not timed
         asyncio.run(run_phase(address, topics, events_of(games[:1], "#warm"), None, timeout=180))
@@ -140,7 +141,8 @@ def main() -> None:
     finally:
         worker.stop()
         broker.stop()
-    print(f"throughput: {len(games)} London 2011 games, {moves} moves, {len(all_events)} events; analyses from cache; 1 worker, 1 engine")
+    print(f"throughput: {len(games)} London 2011 games, {moves} moves, {len(all_events)} events; analyses from cache; 1 worker "
+          f"({args.runtime} runtime), 1 engine")
     print(f"  bare broker, produce + consume {len(all_events)} records: {len(all_events) / base:8.0f} records/s")
     print(f"  kibitz worker, moves in -> perceived ratings out:    {moves / elapsed:8.0f} moves/s "
           f"(ratio to bare broker {moves / elapsed / (len(all_events) / base):.3f}; target >= 2000 moves/s)")

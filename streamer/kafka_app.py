@@ -27,8 +27,8 @@ from analyzers.engine import EnginePool
 
 from .kafka_config import KafkaSettings
 from .metrics import Metrics
-from .pipeline import PipelineConfig
-from .steps import Output, game_step, guarded, player_step
+from .pipeline import GameState, PipelineConfig, PlayerState
+from .steps import ObjectTable, Output, game_step, guarded, player_step
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
@@ -75,6 +75,7 @@ def create_app(
     dead_topic = app.topic(t.deadletter, **RAW)
     games = app.Table("games", default=None, partitions=settings.partitions, key_type=str)
     players = app.Table("players", default=None, partitions=settings.partitions, key_type=str)
+    game_states, player_states = ObjectTable(games, GameState), ObjectTable(players, PlayerState)
     holder = PoolHolder(engine, engines, cache_path)
     metrics = Metrics(lambda: holder.pool)
 
@@ -102,10 +103,10 @@ def create_app(
         return f"{m.topic}/{m.partition}@{m.offset}"
 
     async def game(key: bytes | None, raw: bytes, source: str) -> list[Output]:
-        return await game_step(games, await holder.get(), config, key, raw, source, metrics)
+        return await game_step(game_states, await holder.get(), config, key, raw, source, metrics)
 
     def player(key: bytes | None, raw: bytes, source: str) -> list[Output]:
-        return player_step(players, config, key, raw, source, metrics)
+        return player_step(player_states, config, key, raw, source, metrics)
 
     @app.agent(moves_topic)
     async def analyse(stream):  # noqa: ANN001

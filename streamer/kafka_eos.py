@@ -46,10 +46,13 @@ from analyzers.engine import EnginePool
 
 from .kafka_config import KafkaSettings
 from .metrics import Metrics
-from .pipeline import PipelineConfig
+from .pipeline import GameState, PipelineConfig, PlayerState
 from .steps import Output, game_step, guarded, player_step
 
 log = logging.getLogger("kibitz.eos")
+#: How long the broker may hold a fetch for more data. aiokafka's default 500 ms shows as latency here: records of a
+#: transaction become readable at its commit, and the fetch that is waiting does not see them sooner than this.
+FETCH_WAIT_MS = 10
 Step = Callable[[dict[str, Any], bytes | None, bytes, str], Awaitable[list[Output]]]
 
 
@@ -82,6 +85,7 @@ class StageConfig:
     changelog: str
     outputs: dict[str, str]          # output name -> topic
     step: Step
+    codec: type                      # the state class: from_dict on restore, to_dict into the changelog
     window: int = 1                  # records run at once (different keys only); 1 = strictly in order
     max_records: int = 1000
     commit_seconds: float = 0.25     # a transaction closes after this long even if the batch is not done
@@ -114,7 +118,8 @@ class Stage:
         kw = settings.aiokafka_kwargs()
         self.consumer = AIOKafkaConsumer(
             group_id=self.group, enable_auto_commit=False, isolation_level="read_committed",
-            auto_offset_reset="earliest", max_poll_records=cfg.max_records, **kw)
+            auto_offset_reset="earliest", max_poll_records=cfg.max_records, fetch_max_wait_ms=FETCH_WAIT_MS,
+            consumer_timeout_ms=FETCH_WAIT_MS, **kw)
         self.producer = AIOKafkaProducer(
             transactional_id=f"{settings.app_id}.{cfg.name}.{instance_id}", enable_idempotence=True, acks="all",
             linger_ms=2, transaction_timeout_ms=transaction_timeout_ms, **kw)
@@ -139,7 +144,7 @@ class Stage:
                     if rec.value is None:
                         dict.pop(state, key, None)
                     else:
-                        dict.__setitem__(state, key, json.loads(rec.value))
+                        dict.__setitem__(state, key, self.cfg.codec.from_dict(json.loads(rec.value)))
                     n += 1
         finally:
             await c.stop()
@@ -219,7 +224,7 @@ class Stage:
                     futures.append(await self.producer.send(self.cfg.outputs[name], msg.model_dump_json().encode(), key=k))
             for partition, state in self.cfg.state.items():
                 for key, value in state.changes():
-                    v = None if value is None else json.dumps(value, separators=(",", ":")).encode()
+                    v = None if value is None else json.dumps(value.to_dict(), separators=(",", ":")).encode()
                     futures.append(await self.producer.send(self.cfg.changelog, v, key=key.encode(), partition=partition))
             await asyncio.gather(*futures)
             await self.producer.send_offsets_to_transaction(dict(nxt), self.group)
@@ -277,8 +282,8 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
         rated = {"perceived": t.perceived, "glicko2": t.glicko2, "fairplay": t.alerts, "deadletter": t.deadletter}
         stages = [
             Stage(settings, StageConfig("analyse", t.moves, t.state_games, {"assessments": t.assessments, "deadletter": t.deadletter},
-                                        analyse, window=2 * engines), instance_id, metrics, transaction_timeout_ms=transaction_timeout_ms),
-            Stage(settings, StageConfig("rate", t.assessments, t.state_players, rated, rate), instance_id, metrics,
+                                        analyse, GameState, window=2 * engines), instance_id, metrics, transaction_timeout_ms=transaction_timeout_ms),
+            Stage(settings, StageConfig("rate", t.assessments, t.state_players, rated, rate, PlayerState), instance_id, metrics,
                   transaction_timeout_ms=transaction_timeout_ms),
         ]
         tasks = [asyncio.create_task(s.run(), name=s.cfg.name) for s in stages]

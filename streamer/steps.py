@@ -5,7 +5,9 @@ Both Kafka runtimes (the transactional one in :mod:`streamer.kafka_eos` and the 
 bad input: what it rejects comes back as a ``deadletter`` output with the original bytes and the reason.
 
 Outputs are ``(name, key, message)`` where ``name`` is one of :data:`OUTPUTS`, the runtime's topic for it.
-State lives in any mutable mapping from key to the state's ``to_dict()`` (a faust table, a dict per partition).
+State lives in any mutable mapping from key to the live state object (:class:`~streamer.pipeline.GameState`,
+:class:`~streamer.pipeline.PlayerState`); a step stores a key's state back after changing it, so a store that
+serialises (a faust table through :class:`ObjectTable`, a changelog) sees every change.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from schemas import GameEnded, GameResult, GameStarted, MoveAssessment, parse_ev
 from .embedded import dead_letter
 from .metrics import Metrics
 from .pipeline import (
-    GameState, PipelineConfig, PlayerState, apply_move, apply_player_event, assess_move, end_game, start_game,
+    GameState, PipelineConfig, apply_move, apply_player_event, assess_move, end_game, start_game,
 )
 
 log = logging.getLogger("kibitz.steps")
@@ -52,8 +54,7 @@ async def game_step(games: MutableMapping[str, Any], pool: EnginePool, config: P
     if metrics is not None:
         metrics.events.labels(ev.type).inc()
     gid = ev.game_id
-    stored = games.get(gid)
-    state = GameState.from_dict(stored) if stored else None
+    state: GameState | None = games.get(gid)
     out: list[Output] = []
     try:
         if isinstance(ev, GameStarted):
@@ -75,7 +76,7 @@ async def game_step(games: MutableMapping[str, Any], pool: EnginePool, config: P
         if state.ended:
             games.pop(gid, None)
         else:
-            games[gid] = state.to_dict()
+            games[gid] = state
     return out
 
 
@@ -88,10 +89,26 @@ def player_step(players: MutableMapping[str, Any], config: PipelineConfig, key: 
         ev = (MoveAssessment if data.get("type") == "assessment" else GameResult).model_validate(data)
     except Exception as e:  # noqa: BLE001 - our own topic, but never let one record stop the stage
         return [reject(MalformedEvent(f"not an assessment or game result: {e}"), key, raw, source, metrics)]
-    stored = players.get(ev.player_id)
-    state, msgs = apply_player_event(PlayerState.from_dict(stored) if stored else None, ev, config)
-    players[ev.player_id] = state.to_dict()
+    state, msgs = apply_player_event(players.get(ev.player_id), ev, config)
+    players[ev.player_id] = state
     return [(m.type, m.player_id, m) for m in msgs]
+
+
+class ObjectTable:
+    """A mapping of live state objects over a store of their ``to_dict()`` form (a faust table)."""
+
+    def __init__(self, store: MutableMapping[str, Any], cls: type) -> None:
+        self.store, self.cls = store, cls
+
+    def get(self, key: str) -> Any:
+        d = self.store.get(key)
+        return self.cls.from_dict(d) if d else None
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.store[key] = value.to_dict()
+
+    def pop(self, key: str, default: Any = None) -> Any:
+        return self.store.pop(key, default)
 
 
 async def guarded(step: Callable[..., Any], key: bytes | None, raw: bytes, source: str, metrics: Metrics | None) -> list[Output]:
