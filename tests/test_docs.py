@@ -1,6 +1,7 @@
 """The examples in docstrings run."""
 
 import doctest
+from pathlib import Path
 
 import analyzers
 import analyzers.posterior
@@ -10,3 +11,21 @@ def test_docstring_examples():
     for mod in (analyzers, analyzers.posterior):
         result = doctest.testmod(mod)
         assert result.attempted > 0 and result.failed == 0, mod.__name__
+
+
+def test_deploy_files_parse_and_give_workers_stable_ids():
+    """deploy/ cannot run here (no Docker, no cluster); at least it parses and keeps the worker's invariants."""
+    import json
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1] / "deploy"
+    compose = yaml.safe_load((root / "docker-compose.yml").read_text())
+    assert {"kafka", "worker", "prometheus", "grafana"} <= compose["services"].keys()
+    assert compose["services"]["worker"]["deploy"]["replicas"] == 2
+    docs = list(yaml.safe_load_all((root / "k8s" / "kibitz-worker.yaml").read_text()))
+    sts = next(d for d in docs if d["kind"] == "StatefulSet")
+    env = {e["name"]: e for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KIBITZ_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert "secretKeyRef" in env["KIBITZ_KAFKA_SASL_PASSWORD"]["valueFrom"]
+    json.loads((root / "grafana" / "kibitz.json").read_text())
