@@ -8,11 +8,16 @@ A :class:`Calibration` is fitted from rated games (``bench/fit_calibration.py``)
   on the posterior mean of c per player-game;
 - ``residual_sd``: the sd of FIDE rating around that fit per player-game, for reference;
 - ``model_sd`` / ``gain_model_sd``: the part of that residual that more moves would not remove (residual variance
-  minus the mean sampling variance of the estimates, floored at 0), for the posterior and the gain estimators.
+  minus the mean sampling variance of the estimates, floored at 0), for the posterior and the gain estimators;
+- ``error_var`` (optional): the posterior estimate's squared error against FIDE ratings as a function of the counted
+  moves n behind it, a + b / n, fitted on rated-dev players followed through their events (5 to 160+ moves).
 
-An interval is the sampling interval (the posterior's c interval mapped through the monotone knots, or Algorithm
-4's interval) widened by the model error: half-width = z sqrt(sampling_sd^2 + model_sd^2). Without the model term a
-long game would claim +/- 30 Elo for an estimator whose error against FIDE ratings is hundreds of points.
+An interval is the posterior's point estimate +/- z sqrt(a + b / n) when ``error_var`` is there: it is what the
+error was on players like these, after that many moves. Otherwise (and always for Algorithm 4) it is the sampling
+interval (the posterior's c interval mapped through the monotone knots, or Algorithm 4's interval) widened by the
+model error: half-width = z sqrt(sampling_sd^2 + model_sd^2). Both exist because the posterior's own sd treats moves
+as independent draws from the model and is far too small: alone, a long game would claim +/- 30 Elo for an
+estimator whose error is hundreds of points. The widened form does not narrow with moves, though the error does.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class Calibration:
     residual_sd: float
     model_sd: float = 0.0
     gain_model_sd: float = 0.0
+    error_var: tuple[float, float] | None = None
     provisional: bool = True
     fitted_on: str = ""
     command: str = ""
@@ -85,6 +91,10 @@ class Calibration:
 
     def from_posterior(self, post: SkillPosterior, level: float = DEFAULT_LEVEL) -> RatingEstimate:
         mean, _, lo, hi = post.summary(level)
+        if self.error_var is not None:
+            a, b = self.error_var
+            rating, half = self.elo_from_c(mean), z_for(level) * math.sqrt(a + b / max(post.n, 1))
+            return RatingEstimate(rating, _clip(rating - half), _clip(rating + half), post.n, level)
         sampling = RatingEstimate(self.elo_from_c(mean), self.elo_from_c(lo), self.elo_from_c(hi), post.n, level)
         return _widen(sampling, self.model_sd)
 
@@ -96,6 +106,7 @@ class Calibration:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["c_knots"] = [list(k) for k in self.c_knots]
+        d["error_var"] = list(self.error_var) if self.error_var is not None else None
         return d
 
     @classmethod
@@ -105,6 +116,7 @@ class Calibration:
                 profile=data["profile"], engine=data["engine"], engine_elo=float(data["engine_elo"]),
                 c_knots=[(float(c), float(e)) for c, e in data["c_knots"]], residual_sd=float(data["residual_sd"]),
                 model_sd=float(data.get("model_sd", 0.0)), gain_model_sd=float(data.get("gain_model_sd", 0.0)),
+                error_var=tuple(float(x) for x in data["error_var"]) if data.get("error_var") else None,
                 provisional=bool(data.get("provisional", True)), fitted_on=data.get("fitted_on", ""),
                 command=data.get("command", ""), extra=dict(data.get("extra", {})),
             )

@@ -3,6 +3,10 @@
     python bench/fit_calibration.py --profile standard --games 60 [--elite 40] [--engines 2] [--final]
 
 --elite N adds N games from elite-otb (over-the-board, both players rated) for the top of the rating scale.
+--events N adds at least N rated-dev games taken as whole player-events (players with 5+ games in an event): the
+players followed across their games give the error variance a + b / n of the posterior estimate after n counted
+moves (the interval the service publishes; see analyzers/calibration.py). The c -> Elo map is fitted on the
+player-games of --games and --elite only.
 
 Analyses go to a SQLite cache (.cache/analysis.sqlite), so a refit with other settings does no engine work. Writes
 analyzers/calibrations/<profile>.json. Without --final the calibration is marked provisional.
@@ -25,10 +29,28 @@ from analyzers.engine import EnginePool
 from analyzers.errors import RatingError
 from analyzers.perceived import engine_strength
 from analyzers.profiles import get_profile
-from streamer.batch import assess_games, by_player_game, sample_rated_games, sample_rated_games_from_file
+from streamer.batch import assess_games, by_player_game, sample_player_events, sample_rated_games, sample_rated_games_from_file
 from streamer.pipeline import PipelineConfig, ScopeStats
 
 MIN_COUNTED = 5
+
+
+EVENT_CHECKPOINTS = (5, 10, 20, 40, 80, 160)
+
+
+def event_errors(games, results, cal: Calibration) -> list[tuple[int, float]]:  # noqa: ANN001
+    """(n, FIDE - estimate) for every player-event at each checkpoint of counted moves it reaches, in round order."""
+    scopes: dict[tuple[str, str], ScopeStats] = {}
+    out = []
+    for g in games:
+        for color, me in (("white", g.white), ("black", g.black)):
+            s = scopes.setdefault((g.event, me.id), ScopeStats())
+            for a in results.get(g.game_id, []):
+                if a.color == color:
+                    s.add(a, None)
+                    if a.counted and s.post.n in EVENT_CHECKPOINTS:
+                        out.append((s.post.n, me.rating - cal.elo_from_c(s.post.mean)))
+    return out
 
 
 def main() -> None:
@@ -36,6 +58,7 @@ def main() -> None:
     ap.add_argument("--profile", default="standard")
     ap.add_argument("--games", type=int, default=60)
     ap.add_argument("--elite", type=int, default=0, help="also N games from elite-otb (the top of the scale)")
+    ap.add_argument("--events", type=int, default=0, help="also N rated-dev games as player-events, for the error model")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", type=int, default=2)
     ap.add_argument("--final", action="store_true", help="mark the calibration as final (not provisional)")
@@ -45,6 +68,7 @@ def main() -> None:
     games = sample_rated_games(SHARED / "pgn" / "rated-dev", args.games, seed=args.seed)
     if args.elite:
         games += sample_rated_games_from_file(SHARED / "pgn" / "elite-otb" / "pgnmentor_30players_both_elo_dedup.pgn", args.elite, seed=args.seed)
+    event_games = sample_player_events(SHARED / "pgn" / "rated-dev", args.events, seed=args.seed) if args.events else []
     elo = {}
     for g in games:
         elo[(g.game_id, "white")] = g.white.rating
@@ -53,13 +77,13 @@ def main() -> None:
 
     async def run():
         async with EnginePool(size=args.engines, cache_path=ROOT / ".cache" / "analysis.sqlite") as pool:
-            res = await assess_games(games, pool, config, progress=lambda i, n: print(f"\r{i}/{n} games", end="", file=sys.stderr))
+            res = await assess_games(games + event_games, pool, config, progress=lambda i, n: print(f"\r{i}/{n} games", end="", file=sys.stderr))
             return res, pool.engine_name, pool.stats
 
     results, engine, stats = asyncio.run(run())
     print(file=sys.stderr)
     stats_by = {}
-    for moves in results.values():
+    for moves in (results[g.game_id] for g in games):
         for key, ms in by_player_game(moves).items():
             s = ScopeStats()
             for a in ms:
@@ -89,13 +113,30 @@ def main() -> None:
     g_samp = np.array([e.sd ** 2 for e in g_est])
     gain_model_sd = math.sqrt(max(0.0, float(g_resid.var(ddof=1)) - float(g_samp.mean())))
     r_g = float(np.corrcoef([e.rating for e in g_est], [elo[k] for k in gk])[0, 1])
+    knots = [(round(float(lo), 4), round(float(intercept + slope * lo), 1)), (round(float(hi), 4), round(float(intercept + slope * hi), 1))]
+    error_var, checkpoints = None, 0
+    if event_games:
+        probe = Calibration(profile.name, engine, eng.rating, knots, 0.0)
+        pts = event_errors(event_games, results, probe)
+        checkpoints = len(pts)
+        n = np.array([p[0] for p in pts], float)
+        e2 = np.array([p[1] ** 2 for p in pts])
+        (a, b), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(n), 1 / n]), e2, rcond=None)
+        error_var = (round(float(max(a, 0.0)), 1), round(float(max(b, 0.0)), 1))
+        for k in EVENT_CHECKPOINTS:
+            sel = n == k
+            if sel.any():
+                print(f"  after {k:3d} counted moves: {sel.sum():4d} player-events, rms error {math.sqrt(e2[sel].mean()):5.0f}, "
+                      f"model {math.sqrt(error_var[0] + error_var[1] / k):5.0f}")
     cal = Calibration(
         profile=profile.name, engine=engine, engine_elo=round(eng.rating, 1),
-        c_knots=[(round(float(lo), 4), round(float(intercept + slope * lo), 1)), (round(float(hi), 4), round(float(intercept + slope * hi), 1))],
+        c_knots=knots, error_var=error_var,
         residual_sd=round(float(resid.std(ddof=2)), 1), model_sd=round(model_sd, 1), gain_model_sd=round(gain_model_sd, 1),
         provisional=not args.final,
-        fitted_on=f"{args.games} rated-dev + {args.elite} elite-otb games (seed {args.seed}); {len(keys)} player-games with >= {MIN_COUNTED} counted moves",
-        command=f"python bench/fit_calibration.py --profile {profile.name} --games {args.games} --elite {args.elite} --seed {args.seed}" + (" --final" if args.final else ""),
+        fitted_on=f"{args.games} rated-dev + {args.elite} elite-otb games (seed {args.seed}); {len(keys)} player-games with >= {MIN_COUNTED} counted moves"
+                  + (f"; error model on {len(event_games)} rated-dev player-event games ({checkpoints} checkpoints)" if event_games else ""),
+        command=f"python bench/fit_calibration.py --profile {profile.name} --games {args.games} --elite {args.elite} --seed {args.seed}"
+                + (f" --events {args.events}" if args.events else "") + (" --final" if args.final else ""),
         extra={"pearson_r_c": round(r_c, 3), "pearson_r_gain": round(r_g, 3), "gain_residual_sd": round(float(g_resid.std(ddof=1)), 1), "slope_elo_per_c": round(float(slope), 1), "engine_elo_se": round(eng.half_width / 1.96, 1),
                "searches": stats.searches, "cache_hits": stats.cache_hits, "seconds": round(time.time() - t, 1)},
     )

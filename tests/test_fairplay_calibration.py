@@ -48,3 +48,22 @@ def test_calibration_maps_and_validates(tmp_path):
         Calibration("x", "e", 1, [(1, 2000), (0.5, 2100)], 1)
     with pytest.raises(CalibrationError):
         load_calibration("no-such-profile")
+
+
+def test_error_model_intervals_narrow_with_moves_and_survive_a_round_trip():
+    from analyzers.calibration import Calibration
+    from analyzers.posterior import SkillPosterior
+
+    cal = Calibration("t", "e", 2500.0, [(0.0, 1000.0), (2.0, 2600.0)], 400.0, model_sd=300.0, error_var=(200.0**2, 300.0**2 * 10))
+    assert Calibration.from_dict(cal.to_dict()) == cal
+    post = SkillPosterior()
+    widths = {}
+    for n in range(1, 161):
+        post.update([0.0, -0.3, -1.0], 1 if n % 3 == 0 else 0)
+        if n in (10, 40, 160):
+            est = cal.from_posterior(post)
+            widths[n] = est.half_width
+            assert est.n == n and est.low < est.rating < est.high
+    # half-width = 1.96 sqrt(a + b / n): 1.96 * sqrt(40000 + 90000) at n = 10, approaching 1.96 * 200
+    assert widths[10] == pytest.approx(1.96 * (200.0**2 + 300.0**2) ** 0.5, rel=1e-3)
+    assert widths[10] > widths[40] > widths[160] > 1.96 * 200.0
