@@ -68,6 +68,15 @@ def population_prior(folder) -> tuple[float, float]:  # noqa: ANN001
     return float(np.mean(ratings)), float(np.std(ratings))
 
 
+#: Event families of rated-holdout, by file name: where the errors differ (juniors, time controls, level).
+FAMILIES = {"fide-world-youth-rapid": "juniors U14/U18, online rapid", "queens-festival": "women, online rapid (Queen's)",
+            "wuocc-rapid": "university players, online rapid", "world-rapid-and-blitz": "elite, World Rapid and Blitz"}
+
+
+def family(game_id: str) -> str:
+    return next((v for k, v in FAMILIES.items() if game_id.startswith(k)), "other")
+
+
 @dataclass
 class Estimates:
     """One row of truth and estimates: FIDE rating, the opponent's, then (rating, low, high) per estimator."""
@@ -77,6 +86,7 @@ class Estimates:
     post: RatingEstimate
     gain: RatingEstimate
     comb: RatingEstimate
+    family: str = ""
 
 
 def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float) -> Estimates:
@@ -117,6 +127,7 @@ def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment
                     s.add(a, None)
             if s.post.n >= 1 and s.hist.count >= 1:
                 rows.append(estimates(s, cal, me.rating, opp.rating))
+                rows[-1].family = family(g.game_id)
     return rows
 
 
@@ -248,6 +259,14 @@ def main() -> None:
     table("per player-game", game_rows)
     if event_rows:
         table("per player-event (5+ games)", event_rows)
+    print("\n| posterior per player-game, by event family | n | FIDE mean (sd) | MAE | bias | r | in 95 % |")
+    print("|---|---|---|---|---|---|---|")
+    for fam in sorted({e.family for e in game_rows}):
+        rs = [e for e in game_rows if e.family == fam]
+        t_, p_ = np.array([e.truth for e in rs]), np.array([e.post.rating for e in rs])
+        cover = np.mean([e.post.low <= e.truth <= e.post.high for e in rs])
+        r = np.corrcoef(p_, t_)[0, 1] if len(rs) > 2 else float("nan")
+        print(f"| {fam} | {len(rs)} | {t_.mean():.0f} ({t_.std():.0f}) | {np.mean(np.abs(p_ - t_)):.0f} | {np.mean(p_ - t_):+.0f} | {r:.2f} | {cover:.1%} |")
     print("\n| counted moves seen (player-event) | n | posterior MAE | bias | in 95 % | mean half-width |")
     print("|---|---|---|---|---|---|")
     for k in MOVES_SEEN:
