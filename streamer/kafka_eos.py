@@ -178,6 +178,7 @@ class Stage:
         nxt: dict[TopicPartition, int] = {}
         last: dict[tuple[int, bytes | None], asyncio.Task] = {}
         running: set[asyncio.Task] = set()
+        started: list[asyncio.Task] = []
 
         async def one(rec, slot: int, before: asyncio.Task | None) -> None:  # noqa: ANN001
             if before is not None:
@@ -197,10 +198,11 @@ class Stage:
                 task = asyncio.create_task(one(rec, len(outputs) - 1, last.get((rec.partition, rec.key))))
                 last[(rec.partition, rec.key)] = task
                 running.add(task)
+                started.append(task)
                 nxt[TopicPartition(rec.topic, rec.partition)] = rec.offset + 1
-            await asyncio.gather(*last.values())
+            await asyncio.gather(*started)
         except BaseException:
-            for t in last.values():
+            for t in started:
                 t.cancel()
             raise
         return nxt, outputs
