@@ -150,3 +150,22 @@ async def test_closed_pool_refuses(stockfish):
     pool = EnginePool(stockfish, size=1)
     with pytest.raises(PoolClosed):
         await pool.analyse(chess.Board(), depth=1)
+
+
+def test_position_key_is_the_epd_even_when_memoised():
+    import random
+
+    import chess
+
+    from analyzers.engine.analysis import position_key
+
+    rng = random.Random(3)
+    for _ in range(30):
+        board = chess.Board()
+        for _ in range(rng.randrange(1, 120)):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            board.push(rng.choice(moves))
+            assert position_key(board) == board.epd()
+            assert position_key(board.copy()) == board.epd()  # a memo hit

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +30,26 @@ class Limits:
         return (f"d{self.depth}" if self.depth is not None else f"n{self.nodes}") + f"-mpv{self.multipv}"
 
 
+#: EPD strings of recently keyed positions. Every position is keyed twice in a row (after one move, then before the
+#: next), and python-chess builds an EPD square by square (a third of a cached move's CPU), so remember the last few.
+_EPD_MEMO: OrderedDict[tuple, str] = OrderedDict()
+_EPD_MEMO_SIZE = 4096
+
+
 def position_key(board: chess.Board) -> str:
     """The position without move counters (EPD: placement, side, castling, legal en passant)."""
-    return board.epd()
+    # piece bitboards, side, castling rights and the *legal* en passant square: exactly what EPD encodes
+    memo_key = (board.pawns, board.knights, board.bishops, board.rooks, board.queens, board.kings,
+                board.occupied_co[chess.WHITE], board.occupied_co[chess.BLACK], board.promoted, board.turn,
+                board.clean_castling_rights(), board.ep_square if board.has_legal_en_passant() else None)
+    epd = _EPD_MEMO.get(memo_key)
+    if epd is None:
+        epd = _EPD_MEMO[memo_key] = board.epd()
+        if len(_EPD_MEMO) > _EPD_MEMO_SIZE:
+            _EPD_MEMO.popitem(last=False)
+    else:
+        _EPD_MEMO.move_to_end(memo_key)
+    return epd
 
 
 def canonical_board(board: chess.Board) -> chess.Board:
