@@ -397,9 +397,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "_SASL_PASSWORD, _SSL_CAFILE")
         g.add_argument("--topic-prefix", default="", help="prefix for every topic name (default none: kibitz.moves, ...)")
 
-    w = sub.add_parser("worker", help="run the faust-streaming worker on Kafka", description=
+    w = sub.add_parser("worker", help="run a streaming worker on Kafka", description=
                        "Consume game events from kibitz.moves, publish assessments, perceived ratings, Glicko-2 updates, "
-                       "fair-play alerts and dead letters. Scale out by starting more workers (up to the partition count).")
+                       "fair-play alerts and dead letters, each record's effects exactly once (Kafka transactions). "
+                       "Scale out by starting more workers (up to the partition count), each with its own --instance-id.")
     kafka_options(w)
     w.add_argument("--app-id", default=None, help="faust application id = consumer group (default kibitz)")
     w.add_argument("--partitions", type=int, default=None, help="partitions for topics this worker creates (default 4)")
