@@ -46,8 +46,9 @@ async def assess_games(games: Sequence[PgnGame], pool: EnginePool, config: Pipel
     return results
 
 
-def sample_rated_games(folder: Path, n: int, *, seed: int = 0, min_plies: int = 30) -> list[PgnGame]:
-    """``n`` games from a folder of PGNs with both players rated, seeded and deduplicated by players and moves."""
+def rated_games(folder: Path, *, min_plies: int = 30) -> list[PgnGame]:
+    """Every game of a folder of PGNs with both players rated and ``min_plies``+ plies, in file order, without
+    duplicates (same players and first 40 plies: some events are published twice)."""
     games: list[PgnGame] = []
     seen: set[tuple] = set()
     for path in sorted(folder.glob("*.pgn")):
@@ -57,6 +58,12 @@ def sample_rated_games(folder: Path, n: int, *, seed: int = 0, min_plies: int = 
                 continue
             seen.add(key)
             games.append(g)
+    return games
+
+
+def sample_rated_games(folder: Path, n: int, *, seed: int = 0, min_plies: int = 30) -> list[PgnGame]:
+    """``n`` games from a folder of PGNs with both players rated, seeded and deduplicated by players and moves."""
+    games = rated_games(folder, min_plies=min_plies)
     rng = random.Random(seed)
     return rng.sample(games, min(n, len(games)))
 
@@ -66,15 +73,7 @@ def sample_player_events(folder: Path, n: int, *, seed: int = 0, min_games: int 
     ``min_games`` or more rated games in one event, all of their games in that event taken, until ``n`` games are
     in. Gives long histories (per-event ratings, accuracy after 80-160 moves, outcome prediction from pre-game
     ratings) besides the single games. Returned in file order, which is round order in these files."""
-    games: list[PgnGame] = []
-    seen: set[tuple] = set()
-    for path in sorted(folder.glob("*.pgn")):
-        for g in read_pgn_games(path):
-            key = (g.white.id, g.black.id, tuple(g.moves[:40]))
-            if g.errors or len(g.moves) < min_plies or not g.white.rating or not g.black.rating or key in seen:
-                continue
-            seen.add(key)
-            games.append(g)
+    games = rated_games(folder, min_plies=min_plies)
     by_pe: dict[tuple[str, str], list[int]] = {}
     for i, g in enumerate(games):
         for p in (g.white, g.black):
