@@ -233,9 +233,11 @@ def main() -> None:
     ap.add_argument("--sample", choices=("random", "events"), default="random",
                     help="random games, or whole player-events (players with 5+ games in an event, all their games)")
     ap.add_argument("--plots", action="store_true", help="write the two PNGs into docs/img")
+    ap.add_argument("--warm", action="store_true", help="only fill the analysis cache (no calibration needed); an "
+                    "interrupted run keeps every finished search")
     args = ap.parse_args()
     profile = get_profile(args.profile)
-    cal = load_calibration(profile.name)
+    cal = None if args.warm else load_calibration(profile.name)
     config = PipelineConfig(profile, cal)
     sampler = sample_player_events if args.sample == "events" else sample_rated_games
     games = sampler(SHARED / "pgn" / SPLITS[args.split], args.games, seed=args.seed)
@@ -248,6 +250,10 @@ def main() -> None:
 
     results, stats = asyncio.run(run())
     print(file=sys.stderr)
+    if args.warm:
+        print(f"warm: profile {profile.name}, {len(games)} games, {stats.searches} searches ({stats.search_seconds:.0f} "
+              f"engine-s), {stats.cache_hits} cache hits")
+        return
     game_rows = per_player_game(games, results, cal)
     event_rows, seen = per_player_event(games, results, cal)
     truth = np.array([e.truth for e in game_rows])
