@@ -240,14 +240,16 @@ class EnginePool:
     async def analyse_limits(self, board: chess.Board, limits: Limits) -> PositionAnalysis:
         if not self._open:
             raise PoolClosed("the engine pool is not open (use `async with EnginePool(...)`)")
-        done = terminal_analysis(board, self.engine_name, limits)
-        if done is not None:
-            return done
+        # The cache first: a cached position was searched, so it has legal moves, and the terminal check (python-chess
+        # generating legal moves) costs more than the lookup. Every position is asked for twice in a game.
         key = self.cache_key(board, limits)
         hit = self.cache.get(key)
         if hit is not None:
             self.stats.cache_hits += 1
             return hit
+        done = terminal_analysis(board, self.engine_name, limits)
+        if done is not None:
+            return done
         running = self._inflight.get(key)
         if running is not None:
             self.stats.joined += 1
