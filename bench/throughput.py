@@ -116,6 +116,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="100,500", help="offered loads for the latency phases, moves/s (default %(default)s)")
     ap.add_argument("--runtime", choices=["transactional", "faust"], default="transactional")
+    ap.add_argument("--split", action="store_true", help="transactional: the two stages in two processes (two cores)")
     args = ap.parse_args()
     pgn = SHARED / "pgn/ferreira-2012/london_chess_classic_2011.pgn"
     games = list(read_pgn_games(pgn))
@@ -126,7 +127,11 @@ def main() -> None:
     address = broker.start()
     prefix = fresh_prefix()
     topics = Topics(prefix=prefix)
-    worker = WorkerProcess(address, prefix, *LIMITS, "--engines", "1", "--cache", str(CACHE), "--runtime", args.runtime)
+    common = [*LIMITS, "--engines", "1", "--cache", str(CACHE), "--runtime", args.runtime]
+    if args.split:
+        workers = [WorkerProcess(address, prefix, *common, "--stages", s) for s in ("analyse", "rate")]
+    else:
+        workers = [WorkerProcess(address, prefix, *common)]
     try:
         # warm-up: one game under its own id, so startup and the first rebalance are not timed
         asyncio.run(run_phase(address, topics, events_of(games[:1], "#warm"), None, timeout=180))
@@ -139,10 +144,11 @@ def main() -> None:
             _, lat, offered = asyncio.run(run_phase(address, topics, events_of(games, f"#lat{rate:g}"), rate))
             latency.append((rate, offered, np.array(lat) * 1000))
     finally:
-        worker.stop()
+        for w in workers:
+            w.stop()
         broker.stop()
     print(f"throughput: {len(games)} London 2011 games, {moves} moves, {len(all_events)} events; analyses from cache; 1 worker "
-          f"({args.runtime} runtime), 1 engine")
+          f"({args.runtime} runtime{', stages in 2 processes' if args.split else ''}), 1 engine")
     print(f"  bare broker, produce + consume {len(all_events)} records: {len(all_events) / base:8.0f} records/s")
     print(f"  kibitz worker, moves in -> perceived ratings out:    {moves / elapsed:8.0f} moves/s "
           f"(ratio to bare broker {moves / elapsed / (len(all_events) / base):.3f}; target >= 2000 moves/s)")

@@ -272,7 +272,8 @@ def _transactional_worker(args: argparse.Namespace, settings, config) -> int:  #
         with contextlib.suppress(asyncio.CancelledError):
             await run_worker(settings, config, instance_id=instance, engines=args.engines, engine=args.engine,
                              cache_path=args.cache, metrics_port=args.metrics_port,
-                             transaction_timeout_ms=int(args.transaction_timeout * 1000))
+                             transaction_timeout_ms=int(args.transaction_timeout * 1000),
+                             stages=[x.strip() for x in args.stages.split(",") if x.strip()])
 
     asyncio.run(main())
     return EXIT_OK
@@ -408,6 +409,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="transactional: aiokafka transactions, exactly once (default); faust: the faust-streaming app")
     w.add_argument("--instance-id", default=None, help="stable id of this worker, unique among workers (transactional "
                    "runtime; default $KIBITZ_INSTANCE_ID or the host name): a restart with the same id fences the old one")
+    w.add_argument("--stages", default="analyse,rate", help="which stages this process runs (transactional runtime): "
+                   "both (default), or one, with another process running the other, each on its own core")
     w.add_argument("--transaction-timeout", type=float, default=30.0, help="seconds before the broker aborts the open "
                    "transaction of a worker that died (its partitions wait that long for readers); default %(default)s")
     w.add_argument("--store", choices=["memory", "rocksdb"], default="memory", help="faust table store (rocksdb needs rocksdict)")

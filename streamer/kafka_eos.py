@@ -34,7 +34,7 @@ import json
 import logging
 import time
 from itertools import zip_longest
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -264,13 +264,17 @@ class Stage:
                 self.consumer.seek(tp, committed)
 
 
+STAGES = ("analyse", "rate")
+
+
 async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instance_id: str, engines: int = 2,
                      engine: str | None = None, cache_path: Path | None = None, metrics_port: int | None = None,
-                     transaction_timeout_ms: int = 30000) -> None:
-    """Run both stages until cancelled (SIGTERM/SIGINT in the CLI)."""
+                     transaction_timeout_ms: int = 30000, stages: Sequence[str] = STAGES) -> None:
+    """Run the stages (both by default; one per process puts each on its own core) until cancelled."""
     await ensure_topics(settings)
     t = settings.topics
-    async with EnginePool(engine, size=engines, cache_path=cache_path) as pool:
+    async with contextlib.AsyncExitStack() as stack:
+        pool = await stack.enter_async_context(EnginePool(engine, size=engines, cache_path=cache_path)) if "analyse" in stages else None
         metrics = Metrics(lambda: pool)
         if metrics_port:
             metrics.serve(metrics_port)
@@ -282,13 +286,17 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
             return await guarded(lambda k, r, s: player_step(state, config, k, r, s, metrics), key, raw, source, metrics)
 
         rated = {"perceived": t.perceived, "glicko2": t.glicko2, "fairplay": t.alerts, "deadletter": t.deadletter}
-        stages = [
-            Stage(settings, StageConfig("analyse", t.moves, t.state_games, {"assessments": t.assessments, "deadletter": t.deadletter},
-                                        analyse, GameState, window=2 * engines), instance_id, metrics, transaction_timeout_ms=transaction_timeout_ms),
-            Stage(settings, StageConfig("rate", t.assessments, t.state_players, rated, rate, PlayerState), instance_id, metrics,
-                  transaction_timeout_ms=transaction_timeout_ms),
-        ]
-        tasks = [asyncio.create_task(s.run(), name=s.cfg.name) for s in stages]
+        configs = {
+            "analyse": StageConfig("analyse", t.moves, t.state_games, {"assessments": t.assessments, "deadletter": t.deadletter},
+                                   analyse, GameState, window=2 * engines),
+            "rate": StageConfig("rate", t.assessments, t.state_players, rated, rate, PlayerState),
+        }
+        unknown = set(stages) - configs.keys()
+        if unknown or not stages:
+            raise ValueError(f"stages must be among {', '.join(STAGES)}; got {', '.join(stages) or 'none'}")
+        runners = [Stage(settings, configs[name], instance_id, metrics, transaction_timeout_ms=transaction_timeout_ms)
+                   for name in STAGES if name in stages]
+        tasks = [asyncio.create_task(s.run(), name=s.cfg.name) for s in runners]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:

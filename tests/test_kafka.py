@@ -52,12 +52,17 @@ def worker_beside_embedded(broker: str, pgn: Path, tmp_path: Path, runtime: str 
     Yields (topics, embedded process, its output file); the worker is stopped on exit.
     """
     prefix = fresh_prefix()
-    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--runtime", runtime)
+    args = [*LIMITS, "--engines", "1", "--runtime", runtime.removesuffix("-split")]
+    if runtime.endswith("-split"):  # each stage in its own process
+        workers = [WorkerProcess(broker, prefix, *args, "--stages", stage) for stage in ("analyse", "rate")]
+    else:
+        workers = [WorkerProcess(broker, prefix, *args)]
     emb, emb_out = embedded_outputs(pgn, tmp_path)
     try:
         yield Topics(prefix=prefix), emb, emb_out
     finally:
-        worker.stop()
+        for w in workers:
+            w.stop()
 
 
 def summarise(records):
@@ -122,7 +127,7 @@ def garbage_stream(seed: int = 7):
     return records, bad
 
 
-@pytest.mark.parametrize("runtime", ["transactional", "faust"])
+@pytest.mark.parametrize("runtime", ["transactional", "transactional-split", "faust"])
 def test_garbage_is_dead_lettered_and_no_valid_message_is_lost(broker, tmp_path, runtime):
     records, bad = garbage_stream()
     n_bad = sum(bad.values())
