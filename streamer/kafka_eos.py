@@ -98,11 +98,13 @@ class _Listener(ConsumerRebalanceListener):
 
     async def on_partitions_revoked(self, revoked) -> None:  # noqa: ANN001
         async with self.stage.lock:  # the batch in flight commits first
+            self.stage.generation += 1
             for tp in revoked:
                 self.stage.cfg.state.pop(tp.partition, None)
 
     async def on_partitions_assigned(self, assigned) -> None:  # noqa: ANN001
         async with self.stage.lock:  # a batch may have restored some already (see Stage._process)
+            self.stage.generation += 1
             for tp in assigned:
                 if tp.partition not in self.stage.cfg.state:
                     self.stage.cfg.state[tp.partition] = await self.stage.restore(tp.partition)
@@ -125,6 +127,7 @@ class Stage:
             linger_ms=2, transaction_timeout_ms=transaction_timeout_ms, **kw)
         self.lock = asyncio.Lock()
         self.committed_batches = 0
+        self.generation = 0  # bumped by every rebalance callback
 
     async def restore(self, partition: int) -> TrackedState:
         """The state of one input partition: its changelog partition read (committed records only) to the end."""
@@ -157,9 +160,16 @@ class Stage:
         self.consumer.subscribe([self.cfg.source], listener=_Listener(self))
         try:
             while True:
+                generation = self.generation
                 batch = await self.consumer.getmany(timeout_ms=100, max_records=self.cfg.max_records)
                 if batch:
                     async with self.lock:
+                        if generation != self.generation:
+                            # A rebalance ran while this batch was fetched: it may hold records from before it,
+                            # which the consumer will fetch again from the committed offsets (processing both
+                            # would publish twice). Drop it and read again from what is committed.
+                            await self._rewind([tp for tp in batch if tp in self.consumer.assignment()])
+                            continue
                         await self._process(batch)
         finally:
             await self.consumer.stop()
@@ -256,7 +266,11 @@ class Stage:
             log.exception("abort failed", extra={"stage": self.cfg.name})
         for p in list(self.cfg.state):
             self.cfg.state[p] = await self.restore(p)
-            tp = TopicPartition(self.cfg.source, p)
+        await self._rewind([TopicPartition(self.cfg.source, p) for p in self.cfg.state])
+
+    async def _rewind(self, tps: list[TopicPartition]) -> None:
+        """Read these partitions again from their committed offsets."""
+        for tp in tps:
             committed = await self.consumer.committed(tp)
             if committed is None:
                 await self.consumer.seek_to_beginning(tp)

@@ -79,3 +79,53 @@ def test_tracked_state_reports_each_changed_key_once():
     s.pop("b")
     assert s.changes() == [("a", 2), ("b", None)]
     assert s.changes() == []
+
+
+async def test_a_batch_fetched_across_a_rebalance_is_dropped_and_reread_from_the_committed_offsets():
+    """The two-worker test once published 9 assessments twice: a batch fetched before a rebalance was processed after
+    it, and the consumer, reset to the committed offsets, fetched the same records again."""
+    calls: list[str] = []
+
+    async def step(state, key, raw, source):  # noqa: ANN001
+        calls.append(source)
+        return []
+
+    s = stage(step, window=1, commit_seconds=10)
+    tp = TopicPartition("in", 0)
+    b = {tp: batch(0, n=3)[tp]}
+
+    class Consumer:
+        def __init__(self) -> None:
+            self.fetches = 0
+            self.seeks: list[tuple[TopicPartition, int]] = []
+
+        async def getmany(self, **kw):  # noqa: ANN003
+            self.fetches += 1
+            if self.fetches == 1:
+                s.generation += 1  # a rebalance callback ran while this fetch was out
+                return b
+            raise asyncio.CancelledError  # stop the loop
+
+        def assignment(self):  # noqa: ANN201
+            return {tp}
+
+        async def committed(self, tp):  # noqa: ANN001, ANN201
+            return 100
+
+        def seek(self, tp, offset) -> None:  # noqa: ANN001
+            self.seeks.append((tp, offset))
+
+        async def start(self) -> None: ...
+        async def stop(self) -> None: ...
+        def subscribe(self, *a, **kw) -> None: ...  # noqa: ANN002, ANN003
+
+    class Producer:
+        async def start(self) -> None: ...
+        async def stop(self) -> None: ...
+
+    s.consumer, s.producer, s.lock, s.generation = Consumer(), Producer(), asyncio.Lock(), 0
+    try:
+        await s.run()
+    except asyncio.CancelledError:
+        pass
+    assert calls == [] and s.consumer.seeks == [(tp, 100)]
