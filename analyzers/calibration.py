@@ -90,11 +90,11 @@ class Calibration:
         return float(np.interp(elo, es, cs))
 
     def from_posterior(self, post: SkillPosterior, level: float = DEFAULT_LEVEL) -> RatingEstimate:
-        mean, _, lo, hi = post.summary(level)
-        if self.error_var is not None:
+        if self.error_var is not None:  # the posterior's own interval is not needed: no quantiles on the hot path
             a, b = self.error_var
-            rating, half = self.elo_from_c(mean), z_for(level) * math.sqrt(a + b / max(post.n, 1))
+            rating, half = self.elo_from_c(post.mean), z_for(level) * math.sqrt(a + b / max(post.n, 1))
             return RatingEstimate(rating, _clip(rating - half), _clip(rating + half), post.n, level)
+        mean, _, lo, hi = post.summary(level)
         sampling = RatingEstimate(self.elo_from_c(mean), self.elo_from_c(lo), self.elo_from_c(hi), post.n, level)
         return _widen(sampling, self.model_sd)
 

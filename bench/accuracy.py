@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from common import ROOT, SHARED
+from common import ROOT, SHARED, follow_player_events
 
 from analyzers.calibration import Calibration, load_calibration
 from analyzers.concordance import kendall_tau_a
@@ -134,21 +134,11 @@ def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment
 def per_player_event(games: list[PgnGame], results, cal: Calibration, min_games: int = 5):
     """Rows for player-events with ``min_games``+ games, and (k, estimate, truth) after k counted moves for every
     player-event that reaches k (across its games, in round order)."""
-    scopes: dict[tuple[str, str], tuple[ScopeStats, list[float], list[float]]] = {}
     seen: list[tuple[int, RatingEstimate, float]] = []
-    for g in games:
-        for color, me, opp in (("white", g.white, g.black), ("black", g.black, g.white)):
-            s, truths, opps = scopes.setdefault((g.event, me.id), (ScopeStats(), [], []))
-            s.games += 1
-            truths.append(me.rating)
-            opps.append(opp.rating)
-            for a in results.get(g.game_id, []):
-                if a.color == color:
-                    s.add(a, None)
-                    if a.counted and s.post.n in MOVES_SEEN:
-                        seen.append((s.post.n, cal.from_posterior(s.post), me.rating))
-    rows = [estimates(s, cal, truths[-1], float(np.mean(opps))) for s, truths, opps in scopes.values()
-            if s.games >= min_games and s.post.n >= 1]
+    scopes = follow_player_events(games, results, MOVES_SEEN,
+                                  lambda n, s, me, opp: seen.append((n, cal.from_posterior(s.post), me.rating)))
+    rows = [estimates(s, cal, mine[-1].rating, float(np.mean([o.rating for o in theirs])))
+            for s, mine, theirs in scopes.values() if s.games >= min_games and s.post.n >= 1]
     return rows, seen
 
 

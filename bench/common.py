@@ -42,3 +42,24 @@ def sample_positions(n: int, *, folder: str = "pgn/rated-dev", seed: int = 1, mi
         seen.add(board.epd())
         out.append(chess.Board(board.epd() + " 0 1"))
     return out
+
+
+def follow_player_events(games, results, checkpoints, at):  # noqa: ANN001, ANN201
+    """Replay each player's moves through one ScopeStats per (event, player), in the order of ``games`` (round
+    order), calling ``at(n, scope, player, opponent)`` when a scope's posterior reaches n counted moves, n in
+    ``checkpoints``. Returns {(event, player id): (scope, [player's PlayerInfo per game], [opponent's])}."""
+    from streamer.pipeline import ScopeStats
+
+    scopes: dict = {}
+    for g in games:
+        for color, me, opp in (("white", g.white, g.black), ("black", g.black, g.white)):
+            s, mine, theirs = scopes.setdefault((g.event, me.id), (ScopeStats(), [], []))
+            s.games += 1
+            mine.append(me)
+            theirs.append(opp)
+            for a in results.get(g.game_id, []):
+                if a.color == color:
+                    s.add(a, None)
+                    if a.counted and s.post.n in checkpoints:
+                        at(s.post.n, s, me, opp)
+    return scopes

@@ -22,7 +22,7 @@ import sys
 import time
 
 import numpy as np
-from common import ROOT, SHARED
+from common import ROOT, SHARED, follow_player_events
 
 from analyzers.calibration import Calibration
 from analyzers.engine import EnginePool
@@ -40,16 +40,9 @@ EVENT_CHECKPOINTS = (5, 10, 20, 40, 80, 160)
 
 def event_errors(games, results, cal: Calibration) -> list[tuple[int, float]]:  # noqa: ANN001
     """(n, FIDE - estimate) for every player-event at each checkpoint of counted moves it reaches, in round order."""
-    scopes: dict[tuple[str, str], ScopeStats] = {}
-    out = []
-    for g in games:
-        for color, me in (("white", g.white), ("black", g.black)):
-            s = scopes.setdefault((g.event, me.id), ScopeStats())
-            for a in results.get(g.game_id, []):
-                if a.color == color:
-                    s.add(a, None)
-                    if a.counted and s.post.n in EVENT_CHECKPOINTS:
-                        out.append((s.post.n, me.rating - cal.elo_from_c(s.post.mean)))
+    out: list[tuple[int, float]] = []
+    follow_player_events(games, results, EVENT_CHECKPOINTS,
+                         lambda n, s, me, opp: out.append((n, me.rating - cal.elo_from_c(s.post.mean))))
     return out
 
 

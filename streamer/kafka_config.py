@@ -16,6 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 DEFAULT_BROKER = "127.0.0.1:9092"
 
 
+def _topic(base: str, doc: str | None = None) -> property:
+    """A topic-name property: ``base`` under the instance's prefix."""
+    return property(lambda self: self.name(base), doc=doc or f"the ``kibitz.{base}`` topic, with the prefix")
+
+
 class Topics(BaseModel):
     """Topic names; ``prefix`` namespaces them (tests use a fresh prefix per run)."""
 
@@ -25,43 +30,15 @@ class Topics(BaseModel):
     def name(self, base: str) -> str:
         return f"{self.prefix}kibitz.{base}"
 
-    @property
-    def games(self) -> str:
-        return self.name("games")
-
-    @property
-    def moves(self) -> str:
-        return self.name("moves")
-
-    @property
-    def assessments(self) -> str:
-        return self.name("assessments")
-
-    @property
-    def perceived(self) -> str:
-        return self.name("ratings.perceived")
-
-    @property
-    def glicko2(self) -> str:
-        return self.name("ratings.glicko2")
-
-    @property
-    def alerts(self) -> str:
-        return self.name("alerts.fairplay")
-
-    @property
-    def deadletter(self) -> str:
-        return self.name("deadletter")
-
-    @property
-    def state_games(self) -> str:
-        """Compacted changelog of game state (the transactional runtime's ``analyse`` stage)."""
-        return self.name("state.games")
-
-    @property
-    def state_players(self) -> str:
-        """Compacted changelog of player state (the ``rate`` stage)."""
-        return self.name("state.players")
+    games = _topic("games")
+    moves = _topic("moves")
+    assessments = _topic("assessments")
+    perceived = _topic("ratings.perceived")
+    glicko2 = _topic("ratings.glicko2")
+    alerts = _topic("alerts.fairplay")
+    deadletter = _topic("deadletter")
+    state_games = _topic("state.games", "compacted changelog of game state (the transactional runtime's analyse stage)")
+    state_players = _topic("state.players", "compacted changelog of player state (the rate stage)")
 
     def changelogs(self) -> list[str]:
         return [self.state_games, self.state_players]

@@ -126,7 +126,6 @@ class Stage:
             transactional_id=f"{settings.app_id}.{cfg.name}.{instance_id}", enable_idempotence=True, acks="all",
             linger_ms=2, transaction_timeout_ms=transaction_timeout_ms, **kw)
         self.lock = asyncio.Lock()
-        self.committed_batches = 0
         self.generation = 0  # bumped by every rebalance callback
 
     async def restore(self, partition: int) -> TrackedState:
@@ -257,7 +256,6 @@ class Stage:
                 self.consumer.seek(tp, offset)
         for tp in owned.keys() - nxt.keys():
             self.consumer.seek(tp, owned[tp][0].offset)
-        self.committed_batches += 1
 
     async def _abort_and_rewind(self) -> None:
         try:

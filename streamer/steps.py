@@ -12,6 +12,7 @@ serialises (a faust table through :class:`ObjectTable`, a changelog) sees every 
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 from collections.abc import Callable, MutableMapping
@@ -115,7 +116,7 @@ async def guarded(step: Callable[..., Any], key: bytes | None, raw: bytes, sourc
     """Run a step; a bug in it dead-letters the record (reason ``error``) instead of stopping the partition."""
     try:
         out = step(key, raw, source)
-        return await out if hasattr(out, "__await__") else out
+        return await out if inspect.isawaitable(out) else out
     except Exception as e:  # noqa: BLE001
         log.exception("unexpected error", extra={"source": source})
         return [reject(KibitzError(f"internal error: {e!r}"), key, raw, source, metrics)]
