@@ -5,7 +5,8 @@ A :class:`Calibration` is fitted from rated games (``bench/fit_calibration.py``)
 
 - ``engine_elo``: the engine spike's strength for Ferreira's Algorithm 4 (Algorithm 3 on the fitting set);
 - ``c_knots``: a monotone piecewise-linear map c -> Elo (linear beyond the end knots), from a fit of FIDE rating
-  on the posterior mean of c per player-game;
+  on the posterior mean of c per player-game; empty for a single-PV profile (``deep``), which counts no move for the
+  posterior: such a calibration is *gains only* and rates by Algorithm 4 alone;
 - ``residual_sd``: the sd of FIDE rating around that fit per player-game, for reference;
 - ``model_sd`` / ``gain_model_sd``: the part of that residual that more moves would not remove (residual variance
   minus the mean sampling variance of the estimates, floored at 0), for the posterior and the gain estimators;
@@ -56,15 +57,27 @@ class Calibration:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not self.c_knots:
+            return  # gains only
         if len(self.c_knots) < 2:
-            raise CalibrationError("a calibration needs at least two c knots")
+            raise CalibrationError("a c map needs at least two knots (or none, for a gains-only calibration)")
         cs = [c for c, _ in self.c_knots]
         es = [e for _, e in self.c_knots]
         if any(b <= a for a, b in zip(cs, cs[1:])) or any(b < a for a, b in zip(es, es[1:])):
             raise CalibrationError("c knots must be strictly increasing in c and non-decreasing in Elo")
 
     # -- mapping ----------------------------------------------------------------------------------------
+    @property
+    def has_c_map(self) -> bool:
+        """False for a gains-only calibration: no posterior rating, no fair-play reference c."""
+        return bool(self.c_knots)
+
+    def _need_c_map(self) -> None:
+        if not self.c_knots:
+            raise CalibrationError(f"the {self.profile!r} calibration is gains only (single PV): it has no c -> Elo map")
+
     def elo_from_c(self, c: float) -> float:
+        self._need_c_map()
         cs = np.array([k[0] for k in self.c_knots])
         es = np.array([k[1] for k in self.c_knots])
         if c < cs[0]:
@@ -79,6 +92,7 @@ class Calibration:
 
     def c_from_elo(self, elo: float) -> float:
         """Inverse map (for a reference rating in fair-play statistics); flat stretches map to their start."""
+        self._need_c_map()
         cs = [k[0] for k in self.c_knots]
         es = [k[1] for k in self.c_knots]
         if elo <= es[0]:
@@ -90,6 +104,7 @@ class Calibration:
         return float(np.interp(elo, es, cs))
 
     def from_posterior(self, post: SkillPosterior, level: float = DEFAULT_LEVEL) -> RatingEstimate:
+        self._need_c_map()
         if self.error_var is not None:  # the posterior's own interval is not needed: no quantiles on the hot path
             a, b = self.error_var
             rating, half = self.elo_from_c(post.mean), z_for(level) * math.sqrt(a + b / max(post.n, 1))

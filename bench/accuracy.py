@@ -15,6 +15,10 @@ Printed, all on the sampled held-out games:
    skill; never used by kibitz).
 2. The same per player-event (players with 5+ games in the event in the sample; all their moves in the event).
 3. Error as a function of counted moves seen (10 ... 160), across a player's games in the event.
+
+A gains-only profile (``deep``: one PV, so no move is counted for the posterior) has no posterior and no combination
+rows; its tables by family, by moves seen (all moves, the histogram's count) and its outcome predictions use
+Algorithm 4's rating instead.
 4. Outcome log-likelihood, (1/T) sum ln(1 - |s_t - p_t|) (REFERENCES.md s. 6), of each game's result predicted
    from the players' ratings before the game: 50:50, Glicko-2 from the earlier results in the sample (the platform
    settings of analyzers.glicko2), perceived ratings from the earlier moves in the sample (posterior), and the
@@ -83,14 +87,31 @@ class Estimates:
 
     truth: float
     opponent: float
-    post: RatingEstimate
+    post: RatingEstimate | None  # None for a gains-only calibration (one-PV profile)
     gain: RatingEstimate
-    comb: RatingEstimate
+    comb: RatingEstimate | None
     family: str = ""
+
+    @property
+    def main(self) -> RatingEstimate:
+        """What the service would publish: the posterior's rating, or Algorithm 4's for a gains-only profile."""
+        return self.post or self.gain
+
+
+def rated(s: ScopeStats, cal: Calibration) -> bool:
+    """Whether a scope has the moves its main estimator needs."""
+    return s.post.n >= 1 and s.hist.count >= 1 if cal.has_c_map else s.hist.count >= 1
+
+
+def main_estimate(s: ScopeStats, cal: Calibration) -> RatingEstimate:
+    return cal.from_posterior(s.post) if cal.has_c_map else cal.from_histogram(s.hist)
 
 
 def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float) -> Estimates:
-    p, gn = cal.from_posterior(s.post), cal.from_histogram(s.hist)
+    gn = cal.from_histogram(s.hist)
+    if not cal.has_c_map:
+        return Estimates(truth, opponent, None, gn, None)
+    p = cal.from_posterior(s.post)
     w_p, w_g = 1 / p.sd**2, 1 / gn.sd**2
     comb = (w_p * p.rating + w_g * gn.rating) / (w_p + w_g)
     half = 1.96 * math.sqrt(1 / (w_p + w_g))  # treats the two as independent: optimistic, they share the moves
@@ -112,6 +133,9 @@ def table(title: str, rows: list[Estimates]) -> None:
     print("|---|---|---|---|---|---|")
     for name, attr in (("posterior over c", "post"), ("gain histogram (Ferreira Alg. 4)", "gain"), ("combination (inverse variance)", "comb")):
         es = [getattr(e, attr) for e in rows]
+        if any(x is None for x in es):
+            print(f"| {name:<36} |     - |      - |     - |     - |      - |  (no c map: one-PV profile)")
+            continue
         print(row(name, [x.rating for x in es], truth, [x.low for x in es], [x.high for x in es]))
     print(row("constant = sample mean (oracle)", np.full_like(truth, truth.mean()), truth))
     print(row("opponent's rating (leak, reference)", [e.opponent for e in rows], truth))
@@ -125,7 +149,7 @@ def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment
             for a in results.get(g.game_id, []):
                 if a.color == color:
                     s.add(a, None)
-            if s.post.n >= 1 and s.hist.count >= 1:
+            if rated(s, cal):
                 rows.append(estimates(s, cal, me.rating, opp.rating))
                 rows[-1].family = family(g.game_id)
     return rows
@@ -136,9 +160,10 @@ def per_player_event(games: list[PgnGame], results, cal: Calibration, min_games:
     player-event that reaches k (across its games, in round order)."""
     seen: list[tuple[int, RatingEstimate, float]] = []
     scopes = follow_player_events(games, results, MOVES_SEEN,
-                                  lambda n, s, me, opp: seen.append((n, cal.from_posterior(s.post), me.rating)))
+                                  lambda n, s, me, opp: seen.append((n, main_estimate(s, cal), me.rating)),
+                                  counted_only=cal.has_c_map)
     rows = [estimates(s, cal, mine[-1].rating, float(np.mean([o.rating for o in theirs])))
-            for s, mine, theirs in scopes.values() if s.games >= min_games and s.post.n >= 1]
+            for s, mine, theirs in scopes.values() if s.games >= min_games and rated(s, cal)]
     return rows, seen
 
 
@@ -159,8 +184,8 @@ def outcome_loglik(games: list[PgnGame], results, cal: Calibration, prior: tuple
         sw, sb = player.setdefault(w, ScopeStats()), player.setdefault(b, ScopeStats())
         gw, gb = glicko.setdefault(w, config.new_player()), glicko.setdefault(b, config.new_player())
         if score is not None:
-            pw = cal.from_posterior(sw.post) if sw.post.n else unknown
-            pb = cal.from_posterior(sb.post) if sb.post.n else unknown
+            pw = main_estimate(sw, cal) if rated(sw, cal) else unknown
+            pb = main_estimate(sb, cal) if rated(sb, cal) else unknown
             preds = {
                 "50:50": 0.5,
                 "Glicko-2 (earlier results)": p_from(gw.rating, gw.rd, gb.rating, gb.rd),
@@ -181,7 +206,7 @@ def outcome_loglik(games: list[PgnGame], results, cal: Calibration, prior: tuple
     return out
 
 
-def plots(profile: str, games_rows: list[Estimates], event_rows: list[Estimates], seen) -> list[str]:
+def plots(profile: str, method: str, games_rows: list[Estimates], event_rows: list[Estimates], seen) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -190,10 +215,10 @@ def plots(profile: str, games_rows: list[Estimates], event_rows: list[Estimates]
     out_dir = ROOT / "docs" / "img"
     out_dir.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 6))
-    ax.scatter([e.truth for e in games_rows], [e.post.rating for e in games_rows], s=6, alpha=0.35, label="one game")
-    ax.scatter([e.truth for e in event_rows], [e.post.rating for e in event_rows], s=22, c="C3", label="player-event (5+ games)")
+    ax.scatter([e.truth for e in games_rows], [e.main.rating for e in games_rows], s=6, alpha=0.35, label="one game")
+    ax.scatter([e.truth for e in event_rows], [e.main.rating for e in event_rows], s=22, c="C3", label="player-event (5+ games)")
     ax.plot([800, 3000], [800, 3000], "k--", lw=1, label="perceived = FIDE")
-    ax.set(xlabel="FIDE rating", ylabel="perceived rating (posterior over c)", xlim=(800, 3000),
+    ax.set(xlabel="FIDE rating", ylabel=f"perceived rating ({method})", xlim=(800, 3000),
            title=f"held-out games, profile {profile}")
     ax.set_ylim(500, 3200)
     ax.legend(loc="upper left")
@@ -205,7 +230,7 @@ def plots(profile: str, games_rows: list[Estimates], event_rows: list[Estimates]
     half = [np.mean([e.half_width for kk, e, t in seen if kk == k]) for k in ks]
     ax.plot(ks, mae, "o-", label="mean absolute error")
     ax.plot(ks, half, "s--", label="mean 95 % half-width (published)")
-    ax.set(xscale="log", xticks=ks, xticklabels=[str(k) for k in ks], xlabel="counted moves seen (one player, one event)",
+    ax.set(xscale="log", xticks=ks, xticklabels=[str(k) for k in ks], xlabel=f"{'counted ' if method.startswith('posterior') else ''}moves seen (one player, one event)",
            ylabel="Elo", title=f"error vs moves seen, profile {profile}")
     ax.legend()
     moves = out_dir / f"accuracy-{profile}-moves.png"
@@ -255,15 +280,16 @@ def main() -> None:
     table("per player-game", game_rows)
     if event_rows:
         table("per player-event (5+ games)", event_rows)
-    print("\n| posterior per player-game, by event family | n | FIDE mean (sd) | MAE | bias | r | in 95 % |")
+    method = "posterior over c" if cal.has_c_map else "gain histogram, Alg. 4"
+    print(f"\n| {method} per player-game, by event family | n | FIDE mean (sd) | MAE | bias | r | in 95 % |")
     print("|---|---|---|---|---|---|---|")
     for fam in sorted({e.family for e in game_rows}):
         rs = [e for e in game_rows if e.family == fam]
-        t_, p_ = np.array([e.truth for e in rs]), np.array([e.post.rating for e in rs])
-        cover = np.mean([e.post.low <= e.truth <= e.post.high for e in rs])
+        t_, p_ = np.array([e.truth for e in rs]), np.array([e.main.rating for e in rs])
+        cover = np.mean([e.main.low <= e.truth <= e.main.high for e in rs])
         r = np.corrcoef(p_, t_)[0, 1] if len(rs) > 2 else float("nan")
         print(f"| {fam} | {len(rs)} | {t_.mean():.0f} ({t_.std():.0f}) | {np.mean(np.abs(p_ - t_)):.0f} | {np.mean(p_ - t_):+.0f} | {r:.2f} | {cover:.1%} |")
-    print("\n| counted moves seen (player-event) | n | posterior MAE | bias | in 95 % | mean half-width |")
+    print(f"\n| {'counted ' if cal.has_c_map else ''}moves seen (player-event) | n | {method} MAE | bias | in 95 % | mean half-width |")
     print("|---|---|---|---|---|---|")
     for k in MOVES_SEEN:
         pts = [(e, t) for kk, e, t in seen if kk == k]
@@ -283,7 +309,7 @@ def main() -> None:
             label = {"all": "all games"}.get(key, f"less-known player has {key} earlier games")
             print(f"| {label} | {len(ll[key][names[0]])} | " + " | ".join(f"{np.mean(ll[key][n]):.4f}" for n in names) + " |")
     if args.plots:
-        print("\nplots: " + ", ".join(plots(profile.name, game_rows, event_rows, seen)))
+        print("\nplots: " + ", ".join(plots(profile.name, method, game_rows, event_rows, seen)))
 
 
 if __name__ == "__main__":

@@ -44,10 +44,11 @@ def sample_positions(n: int, *, folder: str = "pgn/rated-dev", seed: int = 1, mi
     return out
 
 
-def follow_player_events(games, results, checkpoints, at):  # noqa: ANN001, ANN201
+def follow_player_events(games, results, checkpoints, at, *, counted_only: bool = True):  # noqa: ANN001, ANN201
     """Replay each player's moves through one ScopeStats per (event, player), in the order of ``games`` (round
     order), calling ``at(n, scope, player, opponent)`` when a scope's posterior reaches n counted moves, n in
-    ``checkpoints``. Returns {(event, player id): (scope, [player's PlayerInfo per game], [opponent's])}."""
+    ``checkpoints`` (with ``counted_only=False``: when its gain histogram reaches n moves, for gains-only profiles).
+    Returns {(event, player id): (scope, [player's PlayerInfo per game], [opponent's])}."""
     from streamer.pipeline import ScopeStats
 
     scopes: dict = {}
@@ -60,6 +61,8 @@ def follow_player_events(games, results, checkpoints, at):  # noqa: ANN001, ANN2
             for a in results.get(g.game_id, []):
                 if a.color == color:
                     s.add(a, None)
-                    if a.counted and s.post.n in checkpoints:
+                    if counted_only and a.counted and s.post.n in checkpoints:
                         at(s.post.n, s, me, opp)
+                    elif not counted_only and s.hist.count in checkpoints:
+                        at(s.hist.count, s, me, opp)
     return scopes

@@ -82,23 +82,15 @@ def main() -> None:
             for a in ms:
                 s.add(a, None)
             stats_by[key] = s
-    keys = [k for k, s in stats_by.items() if s.post.n >= MIN_COUNTED]
-    c = np.array([stats_by[k].post.mean for k in keys])
+    gains_only = profile.multipv == 1  # one PV: no move is counted for the posterior (streamer.pipeline.assess_move)
+    keys = [k for k, s in stats_by.items() if (s.hist.count if gains_only else s.post.n) >= MIN_COUNTED]
     y = np.array([elo[k] for k in keys])
-    slope, intercept = np.polyfit(c, y, 1)
-    if slope <= 0:
-        raise SystemExit(f"c is not increasing in Elo on this sample (slope {slope:.1f}): no calibration written")
-    resid = y - (intercept + slope * c)
-    lo, hi = np.quantile(c, [0.02, 0.98])
     hists = {k: stats_by[k].hist for k in keys if 0 < stats_by[k].hist.score_vs_engine() < 1}
     try:
         eng = engine_strength(hists, {k: elo[k] for k in hists})
     except RatingError as e:
         raise SystemExit(f"engine strength undefined: {e}")
-    r_c = float(np.corrcoef(c, y)[0, 1])
-    # sampling variance of each estimate, on the Elo scale: posterior sd of c times the slope; Algorithm 4's sd
-    samp_c = np.array([(slope * stats_by[k].post.std) ** 2 for k in keys])
-    model_sd = math.sqrt(max(0.0, float(resid.var(ddof=2)) - float(samp_c.mean())))
+    # Algorithm 4's part: its residual around the FIDE ratings minus its own sampling variance is the model error
     from analyzers.perceived import live_rating
     gk = list(hists)
     g_est = [live_rating(hists[k], eng.rating) for k in gk]
@@ -106,9 +98,23 @@ def main() -> None:
     g_samp = np.array([e.sd ** 2 for e in g_est])
     gain_model_sd = math.sqrt(max(0.0, float(g_resid.var(ddof=1)) - float(g_samp.mean())))
     r_g = float(np.corrcoef([e.rating for e in g_est], [elo[k] for k in gk])[0, 1])
-    knots = [(round(float(lo), 4), round(float(intercept + slope * lo), 1)), (round(float(hi), 4), round(float(intercept + slope * hi), 1))]
-    error_var, checkpoints = None, 0
-    if event_games:
+    extra = {"pearson_r_gain": round(r_g, 3), "gain_residual_sd": round(float(g_resid.std(ddof=1)), 1)}
+    knots, error_var, checkpoints, residual_sd, model_sd = [], None, 0, float(g_resid.std(ddof=1)), 0.0
+    if not gains_only:
+        c = np.array([stats_by[k].post.mean for k in keys])
+        slope, intercept = np.polyfit(c, y, 1)
+        if slope <= 0:
+            raise SystemExit(f"c is not increasing in Elo on this sample (slope {slope:.1f}): no calibration written")
+        resid = y - (intercept + slope * c)
+        lo, hi = np.quantile(c, [0.02, 0.98])
+        r_c = float(np.corrcoef(c, y)[0, 1])
+        # sampling variance of each estimate, on the Elo scale: posterior sd of c times the slope
+        samp_c = np.array([(slope * stats_by[k].post.std) ** 2 for k in keys])
+        model_sd = math.sqrt(max(0.0, float(resid.var(ddof=2)) - float(samp_c.mean())))
+        residual_sd = float(resid.std(ddof=2))
+        extra = {"pearson_r_c": round(r_c, 3), **extra, "slope_elo_per_c": round(float(slope), 1)}
+        knots = [(round(float(lo), 4), round(float(intercept + slope * lo), 1)), (round(float(hi), 4), round(float(intercept + slope * hi), 1))]
+    if event_games and not gains_only:
         probe = Calibration(profile.name, engine, eng.rating, knots, 0.0)
         pts = event_errors(event_games, results, probe)
         checkpoints = len(pts)
@@ -128,19 +134,21 @@ def main() -> None:
     cal = Calibration(
         profile=profile.name, engine=engine, engine_elo=round(eng.rating, 1),
         c_knots=knots, error_var=error_var,
-        residual_sd=round(float(resid.std(ddof=2)), 1), model_sd=round(model_sd, 1), gain_model_sd=round(gain_model_sd, 1),
+        residual_sd=round(residual_sd, 1), model_sd=round(model_sd, 1), gain_model_sd=round(gain_model_sd, 1),
         provisional=not args.final,
-        fitted_on=f"{args.games} rated-dev + {args.elite} elite-otb games (seed {args.seed}); {len(keys)} player-games with >= {MIN_COUNTED} counted moves"
+        fitted_on=f"{args.games} rated-dev + {args.elite} elite-otb games (seed {args.seed}); {len(keys)} player-games with >= {MIN_COUNTED} "
+                  + ("moves (gains only: one PV)" if gains_only else "counted moves")
                   + (f"; error model on {len(event_games)} rated-dev player-event games ({checkpoints} checkpoints)" if event_games else ""),
         command=f"python bench/fit_calibration.py --profile {profile.name} --games {args.games} --elite {args.elite} --seed {args.seed}"
                 + (f" --events {args.events}" if args.events else "") + (" --final" if args.final else ""),
-        extra={"pearson_r_c": round(r_c, 3), "pearson_r_gain": round(r_g, 3), "gain_residual_sd": round(float(g_resid.std(ddof=1)), 1), "slope_elo_per_c": round(float(slope), 1), "engine_elo_se": round(eng.half_width / 1.96, 1),
+        extra={**extra, "engine_elo_se": round(eng.half_width / 1.96, 1),
                "searches": stats.searches, "cache_hits": stats.cache_hits, "seconds": round(time.time() - t, 1)},
     )
     path = ROOT / "analyzers" / "calibrations" / f"{profile.name}.json"
     cal.save(path)
     print(json.dumps(cal.to_dict(), indent=2))
-    print(f"wrote {path}; Pearson r(c, Elo) = {r_c:.3f} on {len(keys)} player-games; engine {eng.rating:.0f} +/- {eng.half_width:.0f}")
+    r = f"r(c, Elo) = {extra['pearson_r_c']:.3f}" if knots else f"r(Algorithm 4, Elo) = {r_g:.3f} (gains only)"
+    print(f"wrote {path}; Pearson {r} on {len(keys)} player-games; engine {eng.rating:.0f} +/- {eng.half_width:.0f}")
     if not math.isfinite(eng.rating):
         raise SystemExit(1)
 

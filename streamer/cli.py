@@ -52,6 +52,10 @@ def build_config(args: argparse.Namespace):
 
     profile = get_profile(args.profile)
     calibration = load_calibration(profile.name)
+    if not calibration.has_c_map:
+        # a gains-only profile publishes no posterior and no fair-play statistics: not a live service
+        raise CalibrationError(f"profile {profile.name!r} rates by gains only (one PV); it is for bench/ferreira_tables.py "
+                               "and bench/accuracy.py. The live service needs a posterior calibration: --profile fast or standard")
     if args.depth or args.nodes or args.multipv:
         profile = replace(
             profile, name=f"{profile.name}*", depth=args.depth if args.depth else (None if args.nodes else profile.depth),

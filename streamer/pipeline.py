@@ -286,7 +286,7 @@ def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, g
     if cal is None:
         raise ValueError("publishing perceived ratings needs a calibration in PipelineConfig")
     g = cal.from_histogram(stats.hist, config.level) if stats.hist.count else None
-    p = cal.from_posterior(stats.post, config.level) if stats.post.n else None
+    p = cal.from_posterior(stats.post, config.level) if stats.post.n and cal.has_c_map else None
     main = p or g
     if main is None:
         return None
@@ -317,7 +317,7 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
     if a.ply <= game.last_ply:
         return []  # duplicate (game_id, ply): already counted
     cal = config.calibration
-    c_ref = cal.c_from_elo(a.reference_rating) if a.reference_rating and cal is not None else None
+    c_ref = cal.c_from_elo(a.reference_rating) if a.reference_rating and cal is not None and cal.has_c_map else None
     choice = move_choice(a) if a.counted else None  # shared by the three scopes
     game.add(a, c_ref, choice)
     state.overall.add(a, c_ref, choice)

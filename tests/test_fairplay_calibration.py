@@ -67,3 +67,28 @@ def test_error_model_intervals_narrow_with_moves_and_survive_a_round_trip():
     # half-width = 1.96 sqrt(a + b / n): 1.96 * sqrt(40000 + 90000) at n = 10, approaching 1.96 * 200
     assert widths[10] == pytest.approx(1.96 * (200.0**2 + 300.0**2) ** 0.5, rel=1e-3)
     assert widths[10] > widths[40] > widths[160] > 1.96 * 200.0
+
+
+def test_gains_only_calibration_rates_by_algorithm_4_and_refuses_the_c_map():
+    """A one-PV profile (deep) counts no move for the posterior: its calibration has no c map, and a perceived
+    rating from it is Algorithm 4's even if a posterior somehow has moves."""
+    from analyzers.gain import GainHistogram
+    from analyzers.profiles import get_profile
+    from streamer.pipeline import PipelineConfig, ScopeStats, perceived
+
+    cal = Calibration("deep", "Stockfish", 2500.0, [], 400.0, gain_model_sd=300.0)
+    assert not cal.has_c_map and Calibration.from_dict(cal.to_dict()) == cal
+    post = SkillPosterior()
+    post.update([0.0, -0.5], 0)
+    for call in (lambda: cal.from_posterior(post), lambda: cal.elo_from_c(1.0), lambda: cal.c_from_elo(2000.0)):
+        with pytest.raises(CalibrationError, match="gains only"):
+            call()
+    stats = ScopeStats(hist=GainHistogram(), post=post)
+    for g in (0, 0, -30, -120, 0, -5, 0, -60):
+        stats.hist.add(g)
+    out = perceived(stats, player_id="p", scope="game", scope_id="g", game_id="g", ply=20,
+                    config=PipelineConfig(get_profile("deep"), cal))
+    assert out.method == "gain" and out.rating == out.gain_rating and out.c_mean is None
+    assert out.low < out.rating < out.high
+    with pytest.raises(CalibrationError, match="at least two knots"):
+        Calibration("x", "e", 1, [(1.0, 2000.0)], 1)
