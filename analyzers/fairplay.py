@@ -28,6 +28,30 @@ DEFAULT_Z_THRESHOLD = 4.75
 DEFAULT_MIN_MOVES = 40
 
 
+@dataclass(frozen=True, slots=True)
+class FairPlayMove:
+    """One move's terms of the running sums at a reference c: computed once per move, added to every scope."""
+
+    matched: int
+    p_top: float
+    loss: float
+    expected_loss: float
+    loss_var: float
+
+    @classmethod
+    def of(cls, values: Sequence[float], played_index: int, c_ref: float, k: float = K_PAWNS) -> FairPlayMove | None:
+        """The move's terms; None for a forced move (one candidate), which says nothing."""
+        v = np.asarray(values, dtype=float)
+        if v.size < 2:
+            return None
+        p = move_probabilities(v, c_ref, k)
+        best = int(np.argmax(v))
+        deltas = v.max() - v
+        e = float(p @ deltas)
+        return cls(int(played_index == best or deltas[played_index] == 0.0), float(p[best]), float(deltas[played_index]),
+                   e, float(p @ deltas**2) - e * e)
+
+
 @dataclass
 class FairPlayStats:
     """Running sums for the match and loss statistics of one player (or one player in one game)."""
@@ -42,21 +66,19 @@ class FairPlayStats:
 
     def update(self, values: Sequence[float], played_index: int, c_ref: float, k: float = K_PAWNS) -> None:
         """Add one move: candidate ``values`` (pawns, side to move, best first or not), the index played."""
-        v = np.asarray(values, dtype=float)
-        if v.size < 2:
-            return  # a forced move says nothing
-        p = move_probabilities(v, c_ref, k)
-        best = int(np.argmax(v))
-        deltas = v.max() - v
-        p_top = float(p[best])
+        self.add(FairPlayMove.of(values, played_index, c_ref, k))
+
+    def add(self, m: FairPlayMove | None) -> None:
+        """Add one move's precomputed terms (None: a forced move, not counted)."""
+        if m is None:
+            return
         self.n += 1
-        self.matches += int(played_index == best or deltas[played_index] == 0.0)
-        self.expected_matches += p_top
-        self.match_var += p_top * (1.0 - p_top)
-        e = float(p @ deltas)
-        self.loss += float(deltas[played_index])
-        self.expected_loss += e
-        self.loss_var += float(p @ deltas**2) - e * e
+        self.matches += m.matched
+        self.expected_matches += m.p_top
+        self.match_var += m.p_top * (1.0 - m.p_top)
+        self.loss += m.loss
+        self.expected_loss += m.expected_loss
+        self.loss_var += m.loss_var
 
     @property
     def z_match(self) -> float:

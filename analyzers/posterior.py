@@ -93,7 +93,7 @@ class SkillPosterior:
     True
     """
 
-    __slots__ = ("grid", "logp", "n", "k", "c_min", "c_max")
+    __slots__ = ("grid", "logp", "n", "k", "c_min", "c_max", "_moments")
 
     def __init__(self, c_min: float = C_MIN, c_max: float = C_MAX, points: int = GRID_POINTS, k: float = K_PAWNS) -> None:
         if not c_max > c_min >= 0 or points < 3:
@@ -102,6 +102,7 @@ class SkillPosterior:
         self.grid = np.linspace(c_min, c_max, points)
         self.logp = np.zeros(points)               # flat prior, unnormalised log density
         self.n = 0
+        self._moments: tuple[float, float] | None = None  # (mean, sd) until the density changes: one pass per move
 
     # -- updating -------------------------------------------------------------------------------------
     def update(self, values: Sequence[float], played_index: int) -> None:
@@ -116,6 +117,7 @@ class SkillPosterior:
             return
         self.logp += _move_loglik(self.grid, v.max() - v, played_index, self.k)
         self.n += 1
+        self._moments = None
         if self.n < 2 * ADAPT_EVERY or self.n % ADAPT_EVERY == 0:
             self._adapt()
 
@@ -125,6 +127,7 @@ class SkillPosterior:
         step = self.grid[1] - self.grid[0]
         mean = float(p @ self.grid)
         sd = math.sqrt(max(float(p @ (self.grid - mean) ** 2), 0.0))
+        self._moments = (mean, sd)
         tenth = max(1, self.grid.size // 10)
         lo_soft = self.grid[0] > self.c_min + 1e-12
         hi_soft = self.grid[-1] < self.c_max - 1e-12
@@ -148,6 +151,7 @@ class SkillPosterior:
             slope = (old[-1] - old[-2]) / (old_grid[-1] - old_grid[-2])
             new[right] = old[-1] + slope * (new_grid[right] - old_grid[-1])
         self.grid, self.logp = new_grid, new - new.max()
+        self._moments = None
 
     # -- summaries ------------------------------------------------------------------------------------
     def probabilities(self) -> np.ndarray:
@@ -155,15 +159,21 @@ class SkillPosterior:
         p = np.exp(self.logp - self.logp.max())
         return p / p.sum()
 
+    def moments(self) -> tuple[float, float]:
+        """(mean, sd) of c, computed once per change of the density."""
+        if self._moments is None:
+            p = self.probabilities()
+            m = float(p @ self.grid)
+            self._moments = (m, math.sqrt(max(float(p @ (self.grid - m) ** 2), 0.0)))
+        return self._moments
+
     @property
     def mean(self) -> float:
-        return float(self.probabilities() @ self.grid)
+        return self.moments()[0]
 
     @property
     def std(self) -> float:
-        p = self.probabilities()
-        m = float(p @ self.grid)
-        return math.sqrt(max(float(p @ (self.grid - m) ** 2), 0.0))
+        return self.moments()[1]
 
     def interval(self, level: float = DEFAULT_LEVEL) -> tuple[float, float]:
         """Central credible interval for c, by linear interpolation of the cumulative mass."""
@@ -201,4 +211,5 @@ class SkillPosterior:
         out.grid = np.linspace(data["lo"], data["hi"], logp.size)
         out.logp = logp
         out.n = int(data["n"])
+        out._moments = None
         return out

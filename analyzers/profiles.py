@@ -41,16 +41,17 @@ class EngineProfile:
 #: - ``fast`` (the default): depth 8, multipv 5; about as accurate as ``standard`` on the held-out games for a fifth of
 #:   the engine time (docs/accuracy.md), the best accuracy per CPU-second measured.
 #: - ``deep``: Ferreira's method, a single principal variation at a fixed depth, for bench/ferreira_tables.py. The
-#:   paper used depth 20 (Houdini 1.5a). Depth 14 is what this 2-core machine affords for 1,000+ held-out player-games
-#:   in a session (0.15 s per position; depth 16 is 0.33 s, depth 20 several seconds). With one PV no move is counted
-#:   for the posterior over c (it needs two candidates or more), so ``deep`` rates by gains only (Algorithm 4): its
-#:   calibration has no c map and the live service refuses it.
+#:   paper used depth 20 (Houdini 1.5a). Depth 12 is what this 2-core machine affords for a calibration plus 1,000+
+#:   held-out player-games within one working session (0.067 s per position; depth 14 is 0.15 s, depth 16 0.33 s;
+#:   ``ferreira_tables.py --depth 16`` reproduces the paper's engine strength). Single-PV depth 12 still searches
+#:   deeper than ``standard``. With one PV no move is counted for the posterior over c (it needs two candidates or
+#:   more), so ``deep`` rates by gains only (Algorithm 4): its calibration has no c map and the live service refuses it.
 PROFILES: dict[str, EngineProfile] = {
     p.name: p
     for p in (
         EngineProfile("fast", depth=8, multipv=5),
         EngineProfile("standard", depth=10, multipv=10),
-        EngineProfile("deep", depth=14, multipv=1),
+        EngineProfile("deep", depth=12, multipv=1),
     )
 }
 DEFAULT_PROFILE = "fast"

@@ -24,10 +24,12 @@ from .messages import (
     RatingUpdate,
     export_json_schemas,
     parse_event,
+    parse_player_event,
 )
 
 __all__ = [
     "INPUT_EVENTS", "MESSAGES", "SCHEMA_VERSION", "Candidate", "DeadLetter", "FairPlayAlert", "GameEnded",
     "GameResult", "GameStarted", "GlickoState", "InputEvent", "MoveAssessment", "MoveEvent", "PerceivedRating",
     "PlayerInfo", "RatingUpdate", "export_json_schemas", "parse_event",
+    "parse_player_event",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -73,8 +73,13 @@ _INPUT = TypeAdapter(InputEvent)
 
 def parse_event(raw: bytes | str) -> GameStarted | MoveEvent | GameEnded:
     """Parse one input event from JSON; raises :class:`~analyzers.errors.MalformedEvent` with a short reason."""
+    return _parse(_INPUT, raw)
+
+
+def _parse(adapter: TypeAdapter, raw: bytes | str) -> Any:
+    """Validate JSON in one pass (pydantic's Rust parser); a failure becomes a MalformedEvent naming the field."""
     try:
-        return _INPUT.validate_json(raw)
+        return adapter.validate_json(raw)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "message"
@@ -131,6 +136,15 @@ class GameResult(Message):
     player: PlayerInfo
     opponent: PlayerInfo
     timestamp: float | None = None
+
+
+PlayerEvent = Annotated[Union[MoveAssessment, GameResult], Field(discriminator="type")]
+_PLAYER_EVENT = TypeAdapter(PlayerEvent)
+
+
+def parse_player_event(raw: bytes | str) -> MoveAssessment | GameResult:
+    """Parse one record of ``kibitz.assessments`` (an assessment or a game result); raises MalformedEvent."""
+    return _parse(_PLAYER_EVENT, raw)
 
 
 class PerceivedRating(Message):

@@ -24,7 +24,7 @@ import chess
 from analyzers.calibration import Calibration
 from analyzers.engine.analysis import Limits, PositionAnalysis
 from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, UnknownGame
-from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, FairPlayStats
+from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, FairPlayMove, FairPlayStats
 from analyzers.gain import GainHistogram, gain
 from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
 from analyzers.perceived import DEFAULT_LEVEL
@@ -230,14 +230,16 @@ class ScopeStats:
     last_ply: int = -1
     games: int = 0
 
-    def add(self, a: MoveAssessment, c_ref: float | None, choice: tuple[list[float], int] | None = None) -> None:
-        """Count one move; ``choice`` is :func:`move_choice` of it, passed in when several scopes share it."""
+    def add(self, a: MoveAssessment, c_ref: float | None, choice: tuple[list[float], int] | None = None,
+            fair: FairPlayMove | None = None) -> None:
+        """Count one move. ``choice`` (:func:`move_choice` of it) and ``fair`` (its fair-play terms at ``c_ref``) are
+        passed in when several scopes share the move, so they are computed once."""
         self.hist.add(a.gain)
         if a.counted:
             values, idx = choice or move_choice(a)
             self.post.update(values, idx)
             if c_ref is not None:
-                self.fair.update(values, idx, c_ref)
+                self.fair.add(fair or FairPlayMove.of(values, idx, c_ref))
         self.last_ply = a.ply
 
     def to_dict(self) -> dict[str, Any]:
@@ -313,16 +315,17 @@ def apply_player_event(
 
 
 def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating]:
-    game = state.games.setdefault(a.game_id, ScopeStats())
+    game = state.games.get(a.game_id) or state.games.setdefault(a.game_id, ScopeStats())  # no throwaway ScopeStats
     if a.ply <= game.last_ply:
         return []  # duplicate (game_id, ply): already counted
     cal = config.calibration
     c_ref = cal.c_from_elo(a.reference_rating) if a.reference_rating and cal is not None and cal.has_c_map else None
     choice = move_choice(a) if a.counted else None  # shared by the three scopes
-    game.add(a, c_ref, choice)
-    state.overall.add(a, c_ref, choice)
+    fair = FairPlayMove.of(*choice, c_ref) if choice is not None and c_ref is not None else None
+    game.add(a, c_ref, choice, fair)
+    state.overall.add(a, c_ref, choice, fair)
     if a.event:
-        state.events.setdefault(a.event, ScopeStats()).add(a, c_ref, choice)
+        (state.events.get(a.event) or state.events.setdefault(a.event, ScopeStats())).add(a, c_ref, choice, fair)
     out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config)
     return [out] if out else []
 

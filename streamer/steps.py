@@ -13,7 +13,6 @@ serialises (a faust table through :class:`ObjectTable`, a changelog) sees every 
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from collections.abc import Callable, MutableMapping
 from typing import Any
@@ -22,7 +21,7 @@ from pydantic import BaseModel
 
 from analyzers.engine import EnginePool
 from analyzers.errors import EngineError, InputError, KibitzError, MalformedEvent
-from schemas import GameEnded, GameResult, GameStarted, MoveAssessment, parse_event
+from schemas import GameEnded, GameStarted, parse_event, parse_player_event
 
 from .embedded import dead_letter
 from .metrics import Metrics
@@ -86,9 +85,8 @@ def player_step(players: MutableMapping[str, Any], config: PipelineConfig, key: 
     """One record of ``kibitz.assessments``: update the player's state, return perceived ratings, Glicko-2 updates
     and fair-play alerts (keyed by player), or the dead letter."""
     try:
-        data = json.loads(raw)
-        ev = (MoveAssessment if data.get("type") == "assessment" else GameResult).model_validate(data)
-    except Exception as e:  # noqa: BLE001 - our own topic, but never let one record stop the stage
+        ev = parse_player_event(raw)
+    except MalformedEvent as e:  # our own topic, but never let one record stop the stage
         return [reject(MalformedEvent(f"not an assessment or game result: {e}"), key, raw, source, metrics)]
     state, msgs = apply_player_event(players.get(ev.player_id), ev, config)
     players[ev.player_id] = state
