@@ -197,6 +197,14 @@ class Stage:
 
         queues = [list(recs) for recs in owned.values()]
         order = [rec for row in zip_longest(*queues) for rec in row if rec is not None]
+        if self.cfg.window == 1:  # strictly in order: no task per record (a task and a wait cost more than a rating)
+            for rec in order:
+                if outputs and time.monotonic() > deadline:
+                    break
+                outputs.append(await self.cfg.step(self.cfg.state[rec.partition], rec.key, rec.value,
+                                                   f"{rec.topic}/{rec.partition}@{rec.offset}"))
+                nxt[TopicPartition(rec.topic, rec.partition)] = rec.offset + 1
+            return nxt, outputs
         try:
             for rec in order:
                 if outputs and time.monotonic() > deadline:

@@ -71,6 +71,21 @@ async def test_window_one_is_strictly_sequential():
     assert seen == expected
 
 
+async def test_window_one_stops_at_the_deadline_on_a_prefix():
+    seen: list[str] = []
+
+    async def step(state, key, raw, source):  # noqa: ANN001
+        seen.append(source)
+        await asyncio.sleep(0.01)
+        return [("out", key, source)]
+
+    b = batch(2, n=30)
+    nxt, outputs = await stage(step, window=1, commit_seconds=0.05)._run(b)
+    assert 100 < min(nxt.values()) and max(nxt.values()) < 130, "the deadline cut the batch"
+    assert seen == [f"in/{p}@{o}" for o in range(100, 130) for p in (0, 1) if o < nxt[TopicPartition("in", p)]]
+    assert [o[0][2] for o in outputs] == seen
+
+
 def test_tracked_state_reports_each_changed_key_once():
     s = TrackedState()
     s["a"] = 1
