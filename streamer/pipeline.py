@@ -184,7 +184,8 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
         game_id=ev.game_id, ply=ev.ply, player_id=mover.id, color="white" if white_moved else "black", uci=ev.uci,
         event=state.event, reference_rating=mover.rating, eval_before=s_before, eval_after=s_after,
         gain=gain(s_before, s_after, white_moved), loss=max(0, before.best_cp - played_value),
-        candidates=[Candidate(uci=c.uci, cp=c.value, mate=c.mate) for c in before.candidates],
+        # plain dicts: MoveAssessment validates them in one pass (a Candidate() each costs a Python-level __init__)
+        candidates=[{"uci": c.uci, "cp": c.value, "mate": c.mate} for c in before.candidates],
         played_rank=rank, played_value=played_value, counted=counted, engine=before.engine, limits=before.limits,
     )
 
@@ -231,13 +232,15 @@ class ScopeStats:
     games: int = 0
 
     def add(self, a: MoveAssessment, c_ref: float | None, choice: tuple[list[float], int] | None = None,
-            fair: FairPlayMove | None = None) -> None:
+            fair: FairPlayMove | None = None, *, posterior: bool = True) -> None:
         """Count one move. ``choice`` (:func:`move_choice` of it) and ``fair`` (its fair-play terms at ``c_ref``) are
-        passed in when several scopes share the move, so they are computed once."""
+        passed in when several scopes share the move, so they are computed once; ``posterior=False`` when the caller
+        has already updated the posterior (:meth:`SkillPosterior.update_all`)."""
         self.hist.add(a.gain)
         if a.counted:
             values, idx = choice or move_choice(a)
-            self.post.update(values, idx)
+            if posterior:
+                self.post.update(values, idx)
             if c_ref is not None:
                 self.fair.add(fair or FairPlayMove.of(values, idx, c_ref))
         self.last_ply = a.ply
@@ -322,10 +325,13 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
     c_ref = cal.c_from_elo(a.reference_rating) if a.reference_rating and cal is not None and cal.has_c_map else None
     choice = move_choice(a) if a.counted else None  # shared by the three scopes
     fair = FairPlayMove.of(*choice, c_ref) if choice is not None and c_ref is not None else None
-    game.add(a, c_ref, choice, fair)
-    state.overall.add(a, c_ref, choice, fair)
+    scopes = [game, state.overall]
     if a.event:
-        (state.events.get(a.event) or state.events.setdefault(a.event, ScopeStats())).add(a, c_ref, choice, fair)
+        scopes.append(state.events.get(a.event) or state.events.setdefault(a.event, ScopeStats()))
+    if choice is not None:  # the posteriors of all scopes in one numpy pass
+        SkillPosterior.update_all([s.post for s in scopes], *choice)
+    for scope in scopes:
+        scope.add(a, c_ref, choice, fair, posterior=False)
     out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config)
     return [out] if out else []
 

@@ -73,3 +73,20 @@ def test_single_candidate_is_ignored_and_state_round_trips():
     assert again.mean == pytest.approx(post.mean, abs=1e-9) and again.n == post.n
     with pytest.raises(IndexError):
         post.update([0.1, 0.2], 5)
+
+
+def test_update_all_gives_the_numbers_of_updating_each_posterior_in_turn():
+    """The player step updates a move's three scopes (game, event, overall) in one stacked numpy pass."""
+    rng = np.random.default_rng(4)
+    apart = [SkillPosterior() for _ in range(3)]
+    together = [SkillPosterior() for _ in range(3)]
+    for i in range(120):
+        values = list(np.concatenate(([0.0], -np.sort(rng.exponential(0.6, 4)))))
+        played = int(rng.integers(5))
+        first = 0 if i < 40 else 1 if i < 80 else 2  # scopes of different ages: grids differ
+        for p in apart[first:]:
+            p.update(values, played)
+        SkillPosterior.update_all(together[first:], values, played)
+    for a, b in zip(apart, together):
+        assert a.n == b.n and np.array_equal(a.grid, b.grid)
+        assert np.array_equal(a.logp, b.logp) and a.mean == b.mean  # bit for bit: the runtimes must agree exactly
