@@ -15,7 +15,7 @@ $(PY):
 # reinstall only when the project metadata changes, so a second `make setup` takes seconds
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m pip install -q -e '.[test,bench,rocksdb]'
 	touch $(STAMP)
 
 stockfish:

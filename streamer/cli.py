@@ -252,7 +252,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     asyncio.run(ensure_topics(settings))
     app = create_app(settings, config, engines=args.engines, engine=args.engine, cache_path=args.cache, store=args.store,
-                     guarantee=args.guarantee)
+                     guarantee=args.guarantee, data_dir=args.data_dir)
     if args.metrics_port:
         app.kibitz_metrics.serve(args.metrics_port)
     worker = Worker(app, loglevel=args.log_level.lower(), quiet=True, redirect_stdouts=False)
@@ -267,6 +267,12 @@ def _transactional_worker(args: argparse.Namespace, settings, config) -> int:  #
     from .kafka_eos import run_worker
 
     instance = args.instance_id or os.environ.get("KIBITZ_INSTANCE_ID") or socket.gethostname()
+    if args.store == "rocksdb":
+        try:
+            import rocksdict  # noqa: F401
+        except ImportError:
+            print("kibitz: --store rocksdb needs the rocksdict package: pip install 'kibitz[rocksdb]'", file=sys.stderr)
+            return EXIT_FATAL
 
     async def main() -> None:
         task = asyncio.current_task()
@@ -277,7 +283,8 @@ def _transactional_worker(args: argparse.Namespace, settings, config) -> int:  #
             await run_worker(settings, config, instance_id=instance, engines=args.engines, engine=args.engine,
                              cache_path=args.cache, metrics_port=args.metrics_port,
                              transaction_timeout_ms=int(args.transaction_timeout * 1000),
-                             stages=[x.strip() for x in args.stages.split(",") if x.strip()])
+                             stages=[x.strip() for x in args.stages.split(",") if x.strip()],
+                             store_dir=args.data_dir if args.store == "rocksdb" else None)
 
     asyncio.run(main())
     return EXIT_OK
@@ -417,7 +424,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "both (default), or one, with another process running the other, each on its own core")
     w.add_argument("--transaction-timeout", type=float, default=30.0, help="seconds before the broker aborts the open "
                    "transaction of a worker that died (its partitions wait that long for readers); default %(default)s")
-    w.add_argument("--store", choices=["memory", "rocksdb"], default="memory", help="faust table store (rocksdb needs rocksdict)")
+    w.add_argument("--store", choices=["memory", "rocksdb"], default="memory", help="where game and player state lives: "
+                   "memory (rebuilt from the changelogs whenever partitions are assigned; the default) or rocksdb (local "
+                   "RocksDB under --data-dir, caught up from the changelogs on assignment; needs pip install 'kibitz[rocksdb]')")
+    w.add_argument("--data-dir", type=Path, default=Path(os.environ.get("KIBITZ_DATA_DIR", "kibitz-data")),
+                   help="directory of the rocksdb store (default $KIBITZ_DATA_DIR or ./kibitz-data)")
     w.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="at_least_once",
                    help="faust processing guarantee (default %(default)s; see README: exactly_once lost data in our tests)")
     add_engine_options(w)

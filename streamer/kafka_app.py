@@ -59,12 +59,14 @@ class PoolHolder:
 def create_app(
     settings: KafkaSettings, config: PipelineConfig, *, engines: int = 2, engine: str | None = None,
     cache_path: Path | None = None, store: str = "memory", guarantee: str = "at_least_once",
+    data_dir: Path | None = None,
 ) -> faust.App:
     app = faust.App(
         settings.app_id, broker=f"kafka://{settings.broker}", broker_credentials=settings.faust_credentials(),
         processing_guarantee=guarantee, store="rocksdb://" if store == "rocksdb" else "memory://",
         topic_partitions=settings.partitions, web_enabled=False, producer_acks=-1,
         consumer_auto_offset_reset="earliest", autodiscover=False, table_cleanup_interval=3600.0,
+        **({"datadir": str(data_dir / settings.app_id.strip("."))} if data_dir else {}),
     )
     t = settings.topics
     moves_topic = app.topic(t.moves, **RAW)

@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import shutil
 import time
 from itertools import zip_longest
 from collections.abc import Awaitable, Callable, Sequence
@@ -47,6 +48,7 @@ from analyzers.engine import EnginePool
 from .kafka_config import KafkaSettings
 from .metrics import Metrics
 from .pipeline import GameState, PipelineConfig, PlayerState
+from .state_store import RocksState, TrackedState
 from .steps import Output, game_step, guarded, player_step
 
 log = logging.getLogger("kibitz.eos")
@@ -71,28 +73,6 @@ def _retry_concurrent_transactions_sooner() -> None:
     sender.BACKOFF_OVERRIDE = TXN_RETRY_SECONDS
 
 
-class TrackedState(dict):
-    """One partition's state by key, remembering which keys changed since the last commit."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.dirty: set[str] = set()
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        super().__setitem__(key, value)
-        self.dirty.add(key)
-
-    def pop(self, key: str, *default: Any) -> Any:
-        self.dirty.add(key)
-        return super().pop(key, *default)
-
-    def changes(self) -> list[tuple[str, Any]]:
-        """(key, state or None for deleted) of every changed key, and forget them."""
-        out = [(k, self.get(k)) for k in sorted(self.dirty)]
-        self.dirty.clear()
-        return out
-
-
 @dataclass
 class StageConfig:
     name: str
@@ -115,7 +95,9 @@ class _Listener(ConsumerRebalanceListener):
         async with self.stage.lock:  # the batch in flight commits first
             self.stage.generation += 1
             for tp in revoked:
-                self.stage.cfg.state.pop(tp.partition, None)
+                state = self.stage.cfg.state.pop(tp.partition, None)
+                if state is not None:
+                    state.close()
 
     async def on_partitions_assigned(self, assigned) -> None:  # noqa: ANN001
         async with self.stage.lock:  # a batch may have restored some already (see Stage._process)
@@ -129,8 +111,9 @@ class Stage:
     """One consume-transform-produce loop; see the module docstring."""
 
     def __init__(self, settings: KafkaSettings, cfg: StageConfig, instance_id: str, metrics: Metrics, *,
-                 transaction_timeout_ms: int = 30000) -> None:
+                 transaction_timeout_ms: int = 30000, store_dir: Path | None = None) -> None:
         self.settings, self.cfg, self.metrics = settings, cfg, metrics
+        self.store_dir = store_dir  # None: state in memory; else one RocksDB per partition under it
         self.group = f"{settings.app_id}.{cfg.name}"
         kw = settings.aiokafka_kwargs()
         self.consumer = AIOKafkaConsumer(
@@ -144,29 +127,42 @@ class Stage:
         self.generation = 0  # bumped by every rebalance callback
         _retry_concurrent_transactions_sooner()
 
+    def _open(self, partition: int, *, fresh: bool = False) -> TrackedState:
+        if self.store_dir is None:
+            return TrackedState()
+        path = self.store_dir / f"{self.cfg.changelog}-{partition}"
+        if fresh and path.exists():
+            shutil.rmtree(path)
+        return RocksState(path, self.cfg.codec)
+
     async def restore(self, partition: int) -> TrackedState:
-        """The state of one input partition: its changelog partition read (committed records only) to the end."""
-        state = TrackedState()
+        """The state of one input partition: its changelog partition (committed records only) read to the end, from
+        the offset the local store is caught up to (the beginning for a memory store)."""
+        state = self._open(partition)
         tp = TopicPartition(self.cfg.changelog, partition)
         c = AIOKafkaConsumer(group_id=None, enable_auto_commit=False, isolation_level="read_committed",
-                             **self.settings.aiokafka_kwargs())
+                             auto_offset_reset="earliest", **self.settings.aiokafka_kwargs())
         await c.start()
         try:
             c.assign([tp])
-            await c.seek_to_beginning(tp)
             end = (await c.end_offsets([tp]))[tp]
+            start = state.start_offset
+            if start > end:  # the store is from another incarnation of the topic: start over
+                log.warning("local store ahead of its changelog; rebuilding", extra={"stage": self.cfg.name,
+                            "partition": partition, "store_offset": start, "changelog_end": end})
+                state.close()
+                state, start = self._open(partition, fresh=True), 0
+            c.seek(tp, start)
             n = 0
             while await c.position(tp) < end:
                 for rec in (await c.getmany(tp, timeout_ms=500)).get(tp, []):
-                    key = rec.key.decode()
-                    if rec.value is None:
-                        dict.pop(state, key, None)
-                    else:
-                        dict.__setitem__(state, key, self.cfg.codec.from_dict(json.loads(rec.value)))
+                    state.load(rec.key.decode(), rec.value, self.cfg.codec)
                     n += 1
+            state.loaded(end)
         finally:
             await c.stop()
-        log.info("restored", extra={"stage": self.cfg.name, "partition": partition, "records": n, "keys": len(state)})
+        log.info("restored", extra={"stage": self.cfg.name, "partition": partition, "records": n, "from_offset": start,
+                                    "to_offset": end, "keys_in_memory": len(state)})
         return state
 
     async def run(self) -> None:
@@ -189,6 +185,8 @@ class Stage:
         finally:
             await self.consumer.stop()
             await self.producer.stop()
+            for state in self.cfg.state.values():
+                state.close()
 
     async def _run(self, owned: dict[TopicPartition, list]) -> tuple[dict[TopicPartition, int], list[list[Output]]]:
         """Run the step on a prefix of every partition's records: those started before ``commit_seconds`` ran out.
@@ -257,10 +255,15 @@ class Stage:
                     self.metrics.outputs.labels(getattr(msg, "type", name)).inc()
                     k = key.encode() if isinstance(key, str) else key
                     futures.append(await self.producer.send(self.cfg.outputs[name], msg.model_dump_json().encode(), key=k))
+            written: dict[int, list[tuple[str, bytes | None]]] = {}
+            changelog: dict[int, list[asyncio.Future]] = {}
             for partition, state in self.cfg.state.items():
                 for key, value in state.changes():
                     v = None if value is None else json.dumps(value.to_dict(), separators=(",", ":")).encode()
-                    futures.append(await self.producer.send(self.cfg.changelog, v, key=key.encode(), partition=partition))
+                    written.setdefault(partition, []).append((key, v))
+                    fut = await self.producer.send(self.cfg.changelog, v, key=key.encode(), partition=partition)
+                    changelog.setdefault(partition, []).append(fut)
+                    futures.append(fut)
             await asyncio.gather(*futures)
             await self.producer.send_offsets_to_transaction(dict(nxt), self.group)
             await self.producer.commit_transaction()
@@ -275,6 +278,9 @@ class Stage:
             with contextlib.suppress(Exception):
                 await self.producer.abort_transaction()
             raise
+        for partition, state in self.cfg.state.items():  # a local store follows only what is committed
+            offsets = [f.result().offset for f in changelog.get(partition, [])]
+            state.committed(written.get(partition, []), max(offsets) + 1 if offsets else None)
         for tp, offset in nxt.items():  # records fetched but left for the next transaction
             if offset <= owned[tp][-1].offset:
                 self.consumer.seek(tp, offset)
@@ -287,6 +293,7 @@ class Stage:
         except Exception:  # noqa: BLE001 - the producer may be unusable; the rewind below is what matters
             log.exception("abort failed", extra={"stage": self.cfg.name})
         for p in list(self.cfg.state):
+            self.cfg.state[p].close()
             self.cfg.state[p] = await self.restore(p)
         await self._rewind([TopicPartition(self.cfg.source, p) for p in self.cfg.state])
 
@@ -305,8 +312,10 @@ STAGES = ("analyse", "rate")
 
 async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instance_id: str, engines: int = 2,
                      engine: str | None = None, cache_path: Path | None = None, metrics_port: int | None = None,
-                     transaction_timeout_ms: int = 30000, stages: Sequence[str] = STAGES) -> None:
-    """Run the stages (both by default; one per process puts each on its own core) until cancelled."""
+                     transaction_timeout_ms: int = 30000, stages: Sequence[str] = STAGES,
+                     store_dir: Path | None = None) -> None:
+    """Run the stages (both by default; one per process puts each on its own core) until cancelled. With
+    ``store_dir``, state is in RocksDB under ``store_dir/<app id>/<instance id>/<stage>/`` (see streamer.state_store)."""
     await ensure_topics(settings)
     t = settings.topics
     async with contextlib.AsyncExitStack() as stack:
@@ -330,7 +339,8 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
         unknown = set(stages) - configs.keys()
         if unknown or not stages:
             raise ValueError(f"stages must be among {', '.join(STAGES)}; got {', '.join(stages) or 'none'}")
-        runners = [Stage(settings, configs[name], instance_id, metrics, transaction_timeout_ms=transaction_timeout_ms)
+        runners = [Stage(settings, configs[name], instance_id, metrics, transaction_timeout_ms=transaction_timeout_ms,
+                         store_dir=store_dir / settings.app_id.strip(".") / instance_id / name if store_dir else None)
                    for name in STAGES if name in stages]
         tasks = [asyncio.create_task(s.run(), name=s.cfg.name) for s in runners]
         try:

@@ -192,15 +192,16 @@ def assert_exactly_once_and_equal_to_embedded(out, t: Topics, games, emb_out: Pa
         assert c == pytest.approx(theirs[player][2], abs=0.02), player
 
 
-def london_run(broker, shared, tmp_path, workers, kill_at: float):
+def london_run(broker, shared, tmp_path, workers, kill_at: float, store: tuple[str, ...] = ()):
     """London 2011 into a fresh set of topics served by ``workers`` (instance ids); the first is SIGKILLed once a
-    ``kill_at`` share of the plies has its rating, then (with one worker) restarted under the same instance id."""
+    ``kill_at`` share of the plies has its rating, then (with one worker) restarted under the same instance id.
+    ``store``: extra worker arguments choosing the state store."""
     pgn = shared / "data/pgn/ferreira-2012/london_chess_classic_2011.pgn"
     games = list(read_pgn_games(pgn))
     plies = sum(len(g.moves) for g in games)
     prefix = fresh_prefix()
     t = Topics(prefix=prefix)
-    extra = [*LIMITS, "--engines", "1", "--transaction-timeout", "8"]
+    extra = [*LIMITS, "--engines", "1", "--transaction-timeout", "8", *store]
     procs = [WorkerProcess(broker, prefix, *extra, "--instance-id", workers[0])]
     if len(workers) > 1:
         # the others join once the first owns every partition, so the rebalance that shares them is observable
@@ -234,9 +235,24 @@ def london_run(broker, shared, tmp_path, workers, kill_at: float):
     return out, t, games, emb_out, procs, killed_at
 
 
-def test_worker_killed_mid_stream_and_restarted_loses_and_repeats_nothing(broker, shared, tmp_path):
-    out, t, games, emb_out, *_ = london_run(broker, shared, tmp_path, ["w1"], kill_at=0.3)
+def restored(p):  # (time, stage, partition, (changelog offsets read from, to)) of every partition state rebuilt
+    found = re.findall(r'^\{.*"msg": "restored".*\}$', Path(p.log.name).read_text(), re.M)
+    return [(d["ts"], d["stage"], d["partition"], (d["from_offset"], d["to_offset"])) for d in map(json.loads, found)]
+
+
+@pytest.mark.parametrize("store", ["memory", "rocksdb"])
+def test_worker_killed_mid_stream_and_restarted_loses_and_repeats_nothing(broker, shared, tmp_path, monkeypatch, store):
+    monkeypatch.setenv("KIBITZ_WORKER_LOG", "info")  # the logs say where each restore started
+    out, t, games, emb_out, procs, _ = london_run(broker, shared, tmp_path, ["w1"], kill_at=0.3,
+                                                  store=("--store", store, "--data-dir", str(tmp_path / "data")))
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
+    after_restart = restored(procs[1])
+    assert len(after_restart) == 8, "the restarted worker restored every partition of both stages"
+    spans = [span for *_, span in after_restart]
+    if store == "rocksdb":  # the local DBs survived the kill: a restore reads only what they had not seen
+        assert all(start > 0 or end == 0 for start, end in spans) and any(start > 0 for start, _ in spans), spans
+    else:
+        assert all(start == 0 for start, _ in spans), spans
 
 
 def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_killed(broker, shared, tmp_path, monkeypatch):
@@ -244,13 +260,9 @@ def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_kille
     out, t, games, emb_out, procs, killed_at = london_run(broker, shared, tmp_path, ["a", "b"], kill_at=0.3)
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
 
-    def restored(p):  # (time, stage, partition) of every partition state a worker rebuilt on assignment
-        found = re.findall(r'^\{.*"msg": "restored".*\}$', Path(p.log.name).read_text(), re.M)
-        return [(d["ts"], d["stage"], d["partition"]) for d in map(json.loads, found)]
-
     survivor = restored(procs[1])
-    before = {(s, p) for ts, s, p in survivor if ts < killed_at}
-    after = {(s, p) for ts, s, p in survivor if ts > killed_at}
+    before = {(s, p) for ts, s, p, _ in survivor if ts < killed_at}
+    after = {(s, p) for ts, s, p, _ in survivor if ts > killed_at}
     assert restored(procs[0]) and before, "both workers owned partitions before the kill"
     assert len(before) < 8, "the survivor joined second and got only its share"
     assert after == {(s, p) for s in ("analyse", "rate") for p in range(4)}, \

@@ -1,0 +1,150 @@
+"""Where a transactional stage keeps one input partition's state: in memory, or in a local RocksDB.
+
+Both are a :class:`TrackedState`: a dict of live state objects (:class:`~streamer.pipeline.GameState`,
+:class:`~streamer.pipeline.PlayerState`) that remembers which keys changed since the last commit, so a transaction
+writes each changed key once to the partition's compacted changelog. The changelog is the source of truth; a store
+is a copy of it that makes restarts cheap.
+
+- :class:`TrackedState` (``--store memory``): everything in memory, rebuilt from the start of the changelog whenever
+  the partition is assigned.
+- :class:`RocksState` (``--store rocksdb``): every key's committed state in a RocksDB (``rocksdict``) on local disk,
+  with the keys in use as live objects in front of it (at most ``cache_size`` clean ones). The DB also holds the
+  changelog offset it is caught up to, written in the same atomic batch as the states, so a restore reads only what
+  the changelog got since: nothing after a clean stop, the last transaction after a crash, other workers' writes
+  after the partition comes back. State can then be larger than memory.
+
+A DB is written only after its transaction committed. A crash between the two leaves the DB behind the changelog,
+never ahead of it, and the next restore reads what it missed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+#: The DB key of the changelog offset the DB is caught up to; NUL never occurs in a game or player id.
+OFFSET_KEY = "\x00changelog-offset"
+
+
+class TrackedState(dict):
+    """One partition's state by key, in memory, remembering which keys changed since the last commit."""
+
+    start_offset = 0  # a restore reads the whole changelog
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dirty: set[str] = set()
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.dirty.add(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self.dirty.add(key)
+        return super().pop(key, *default)
+
+    def changes(self) -> list[tuple[str, Any]]:
+        """(key, state or None for deleted) of every changed key, and forget them."""
+        out = [(k, self.get(k)) for k in sorted(self.dirty)]
+        self.dirty.clear()
+        return out
+
+    def load(self, key: str, raw: bytes | None, codec: type) -> None:
+        """Apply one changelog record during a restore (``raw`` None: the key was deleted)."""
+        if raw is None:
+            dict.pop(self, key, None)
+        else:
+            dict.__setitem__(self, key, codec.from_dict(json.loads(raw)))
+
+    def loaded(self, next_offset: int) -> None:
+        """A restore read the changelog up to ``next_offset``."""
+
+    def committed(self, written: Iterable[tuple[str, bytes | None]], next_offset: int | None) -> None:
+        """A transaction committed ``written`` (key, serialised state or None) to the changelog, ending before
+        ``next_offset`` (None: nothing written for this partition)."""
+
+    def close(self) -> None:
+        """Release the store (the partition was revoked, or the worker stops)."""
+
+
+class RocksState(TrackedState):
+    """A :class:`TrackedState` over a local RocksDB holding every key's committed state (see the module docstring)."""
+
+    def __init__(self, path: str | Path, codec: type, cache_size: int = 10_000) -> None:
+        from rocksdict import Rdict  # optional dependency: pip install 'kibitz[rocksdb]'
+
+        super().__init__()
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.path, self.codec, self.cache_size = Path(path), codec, cache_size
+        self.db = Rdict(str(path))
+        self._pending: list[tuple[str, bytes | None]] = []
+        self._deleted: set[str] = set()  # popped since the last commit: the DB still has them
+
+    @property
+    def start_offset(self) -> int:  # type: ignore[override]
+        return int(self.db.get(OFFSET_KEY, 0))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        if key in self._deleted:
+            return default
+        raw = self.db.get(key)
+        if raw is None:
+            return default
+        value = self.codec.from_dict(json.loads(raw))
+        dict.__setitem__(self, key, value)  # in use now: kept live until evicted after a commit
+        return value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        dict.pop(self, key, None)  # to the end: eviction takes the least recently written first
+        self._deleted.discard(key)
+        super().__setitem__(key, value)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        value = self.get(key, *default) if default else self.get(key)
+        if value is None and not default:
+            raise KeyError(key)
+        self.dirty.add(key)
+        self._deleted.add(key)
+        dict.pop(self, key, None)
+        return value
+
+    def load(self, key: str, raw: bytes | None, codec: type) -> None:
+        self._pending.append((key, raw))
+        dict.pop(self, key, None)
+
+    def loaded(self, next_offset: int) -> None:
+        self._write(self._pending, next_offset)
+        self._pending = []
+
+    def committed(self, written: Iterable[tuple[str, bytes | None]], next_offset: int | None) -> None:
+        written = list(written)
+        if written and next_offset is not None:
+            self._write(written, next_offset)
+        self._deleted.clear()
+        excess = len(self) - self.cache_size
+        if excess > 0:  # clean entries only: everything is clean right after a commit
+            for key in list(dict.keys(self))[:excess]:
+                dict.pop(self, key)
+
+    def _write(self, items: list[tuple[str, bytes | None]], next_offset: int) -> None:
+        from rocksdict import WriteBatch
+
+        batch = WriteBatch()
+        for key, raw in items:
+            if raw is None:
+                batch.delete(key)
+            else:
+                batch.put(key, raw)
+        batch.put(OFFSET_KEY, next_offset)  # atomic with the states: the DB is never ahead of its offset
+        self.db.write(batch)
+
+    def keys_on_disk(self) -> list[str]:
+        """Every key the DB holds (for tests and inspection)."""
+        return [k for k in self.db.keys() if k != OFFSET_KEY]
+
+    def close(self) -> None:
+        self.db.close()
