@@ -1,6 +1,6 @@
 """Streaming throughput and latency through the real broker and a real `kibitz worker`, engine cost removed.
 
-    python bench/throughput.py [--rates 100,500] [--runtime transactional|faust]
+    python bench/throughput.py [--rates 100,500] [--runtime transactional|faust] [--split] [--store memory|rocksdb]
 
 1. Fills an analysis cache for the 36 London 2011 games (the embedded runtime, depth 6 multipv 4), so the worker's
    engine searches are all cache hits and what is measured is kibitz + the runtime + Kafka.
@@ -117,6 +117,7 @@ def main() -> None:
     ap.add_argument("--rates", default="100,500", help="offered loads for the latency phases, moves/s (default %(default)s)")
     ap.add_argument("--runtime", choices=["transactional", "faust"], default="transactional")
     ap.add_argument("--split", action="store_true", help="transactional: the two stages in two processes (two cores)")
+    ap.add_argument("--store", choices=["memory", "rocksdb"], default="memory", help="the worker's state store")
     args = ap.parse_args()
     pgn = SHARED / "pgn/ferreira-2012/london_chess_classic_2011.pgn"
     games = list(read_pgn_games(pgn))
@@ -127,7 +128,8 @@ def main() -> None:
     address = broker.start()
     prefix = fresh_prefix()
     topics = Topics(prefix=prefix)
-    common = [*LIMITS, "--engines", "1", "--cache", str(CACHE), "--runtime", args.runtime]
+    common = [*LIMITS, "--engines", "1", "--cache", str(CACHE), "--runtime", args.runtime, "--store", args.store,
+              "--data-dir", str(ROOT / ".cache" / "bench-state")]
     if args.split:
         workers = [WorkerProcess(address, prefix, *common, "--stages", s) for s in ("analyse", "rate")]
     else:
@@ -148,7 +150,7 @@ def main() -> None:
             w.stop()
         broker.stop()
     print(f"throughput: {len(games)} London 2011 games, {moves} moves, {len(all_events)} events; analyses from cache; 1 worker "
-          f"({args.runtime} runtime{', stages in 2 processes' if args.split else ''}), 1 engine")
+          f"({args.runtime} runtime{', stages in 2 processes' if args.split else ''}, {args.store} store), 1 engine")
     print(f"  bare broker, produce + consume {len(all_events)} records: {len(all_events) / base:8.0f} records/s")
     print(f"  kibitz worker, moves in -> perceived ratings out:    {moves / elapsed:8.0f} moves/s "
           f"(ratio to bare broker {moves / elapsed / (len(all_events) / base):.3f}; target >= 2000 moves/s)")
