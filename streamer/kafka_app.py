@@ -61,6 +61,8 @@ def create_app(
     cache_path: Path | None = None, store: str = "memory", guarantee: str = "at_least_once",
     data_dir: Path | None = None,
 ) -> faust.App:
+    if data_dir is not None:
+        data_dir.mkdir(parents=True, exist_ok=True)  # faust creates only the last level
     app = faust.App(
         settings.app_id, broker=f"kafka://{settings.broker}", broker_credentials=settings.faust_credentials(),
         processing_guarantee=guarantee, store="rocksdb://" if store == "rocksdb" else "memory://",
