@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from analyzers.calibration import load_calibration
 from analyzers.engine import EnginePool
-from analyzers.errors import CalibrationError, EngineError, UnratablePool
+from analyzers.errors import CalibrationError, EngineError, KibitzError, UnratablePool
 from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, RatingUpdate, export_json_schemas
 
@@ -237,13 +237,33 @@ def kafka_settings(args: argparse.Namespace):
                                   partitions=getattr(args, "partitions", None), topics=Topics(prefix=args.topic_prefix))
 
 
+def _store(choice: str) -> str:
+    """``auto`` is rocksdb when rocksdict is installed (issue 6: RocksDB where available, memory otherwise)."""
+    try:
+        import rocksdict  # noqa: F401
+    except ImportError:
+        if choice == "rocksdb":
+            raise KibitzError("--store rocksdb needs the rocksdict package: pip install 'kibitz[rocksdb]'") from None
+        return "memory"
+    return "rocksdb" if choice == "auto" else choice
+
+
 def _worker(args: argparse.Namespace) -> int:
+    import socket
+
     from .kafka_eos import ensure_topics
 
     settings = kafka_settings(args)
     config = build_config(args)
+    try:
+        args.store = _store(args.store)
+    except KibitzError as e:
+        print(f"kibitz: {e}", file=sys.stderr)
+        return EXIT_FATAL
+    args.instance_id = args.instance_id or os.environ.get("KIBITZ_INSTANCE_ID") or socket.gethostname()
     print(f"kibitz worker ({args.runtime}): broker {settings.broker}, app {settings.app_id}, topics {settings.topics.moves} -> "
-          f"{settings.topics.perceived}, profile {config.profile.name}, {args.engines} engines", file=sys.stderr, flush=True)
+          f"{settings.topics.perceived}, profile {config.profile.name}, {args.engines} engines, {args.store} store"
+          + (f" in {args.data_dir}" if args.store == "rocksdb" else ""), file=sys.stderr, flush=True)
     if args.runtime == "transactional":
         return _transactional_worker(args, settings, config)
     from faust.worker import Worker
@@ -252,7 +272,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     asyncio.run(ensure_topics(settings))
     app = create_app(settings, config, engines=args.engines, engine=args.engine, cache_path=args.cache, store=args.store,
-                     guarantee=args.guarantee, data_dir=args.data_dir)
+                     guarantee=args.guarantee, data_dir=args.data_dir / args.instance_id)
     if args.metrics_port:
         app.kibitz_metrics.serve(args.metrics_port)
     worker = Worker(app, loglevel=args.log_level.lower(), quiet=True, redirect_stdouts=False)
@@ -262,17 +282,10 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _transactional_worker(args: argparse.Namespace, settings, config) -> int:  # noqa: ANN001
     import signal
-    import socket
 
     from .kafka_eos import run_worker
 
-    instance = args.instance_id or os.environ.get("KIBITZ_INSTANCE_ID") or socket.gethostname()
-    if args.store == "rocksdb":
-        try:
-            import rocksdict  # noqa: F401
-        except ImportError:
-            print("kibitz: --store rocksdb needs the rocksdict package: pip install 'kibitz[rocksdb]'", file=sys.stderr)
-            return EXIT_FATAL
+    instance = args.instance_id
 
     async def main() -> None:
         task = asyncio.current_task()
@@ -424,9 +437,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "both (default), or one, with another process running the other, each on its own core")
     w.add_argument("--transaction-timeout", type=float, default=30.0, help="seconds before the broker aborts the open "
                    "transaction of a worker that died (its partitions wait that long for readers); default %(default)s")
-    w.add_argument("--store", choices=["memory", "rocksdb"], default="memory", help="where game and player state lives: "
-                   "memory (rebuilt from the changelogs whenever partitions are assigned; the default) or rocksdb (local "
-                   "RocksDB under --data-dir, caught up from the changelogs on assignment; needs pip install 'kibitz[rocksdb]')")
+    w.add_argument("--store", choices=["auto", "memory", "rocksdb"], default="auto", help="where game and player state "
+                   "lives: rocksdb (local RocksDB under --data-dir, caught up from the changelogs on assignment; needs "
+                   "pip install 'kibitz[rocksdb]') or memory (rebuilt from the changelogs whenever partitions are "
+                   "assigned); auto (the default): rocksdb if rocksdict is installed, else memory")
     w.add_argument("--data-dir", type=Path, default=Path(os.environ.get("KIBITZ_DATA_DIR", "kibitz-data")),
                    help="directory of the rocksdb store (default $KIBITZ_DATA_DIR or ./kibitz-data)")
     w.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="at_least_once",
