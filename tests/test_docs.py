@@ -28,4 +28,8 @@ def test_deploy_files_parse_and_give_workers_stable_ids():
     env = {e["name"]: e for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["KIBITZ_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert "secretKeyRef" in env["KIBITZ_KAFKA_SASL_PASSWORD"]["valueFrom"]
+    # the RocksDB store lives on the pod's own volume, where the image's KIBITZ_DATA_DIR points
+    mount = sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]
+    assert mount["mountPath"] == "/var/lib/kibitz" and sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == mount["name"]
+    assert "ENV KIBITZ_DATA_DIR=/var/lib/kibitz" in (root / "Dockerfile").read_text()
     json.loads((root / "grafana" / "kibitz.json").read_text())
