@@ -26,6 +26,9 @@ from .posterior import K_PAWNS, move_probabilities
 DEFAULT_Z_THRESHOLD = 4.75
 #: Fewer moves than this never raise an alert.
 DEFAULT_MIN_MOVES = 40
+#: A player who stays flagged is alerted again only once the z-score has grown by this much since the last alert
+#: (a standing flag re-sent at every game end is noise to the team reading the alerts).
+REALERT_Z_STEP = 1.0
 
 
 @dataclass(frozen=True, slots=True)

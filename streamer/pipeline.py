@@ -24,7 +24,7 @@ import chess
 from analyzers.calibration import Calibration
 from analyzers.engine.analysis import Limits, PositionAnalysis
 from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, UnknownGame
-from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, FairPlayMove, FairPlayStats
+from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, REALERT_Z_STEP, FairPlayMove, FairPlayStats
 from analyzers.gain import GainHistogram, gain
 from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
 from analyzers.perceived import DEFAULT_LEVEL
@@ -264,6 +264,7 @@ class PlayerState:
     finished: list[str] = field(default_factory=list)
     glicko: Glicko2Rating | None = None
     last_game_at: float | None = None
+    alerted_z: float | None = None  # z of the last player-scope fair-play alert
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -271,7 +272,7 @@ class PlayerState:
             "games": {k: v.to_dict() for k, v in self.games.items()},
             "events": {k: v.to_dict() for k, v in self.events.items()},
             "finished": list(self.finished), "glicko": self.glicko.to_dict() if self.glicko else None,
-            "last_game_at": self.last_game_at,
+            "last_game_at": self.last_game_at, "alerted_z": self.alerted_z,
         }
 
     @classmethod
@@ -281,6 +282,7 @@ class PlayerState:
             {k: ScopeStats.from_dict(v) for k, v in d["games"].items()},
             {k: ScopeStats.from_dict(v) for k, v in d["events"].items()},
             list(d["finished"]), Glicko2Rating.from_dict(d["glicko"]) if d["glicko"] else None, d["last_game_at"],
+            d.get("alerted_z"),  # absent in states written before it existed
         )
 
 
@@ -368,14 +370,21 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
     if r.player.rating:
         for scope, stats, games in (("game", game, 1), ("player", state.overall, state.overall.games)):
             stat = stats.fair.flagged(config.z_threshold, config.min_alert_moves)
-            if stat:
-                z = stats.fair.z_match if stat == "match" else stats.fair.z_loss
-                obs, exp = ((stats.fair.matches, stats.fair.expected_matches) if stat == "match"
-                            else (stats.fair.loss, stats.fair.expected_loss))
-                out.append(FairPlayAlert(
-                    player_id=r.player_id, game_id=r.game_id, scope=scope, statistic=stat, z=round(z, 3),
-                    threshold=config.z_threshold, moves=stats.fair.n, observed=round(obs, 3), expected=round(exp, 3),
-                    reference_rating=r.player.rating, games=games,
-                ))
+            if not stat:
+                if scope == "player":
+                    state.alerted_z = None  # back under the threshold: a new flag is news again
+                continue
+            z = stats.fair.z_match if stat == "match" else stats.fair.z_loss
+            if scope == "player":
+                if state.alerted_z is not None and z < state.alerted_z + REALERT_Z_STEP:
+                    continue  # still flagged, and no stronger than when last alerted
+                state.alerted_z = z
+            obs, exp = ((stats.fair.matches, stats.fair.expected_matches) if stat == "match"
+                        else (stats.fair.loss, stats.fair.expected_loss))
+            out.append(FairPlayAlert(
+                player_id=r.player_id, game_id=r.game_id, scope=scope, statistic=stat, z=round(z, 3),
+                threshold=config.z_threshold, moves=stats.fair.n, observed=round(obs, 3), expected=round(exp, 3),
+                reference_rating=r.player.rating, games=games,
+            ))
     state.finished = (state.finished + [r.game_id])[-_REMEMBER_GAMES:]
     return out
