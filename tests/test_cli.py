@@ -77,3 +77,9 @@ def test_pool_on_london_2011_orders_by_standings(shared):
 def test_missing_file_is_a_clear_fatal_error(tmp_path):
     r = kibitz("replay", str(tmp_path / "nope.pgn"), "--no-ui")
     assert r.returncode == 1 and "no such file" in r.stderr
+
+
+def test_the_live_service_refuses_a_gains_only_profile():
+    """deep (one PV) has a calibration for Algorithm 4 only: no posterior, no fair-play reference, so no live use."""
+    r = kibitz("replay", "--profile", "deep", "--no-ui")
+    assert r.returncode == 1 and "gains only" in r.stderr and "--profile fast or standard" in r.stderr
