@@ -122,8 +122,8 @@ class Stage:
         kw = settings.aiokafka_kwargs()
         self.consumer = AIOKafkaConsumer(
             group_id=self.group, enable_auto_commit=False, isolation_level="read_committed",
-            auto_offset_reset="earliest", max_poll_records=cfg.max_records, fetch_max_wait_ms=FETCH_WAIT_MS, fetch_min_bytes=FETCH_MIN_BYTES,
-            consumer_timeout_ms=FETCH_WAIT_MS, **kw)
+            auto_offset_reset="earliest", max_poll_records=cfg.max_records, fetch_max_wait_ms=FETCH_WAIT_MS,
+            fetch_min_bytes=FETCH_MIN_BYTES, consumer_timeout_ms=FETCH_WAIT_MS, **kw)
         self.producer = AIOKafkaProducer(
             transactional_id=f"{settings.app_id}.{cfg.name}.{instance_id}", enable_idempotence=True, acks="all",
             linger_ms=2, transaction_timeout_ms=transaction_timeout_ms, **kw)
@@ -159,9 +159,12 @@ class Stage:
             c.seek(tp, start)
             n = 0
             while await c.position(tp) < end:
-                for rec in (await c.getmany(tp, timeout_ms=500)).get(tp, []):
+                recs = (await c.getmany(tp, timeout_ms=500)).get(tp, [])
+                for rec in recs:
                     state.load(rec.key.decode(), rec.value, self.cfg.codec)
                     n += 1
+                if recs:
+                    state.loaded(recs[-1].offset + 1)  # a RocksDB store writes each fetched batch: bounded memory
             state.loaded(end)
         finally:
             await c.stop()

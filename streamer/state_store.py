@@ -59,7 +59,7 @@ class TrackedState(dict):
             dict.__setitem__(self, key, codec.from_dict(json.loads(raw)))
 
     def loaded(self, next_offset: int) -> None:
-        """A restore read the changelog up to ``next_offset``."""
+        """A restore has read the changelog up to ``next_offset`` (called after each fetched batch, and at the end)."""
 
     def committed(self, written: Iterable[tuple[str, bytes | None]], next_offset: int | None) -> None:
         """A transaction committed ``written`` (key, serialised state or None) to the changelog, ending before
