@@ -106,3 +106,8 @@ class UnratablePool(RatingError):
 
 class CalibrationError(KibitzError):
     """A calibration file that is missing, malformed, or for another engine profile."""
+
+
+# -- runtime ----------------------------------------------------------------------------------------------
+class StateStoreError(KibitzError):
+    """A worker's local state store cannot be used (in use by another process, unreadable, missing library)."""

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from analyzers.calibration import load_calibration
 from analyzers.engine import EnginePool
-from analyzers.errors import CalibrationError, EngineError, KibitzError, UnratablePool
+from analyzers.errors import CalibrationError, EngineError, StateStoreError, UnratablePool
 from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, RatingUpdate, export_json_schemas
 
@@ -243,7 +243,7 @@ def _store(choice: str) -> str:
         import rocksdict  # noqa: F401
     except ImportError:
         if choice == "rocksdb":
-            raise KibitzError("--store rocksdb needs the rocksdict package: pip install 'kibitz[rocksdb]'") from None
+            raise StateStoreError("--store rocksdb needs the rocksdict package: pip install 'kibitz[rocksdb]'") from None
         return "memory"
     return "rocksdb" if choice == "auto" else choice
 
@@ -255,11 +255,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     settings = kafka_settings(args)
     config = build_config(args)
-    try:
-        args.store = _store(args.store)
-    except KibitzError as e:
-        print(f"kibitz: {e}", file=sys.stderr)
-        return EXIT_FATAL
+    args.store = _store(args.store)
     args.instance_id = args.instance_id or os.environ.get("KIBITZ_INSTANCE_ID") or socket.gethostname()
     print(f"kibitz worker ({args.runtime}): broker {settings.broker}, app {settings.app_id}, topics {settings.topics.moves} -> "
           f"{settings.topics.perceived}, profile {config.profile.name}, {args.engines} engines, {args.store} store"
@@ -480,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level)
     try:
         return args.func(args)
-    except (EngineError, CalibrationError) as e:
+    except (EngineError, CalibrationError, StateStoreError) as e:
         print(f"kibitz: {e}", file=sys.stderr)
         return EXIT_FATAL
     except KeyboardInterrupt:

@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from analyzers.errors import StateStoreError
+
 #: The DB key of the changelog offset the DB is caught up to; NUL never occurs in a game or player id.
 OFFSET_KEY = "\x00changelog-offset"
 
@@ -73,12 +75,19 @@ class RocksState(TrackedState):
     """A :class:`TrackedState` over a local RocksDB holding every key's committed state (see the module docstring)."""
 
     def __init__(self, path: str | Path, codec: type, cache_size: int = 10_000) -> None:
-        from rocksdict import Rdict  # optional dependency: pip install 'kibitz[rocksdb]'
+        try:
+            from rocksdict import Rdict  # optional dependency: pip install 'kibitz[rocksdb]'
+        except ImportError:
+            raise StateStoreError("the rocksdb store needs the rocksdict package: pip install 'kibitz[rocksdb]'") from None
 
         super().__init__()
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path, self.codec, self.cache_size = Path(path), codec, cache_size
-        self.db = Rdict(str(path))
+        try:
+            self.db = Rdict(str(path))
+        except Exception as e:  # rocksdict raises a bare Exception; the usual cause is a second worker on the same dir
+            raise StateStoreError(f"cannot open the state store {path} (is another worker running with the same "
+                                  f"--instance-id and --data-dir?): {e}") from e
         self._pending: list[tuple[str, bytes | None]] = []
         self._deleted: set[str] = set()  # popped since the last commit: the DB still has them
 

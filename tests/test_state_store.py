@@ -76,3 +76,12 @@ def test_rocksdb_store_reopens_where_it_was_committed_and_keeps_only_clean_entri
     with pytest.raises(KeyError):
         s.pop("k2")
     s.close()
+
+
+def test_a_store_in_use_is_a_clear_error(tmp_path):
+    from analyzers.errors import StateStoreError
+
+    s = RocksState(tmp_path / "p2", Box)
+    with pytest.raises(StateStoreError, match="same --instance-id"):
+        RocksState(tmp_path / "p2", Box)
+    s.close()
