@@ -1,0 +1,87 @@
+"""CPU cost of kibitz's two streaming steps per record, without Kafka: what a worker spends besides the broker.
+
+    python bench/steps_cost.py [--reps 3]
+
+Replays the 36 London 2011 games (3,502 events, 3,430 moves) through :func:`streamer.steps.game_step` (analyses from
+the cache bench/throughput.py fills, depth 6 multipv 4: run that once first, or the engine is timed too) and their
+3,502 assessments and results through :func:`streamer.steps.player_step`, each game under a new id per repetition.
+Baseline in the same run: parsing the same input records and serialising the same outputs with pydantic, the
+least any step must do. Prints microseconds per record (the best repetition after the first, which warms the
+in-memory cache) and the serialised player state's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from dataclasses import replace
+
+from common import ROOT, SHARED
+
+from analyzers.calibration import load_calibration
+from analyzers.engine import EnginePool
+from analyzers.profiles import get_profile
+from schemas import parse_event, parse_player_event
+from streamer.ingest import read_pgn_games
+from streamer.pipeline import PipelineConfig
+from streamer.state_store import TrackedState
+from streamer.steps import game_step, player_step
+
+CACHE = ROOT / ".cache" / "bench-throughput.sqlite"
+
+
+async def run(reps: int) -> None:
+    games = list(read_pgn_games(SHARED / "pgn/ferreira-2012/london_chess_classic_2011.pgn"))
+    config = PipelineConfig(replace(get_profile("fast"), name="fast*", depth=6, multipv=4), load_calibration("fast"))
+    rows = []
+    async with EnginePool(size=1, cache_path=CACHE) as pool:
+        for rep in range(reps):
+            events = []
+            for g in games:
+                for ev in g.events():
+                    d = json.loads(ev.model_dump_json())
+                    d["game_id"] += f"#{rep}"
+                    events.append((d["game_id"].encode(), json.dumps(d).encode()))
+            games_state, players_state = TrackedState(), TrackedState()
+            t0 = time.perf_counter()
+            outs = []
+            for key, raw in events:
+                outs += await game_step(games_state, pool, config, key, raw, "bench")
+            t1 = time.perf_counter()
+            records = [(k.encode(), m.model_dump_json().encode()) for _, k, m in outs]
+            t2 = time.perf_counter()
+            published = []
+            for key, raw in records:
+                published += player_step(players_state, config, key, raw, "bench")
+            t3 = time.perf_counter()
+            for _, raw in events:  # baseline: parse what the steps parse, serialise what they publish
+                parse_event(raw)
+            for _, raw in records:
+                parse_player_event(raw)
+            for _, _, m in published:
+                m.model_dump_json()
+            t4 = time.perf_counter()
+            size = sum(len(json.dumps(s.to_dict(), separators=(",", ":"))) for s in players_state.values()) / len(players_state)
+            rows.append(((t1 - t0) / len(events), (t3 - t2) / len(records), (t4 - t3) / (len(events) + len(records)),
+                         len(events), len(records), size))
+    best = min(rows[1:] or rows, key=lambda r: r[0] + r[1])
+    g, p, base, n_ev, n_rec, size = best
+    print(f"steps_cost: 36 London 2011 games, {n_ev} events -> {n_rec} assessments/results; analyses from {CACHE.name}; "
+          f"best of {max(1, reps - 1)} warm repetitions")
+    print(f"  game step (moves -> assessments):          {g * 1e6:6.0f} us/record")
+    print(f"  player step (assessments -> ratings):       {p * 1e6:6.0f} us/record")
+    print(f"  baseline, pydantic parse + serialise only:  {base * 1e6:6.0f} us/record (steps / baseline "
+          f"{(g + p) / 2 / base:.1f}x)")
+    print(f"  player state, serialised: {size / 1000:.1f} KB per player")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=3)
+    asyncio.run(run(ap.parse_args().reps))
+
+
+if __name__ == "__main__":
+    main()
