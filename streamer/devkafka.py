@@ -67,6 +67,12 @@ class WorkerProcess:
             cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
+    def check(self) -> None:
+        """Raise if the worker has exited: a test waiting for its output then fails at once, with the log's tail."""
+        if self.proc.poll() is not None:
+            tail = Path(self.log.name).read_text()[-2000:] if hasattr(self.log, "name") else ""
+            raise RuntimeError(f"worker exited with code {self.proc.returncode}:\n{tail}")
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, sig)
@@ -90,10 +96,12 @@ async def produce(broker: str, topic: str, records: list[tuple[bytes | None, byt
         await p.stop()
 
 
-async def consume_until(broker: str, topics: list[str], done, timeout: float = 240.0) -> dict[str, list[bytes]]:
+async def consume_until(broker: str, topics: list[str], done, timeout: float = 240.0,
+                        workers: list[WorkerProcess] = ()) -> dict[str, list[bytes]]:
     """Read committed records of ``topics`` from the beginning until ``done(records)`` or ``timeout`` seconds.
 
     After ``done`` first holds, keeps reading 3 more seconds so that extra (duplicate) records would be seen.
+    ``workers`` must stay alive meanwhile (:meth:`WorkerProcess.check`).
     """
     from aiokafka import AIOKafkaConsumer
 
@@ -105,6 +113,8 @@ async def consume_until(broker: str, topics: list[str], done, timeout: float = 2
     settle_until = None
     try:
         while time.monotonic() < deadline:
+            for w in workers:
+                w.check()
             batch = await c.getmany(timeout_ms=500)
             for tp, recs in batch.items():
                 out[tp.topic].extend(r.value for r in recs)

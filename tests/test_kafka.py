@@ -49,7 +49,7 @@ def embedded_outputs(pgn: Path, tmp_path: Path):
 def worker_beside_embedded(broker: str, pgn: Path, tmp_path: Path, runtime: str = "transactional"):
     """A real worker on fresh topics, and the embedded runtime on the same PGN and limits running beside it.
 
-    Yields (topics, embedded process, its output file); the worker is stopped on exit.
+    Yields (topics, embedded process, its output file, the worker processes); the workers are stopped on exit.
     """
     prefix = fresh_prefix()
     args = [*LIMITS, "--engines", "1", "--runtime", runtime.removesuffix("-split")]
@@ -59,7 +59,7 @@ def worker_beside_embedded(broker: str, pgn: Path, tmp_path: Path, runtime: str 
         workers = [WorkerProcess(broker, prefix, *args)]
     emb, emb_out = embedded_outputs(pgn, tmp_path)
     try:
-        yield Topics(prefix=prefix), emb, emb_out
+        yield Topics(prefix=prefix), emb, emb_out, workers
     finally:
         for w in workers:
             w.stop()
@@ -77,7 +77,7 @@ def test_london_2011_end_to_end_matches_the_embedded_runtime(broker, shared, tmp
     pgn = shared / "data/pgn/ferreira-2012/london_chess_classic_2011.pgn"
     games = list(read_pgn_games(pgn))
     plies = sum(len(g.moves) for g in games)
-    with worker_beside_embedded(broker, pgn, tmp_path) as (t, emb, emb_out):
+    with worker_beside_embedded(broker, pgn, tmp_path) as (t, emb, emb_out, workers):
         r = cli("produce", str(pgn), "--max-speed", "--broker", broker, "--topic-prefix", t.prefix)
         assert r.returncode == 0, r.stderr
 
@@ -85,7 +85,8 @@ def test_london_2011_end_to_end_matches_the_embedded_runtime(broker, shared, tmp
             game_scope = sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
             return game_scope >= plies and len(o[t.glicko2]) >= 2 * len(games)
 
-        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420))
+        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420,
+                                        workers=workers))
     assert emb.wait(420) == 0, emb.stderr.read()
     # Game-scope ratings equal the embedded runtime's rating for rating. Event and player scopes and the Glicko-2
     # chain aggregate over a player's games in the order they are processed; at --max-speed a player's 8 games run
@@ -134,14 +135,14 @@ def test_garbage_is_dead_lettered_and_no_valid_message_is_lost(broker, tmp_path,
     assert 0.03 < n_bad / len(records) < 0.08 and all(bad.values())
     games = list(read_pgn_games(DEMO_PGN))
     plies = sum(len(g.moves) for g in games)
-    with worker_beside_embedded(broker, DEMO_PGN, tmp_path, runtime) as (t, emb, emb_out):
+    with worker_beside_embedded(broker, DEMO_PGN, tmp_path, runtime) as (t, emb, emb_out, workers):
         asyncio.run(produce(broker, t.moves, records))
 
         def done(o):
             return (sum(1 for x in o[t.perceived] if b'"scope":"game"' in x) >= plies
                     and len(o[t.glicko2]) >= 2 * len(games) and len(o[t.deadletter]) >= n_bad)
 
-        out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter], done, timeout=300))
+        out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter], done, timeout=300, workers=workers))
     assert emb.wait(300) == 0
     dead = [json.loads(x) for x in out[t.deadletter]]
     reasons = {k: sum(1 for d in dead if d["reason"] == k) for k in bad}
@@ -217,7 +218,8 @@ def london_run(broker, shared, tmp_path, workers, kill_at: float, store: tuple[s
         def game_scope(o):
             return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
 
-        asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= kill_at * plies, timeout=300))
+        asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= kill_at * plies, timeout=300,
+                                  workers=procs))
         killed_at = time.time()
         procs[0].stop(signal.SIGKILL)
         if len(workers) == 1:
@@ -226,7 +228,8 @@ def london_run(broker, shared, tmp_path, workers, kill_at: float, store: tuple[s
         def done(o):
             return game_scope(o) >= plies and len(o[t.glicko2]) >= 2 * len(games)
 
-        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420))
+        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420,
+                                        workers=procs[1:]))  # the first was killed
         assert game_scope(out) >= plies, f"only {game_scope(out)} of {plies} plies rated"
     finally:
         for p in procs:
