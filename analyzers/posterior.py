@@ -75,7 +75,7 @@ def _move_loglik(grid: np.ndarray, deltas: np.ndarray, played: int, k: float) ->
     """
     logd = np.log(deltas + k)                      # one log per candidate, not per grid point
     d = logd - logd.min()
-    s = np.exp(np.multiply.outer(grid, -d)).sum(axis=1)
+    s = np.exp(np.multiply.outer(grid, -d)).sum(axis=-1)  # grid may be a stack of grids (one row per posterior)
     return -grid * d[played] - np.log(s)
 
 
@@ -110,34 +110,22 @@ class SkillPosterior:
 
         A position with a single candidate carries no information and is ignored (n is not counted).
         """
-        v = np.asarray(values, dtype=float)
-        if not 0 <= played_index < v.size:
-            raise IndexError(f"played_index {played_index} outside {v.size} candidates")
-        if v.size < 2:
-            return
-        self.logp += _move_loglik(self.grid, v.max() - v, played_index, self.k)
-        self.n += 1
-        self._moments = None
-        if self.n < 2 * ADAPT_EVERY or self.n % ADAPT_EVERY == 0:
-            self._adapt()
+        SkillPosterior.update_all((self,), values, played_index)
 
     @staticmethod
     def update_all(posteriors: Sequence[SkillPosterior], values: Sequence[float], played_index: int) -> None:
         """:meth:`update` of several posteriors (a player's game, event and overall scopes) with one move, in one
         numpy pass over their stacked grids; the same numbers as updating each in turn."""
-        if len(posteriors) == 1 or len({p.k for p in posteriors}) > 1 or len({p.grid.size for p in posteriors}) > 1:
+        if len({(p.k, p.grid.size) for p in posteriors}) > 1:  # stacking needs one k and one grid size
             for p in posteriors:
                 p.update(values, played_index)
             return
         v = np.asarray(values, dtype=float)
         if not 0 <= played_index < v.size:
             raise IndexError(f"played_index {played_index} outside {v.size} candidates")
-        if v.size < 2:
+        if v.size < 2 or not posteriors:
             return
-        logd = np.log(v.max() - v + posteriors[0].k)
-        d = logd - logd.min()
-        grids = np.stack([p.grid for p in posteriors])
-        loglik = -grids * d[played_index] - np.log(np.exp(grids[:, :, None] * -d).sum(axis=2))
+        loglik = _move_loglik(np.stack([p.grid for p in posteriors]), v.max() - v, played_index, posteriors[0].k)
         for p, ll in zip(posteriors, loglik):
             p.logp += ll
             p.n += 1
@@ -149,9 +137,7 @@ class SkillPosterior:
         self.logp -= self.logp.max()               # keep it bounded; normalisation is implicit
         p = self.probabilities()
         step = self.grid[1] - self.grid[0]
-        mean = float(p @ self.grid)
-        sd = math.sqrt(max(float(p @ (self.grid - mean) ** 2), 0.0))
-        self._moments = (mean, sd)
+        mean, sd = self._moments = self._mean_sd(p)
         tenth = max(1, self.grid.size // 10)
         lo_soft = self.grid[0] > self.c_min + 1e-12
         hi_soft = self.grid[-1] < self.c_max - 1e-12
@@ -183,12 +169,14 @@ class SkillPosterior:
         p = np.exp(self.logp - self.logp.max())
         return p / p.sum()
 
+    def _mean_sd(self, p: np.ndarray) -> tuple[float, float]:
+        m = float(p @ self.grid)
+        return m, math.sqrt(max(float(p @ (self.grid - m) ** 2), 0.0))
+
     def moments(self) -> tuple[float, float]:
         """(mean, sd) of c, computed once per change of the density."""
         if self._moments is None:
-            p = self.probabilities()
-            m = float(p @ self.grid)
-            self._moments = (m, math.sqrt(max(float(p @ (self.grid - m) ** 2), 0.0)))
+            self._moments = self._mean_sd(self.probabilities())
         return self._moments
 
     @property
@@ -209,8 +197,7 @@ class SkillPosterior:
     def summary(self, level: float = DEFAULT_LEVEL) -> tuple[float, float, float, float]:
         """(mean, sd, low, high) in one pass over the grid."""
         p = self.probabilities()
-        m = float(p @ self.grid)
-        sd = math.sqrt(max(float(p @ (self.grid - m) ** 2), 0.0))
+        m, sd = self._mean_sd(p)
         cdf = np.cumsum(p)
         tail = (1.0 - level) / 2.0
         return m, sd, float(np.interp(tail, cdf, self.grid)), float(np.interp(1.0 - tail, cdf, self.grid))

@@ -15,7 +15,7 @@ ignored by the player step, so a redelivered event changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,19 +231,9 @@ class ScopeStats:
     last_ply: int = -1
     games: int = 0
 
-    def add(self, a: MoveAssessment, c_ref: float | None, choice: tuple[list[float], int] | None = None,
-            fair: FairPlayMove | None = None, *, posterior: bool = True) -> None:
-        """Count one move. ``choice`` (:func:`move_choice` of it) and ``fair`` (its fair-play terms at ``c_ref``) are
-        passed in when several scopes share the move, so they are computed once; ``posterior=False`` when the caller
-        has already updated the posterior (:meth:`SkillPosterior.update_all`)."""
-        self.hist.add(a.gain)
-        if a.counted:
-            values, idx = choice or move_choice(a)
-            if posterior:
-                self.post.update(values, idx)
-            if c_ref is not None:
-                self.fair.add(fair or FairPlayMove.of(values, idx, c_ref))
-        self.last_ply = a.ply
+    def add(self, a: MoveAssessment, c_ref: float | None) -> None:
+        """Count one move (see :func:`count_move`, which counts it in several scopes at once)."""
+        count_move((self,), a, c_ref)
 
     def to_dict(self) -> dict[str, Any]:
         return {"hist": self.hist.to_dict(), "post": self.post.to_dict(), "fair": self.fair.to_dict(),
@@ -253,6 +243,29 @@ class ScopeStats:
     def from_dict(cls, d: dict[str, Any]) -> ScopeStats:
         return cls(GainHistogram.from_dict(d["hist"]), SkillPosterior.from_dict(d["post"]),
                    FairPlayStats.from_dict(d["fair"]), d["last_ply"], d["games"])
+
+
+def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | None) -> None:
+    """Count one move in each of a player's scopes (game, event, overall). What the scopes share is computed once:
+    the candidates, the fair-play terms at ``c_ref`` (None: no fair-play statistics), and the posteriors' update, in
+    one numpy pass over their stacked grids."""
+    fair = None
+    if a.counted:
+        values, idx = move_choice(a)
+        SkillPosterior.update_all([s.post for s in scopes], values, idx)
+        fair = FairPlayMove.of(values, idx, c_ref) if c_ref is not None else None
+    for s in scopes:
+        s.hist.add(a.gain)
+        s.fair.add(fair)  # None (not counted, no reference c, or a forced move) adds nothing
+        s.last_ply = a.ply
+
+
+def _scope(scopes: dict[str, ScopeStats], key: str) -> ScopeStats:
+    """The scope under ``key``, created if missing (``setdefault`` would build a throwaway one on every call)."""
+    found = scopes.get(key)
+    if found is None:
+        found = scopes[key] = ScopeStats()
+    return found
 
 
 @dataclass
@@ -320,20 +333,12 @@ def apply_player_event(
 
 
 def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating]:
-    game = state.games.get(a.game_id) or state.games.setdefault(a.game_id, ScopeStats())  # no throwaway ScopeStats
+    game = _scope(state.games, a.game_id)
     if a.ply <= game.last_ply:
         return []  # duplicate (game_id, ply): already counted
     cal = config.calibration
     c_ref = cal.c_from_elo(a.reference_rating) if a.reference_rating and cal is not None and cal.has_c_map else None
-    choice = move_choice(a) if a.counted else None  # shared by the three scopes
-    fair = FairPlayMove.of(*choice, c_ref) if choice is not None and c_ref is not None else None
-    scopes = [game, state.overall]
-    if a.event:
-        scopes.append(state.events.get(a.event) or state.events.setdefault(a.event, ScopeStats()))
-    if choice is not None:  # the posteriors of all scopes in one numpy pass
-        SkillPosterior.update_all([s.post for s in scopes], *choice)
-    for scope in scopes:
-        scope.add(a, c_ref, choice, fair, posterior=False)
+    count_move([game, state.overall] + ([_scope(state.events, a.event)] if a.event else []), a, c_ref)
     out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config)
     return [out] if out else []
 
@@ -361,7 +366,7 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
     state.overall.games += 1
     ply = max(game.last_ply, 0)
     if r.event:
-        ev_stats = state.events.setdefault(r.event, ScopeStats())
+        ev_stats = _scope(state.events, r.event)
         ev_stats.games += 1
         pr = perceived(ev_stats, player_id=r.player_id, scope="event", scope_id=r.event, game_id=r.game_id, ply=ply, config=config)
         out += [pr] if pr else []
