@@ -31,6 +31,12 @@ class EngineProfile:
         self.limits  # noqa: B018 - Limits validates (exactly one of depth or nodes, multipv >= 1)
 
     @property
+    def gains_only(self) -> bool:
+        """One principal variation: no position has the two candidates the posterior over c needs, so the profile
+        rates by gain histograms (Algorithm 4) alone and its calibration has no c map."""
+        return self.multipv == 1
+
+    @property
     def limits(self) -> Limits:
         """The search limits of this profile; ``limits.key`` is their short form in cache keys and messages."""
         return Limits(depth=self.depth, nodes=self.nodes, multipv=self.multipv)

@@ -15,16 +15,16 @@ Printed, all on the sampled held-out games:
    skill; never used by kibitz).
 2. The same per player-event (players with 5+ games in the event in the sample; all their moves in the event).
 3. Error as a function of counted moves seen (10 ... 160), across a player's games in the event.
-
-A gains-only profile (``deep``: one PV, so no move is counted for the posterior) has no posterior and no combination
-rows; its tables by family, by moves seen (all moves, the histogram's count) and its outcome predictions use
-Algorithm 4's rating instead.
 4. Outcome log-likelihood, (1/T) sum ln(1 - |s_t - p_t|) (REFERENCES.md s. 6), of each game's result predicted
    from the players' ratings before the game: 50:50, Glicko-2 from the earlier results in the sample (the platform
    settings of analyzers.glicko2), perceived ratings from the earlier moves in the sample (posterior), and the
    FIDE ratings as an outside reference. A player not seen yet is, for both Glicko-2 and perceived ratings, the
    rated-dev population: its mean rating, with its sd as the uncertainty (fair to both, and dev data only). Rows by
    how many earlier games the less-known player has.
+
+A gains-only profile (``deep``: one PV, so no move is counted for the posterior) has no posterior and no combination
+rows; its tables by family, by moves seen (all moves, the histogram's count) and its outcome predictions use
+Algorithm 4's rating instead.
 
 ``--plots`` writes docs/img/accuracy-<profile>-scatter.png and -moves.png (needs matplotlib: pip install -e '.[bench]').
 Analyses are cached in .cache/analysis.sqlite, so a rerun does no engine work; the engine seconds printed are for

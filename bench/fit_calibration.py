@@ -82,7 +82,7 @@ def main() -> None:
             for a in ms:
                 s.add(a, None)
             stats_by[key] = s
-    gains_only = profile.multipv == 1  # one PV: no move is counted for the posterior (streamer.pipeline.assess_move)
+    gains_only = profile.gains_only
     keys = [k for k, s in stats_by.items() if (s.hist.count if gains_only else s.post.n) >= MIN_COUNTED]
     y = np.array([elo[k] for k in keys])
     hists = {k: stats_by[k].hist for k in keys if 0 < stats_by[k].hist.score_vs_engine() < 1}

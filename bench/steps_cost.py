@@ -18,7 +18,8 @@ import json
 import time
 from dataclasses import replace
 
-from common import ROOT, SHARED
+from common import SHARED
+from throughput import CACHE, events_of
 
 from analyzers.calibration import load_calibration
 from analyzers.engine import EnginePool
@@ -29,8 +30,6 @@ from streamer.pipeline import PipelineConfig
 from streamer.state_store import TrackedState
 from streamer.steps import game_step, player_step
 
-CACHE = ROOT / ".cache" / "bench-throughput.sqlite"
-
 
 async def run(reps: int) -> None:
     games = list(read_pgn_games(SHARED / "pgn/ferreira-2012/london_chess_classic_2011.pgn"))
@@ -38,12 +37,7 @@ async def run(reps: int) -> None:
     rows = []
     async with EnginePool(size=1, cache_path=CACHE) as pool:
         for rep in range(reps):
-            events = []
-            for g in games:
-                for ev in g.events():
-                    d = json.loads(ev.model_dump_json())
-                    d["game_id"] += f"#{rep}"
-                    events.append((d["game_id"].encode(), json.dumps(d).encode()))
+            events = [(e["game_id"].encode(), json.dumps(e).encode()) for e in events_of(games, f"#{rep}")]
             games_state, players_state = TrackedState(), TrackedState()
             t0 = time.perf_counter()
             outs = []

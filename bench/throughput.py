@@ -27,7 +27,7 @@ import time
 import numpy as np
 from common import ROOT, SHARED
 
-from streamer.devkafka import Broker, WorkerProcess, fresh_prefix
+from streamer.devkafka import Broker, fresh_prefix, start_workers
 from streamer.ingest import read_pgn_games
 from streamer.kafka_config import Topics
 
@@ -134,10 +134,7 @@ def main() -> None:
     topics = Topics(prefix=prefix)
     common = [*LIMITS, "--engines", "1", "--cache", str(CACHE), "--runtime", args.runtime, "--store", args.store,
               "--data-dir", str(ROOT / ".cache" / "bench-state")]
-    if args.split:
-        workers = [WorkerProcess(address, prefix, *common, "--stages", s) for s in ("analyse", "rate")]
-    else:
-        workers = [WorkerProcess(address, prefix, *common)]
+    workers = start_workers(address, prefix, *common, split=args.split)
     try:
         # warm-up: one game under its own id, so startup and the first rebalance are not timed
         asyncio.run(run_phase(address, topics, events_of(games[:1], "#warm"), None, timeout=180))

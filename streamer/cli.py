@@ -257,18 +257,20 @@ def _worker(args: argparse.Namespace) -> int:
     config = build_config(args)
     args.store = _store(args.store)
     args.instance_id = args.instance_id or os.environ.get("KIBITZ_INSTANCE_ID") or socket.gethostname()
+    # one directory per worker (two workers of one app on one host must not share a RocksDB), for either runtime
+    worker_dir = args.data_dir / settings.app_id.strip(".") / args.instance_id
     print(f"kibitz worker ({args.runtime}): broker {settings.broker}, app {settings.app_id}, topics {settings.topics.moves} -> "
           f"{settings.topics.perceived}, profile {config.profile.name}, {args.engines} engines, {args.store} store"
-          + (f" in {args.data_dir}" if args.store == "rocksdb" else ""), file=sys.stderr, flush=True)
+          + (f" in {worker_dir}" if args.store == "rocksdb" else ""), file=sys.stderr, flush=True)
     if args.runtime == "transactional":
-        return _transactional_worker(args, settings, config)
+        return _transactional_worker(args, settings, config, worker_dir if args.store == "rocksdb" else None)
     from faust.worker import Worker
 
     from .kafka_app import create_app
 
     asyncio.run(ensure_topics(settings))
     app = create_app(settings, config, engines=args.engines, engine=args.engine, cache_path=args.cache, store=args.store,
-                     guarantee=args.guarantee, data_dir=args.data_dir / args.instance_id)
+                     guarantee=args.guarantee, data_dir=worker_dir)
     if args.metrics_port:
         app.kibitz_metrics.serve(args.metrics_port)
     worker = Worker(app, loglevel=args.log_level.lower(), quiet=True, redirect_stdouts=False)
@@ -276,12 +278,10 @@ def _worker(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _transactional_worker(args: argparse.Namespace, settings, config) -> int:  # noqa: ANN001
+def _transactional_worker(args: argparse.Namespace, settings, config, store_dir: Path | None) -> int:  # noqa: ANN001
     import signal
 
     from .kafka_eos import run_worker
-
-    instance = args.instance_id
 
     async def main() -> None:
         task = asyncio.current_task()
@@ -289,11 +289,11 @@ def _transactional_worker(args: argparse.Namespace, settings, config) -> int:  #
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         with contextlib.suppress(asyncio.CancelledError):
-            await run_worker(settings, config, instance_id=instance, engines=args.engines, engine=args.engine,
+            await run_worker(settings, config, instance_id=args.instance_id, engines=args.engines, engine=args.engine,
                              cache_path=args.cache, metrics_port=args.metrics_port,
                              transaction_timeout_ms=int(args.transaction_timeout * 1000),
                              stages=[x.strip() for x in args.stages.split(",") if x.strip()],
-                             store_dir=args.data_dir if args.store == "rocksdb" else None)
+                             store_dir=store_dir)
 
     asyncio.run(main())
     return EXIT_OK

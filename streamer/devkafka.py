@@ -83,6 +83,13 @@ class WorkerProcess:
                 self.proc.wait(10)
 
 
+def start_workers(broker: str, prefix: str, *extra: str, split: bool = False) -> list[WorkerProcess]:
+    """One worker process, or with ``split`` two: the analyse and the rate stage each in its own process."""
+    if split:
+        return [WorkerProcess(broker, prefix, *extra, "--stages", stage) for stage in ("analyse", "rate")]
+    return [WorkerProcess(broker, prefix, *extra)]
+
+
 async def produce(broker: str, topic: str, records: list[tuple[bytes | None, bytes]]) -> None:
     from aiokafka import AIOKafkaProducer
 

@@ -68,7 +68,7 @@ def create_app(
         processing_guarantee=guarantee, store="rocksdb://" if store == "rocksdb" else "memory://",
         topic_partitions=settings.partitions, web_enabled=False, producer_acks=-1,
         consumer_auto_offset_reset="earliest", autodiscover=False, table_cleanup_interval=3600.0,
-        **({"datadir": str(data_dir / settings.app_id.strip("."))} if data_dir else {}),
+        **({"datadir": str(data_dir)} if data_dir else {}),
     )
     t = settings.topics
     moves_topic = app.topic(t.moves, **RAW)

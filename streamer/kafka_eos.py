@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import shutil
 import time
@@ -48,7 +47,7 @@ from analyzers.engine import EnginePool
 from .kafka_config import KafkaSettings
 from .metrics import Metrics
 from .pipeline import GameState, PipelineConfig, PlayerState
-from .state_store import RocksState, TrackedState
+from .state_store import RocksState, TrackedState, encode
 from .steps import Output, game_step, guarded, player_step
 
 log = logging.getLogger("kibitz.eos")
@@ -129,7 +128,6 @@ class Stage:
             linger_ms=2, transaction_timeout_ms=transaction_timeout_ms, **kw)
         self.lock = asyncio.Lock()
         self.generation = 0  # bumped by every rebalance callback
-        _retry_concurrent_transactions_sooner()
 
     def _open(self, partition: int, *, fresh: bool = False) -> TrackedState:
         if self.store_dir is None:
@@ -266,7 +264,7 @@ class Stage:
             changelog: dict[int, list[asyncio.Future]] = {}
             for partition, state in self.cfg.state.items():
                 for key, value in state.changes():
-                    v = None if value is None else json.dumps(value.to_dict(), separators=(",", ":")).encode()
+                    v = encode(value)
                     written.setdefault(partition, []).append((key, v))
                     fut = await self.producer.send(self.cfg.changelog, v, key=key.encode(), partition=partition)
                     changelog.setdefault(partition, []).append(fut)
@@ -322,7 +320,8 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
                      transaction_timeout_ms: int = 30000, stages: Sequence[str] = STAGES,
                      store_dir: Path | None = None) -> None:
     """Run the stages (both by default; one per process puts each on its own core) until cancelled. With
-    ``store_dir``, state is in RocksDB under ``store_dir/<app id>/<instance id>/<stage>/`` (see streamer.state_store)."""
+    ``store_dir`` (this worker's own directory), state is in RocksDB under ``store_dir/<stage>/`` (streamer.state_store)."""
+    _retry_concurrent_transactions_sooner()
     await ensure_topics(settings)
     t = settings.topics
     async with contextlib.AsyncExitStack() as stack:
@@ -347,7 +346,7 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
         if unknown or not stages:
             raise ValueError(f"stages must be among {', '.join(STAGES)}; got {', '.join(stages) or 'none'}")
         runners = [Stage(settings, configs[name], instance_id, metrics, transaction_timeout_ms=transaction_timeout_ms,
-                         store_dir=store_dir / settings.app_id.strip(".") / instance_id / name if store_dir else None)
+                         store_dir=store_dir / name if store_dir else None)
                    for name in STAGES if name in stages]
         tasks = [asyncio.create_task(s.run(), name=s.cfg.name) for s in runners]
         try:

@@ -30,6 +30,16 @@ from analyzers.errors import StateStoreError
 OFFSET_KEY = "\x00changelog-offset"
 
 
+def encode(value: Any) -> bytes | None:
+    """A state object as changelog and DB bytes (compact JSON of its ``to_dict()``); None (deleted) stays None."""
+    return None if value is None else json.dumps(value.to_dict(), separators=(",", ":")).encode()
+
+
+def decode(raw: bytes, codec: type) -> Any:
+    """The inverse of :func:`encode`, for the state class ``codec``."""
+    return codec.from_dict(json.loads(raw))
+
+
 class TrackedState(dict):
     """One partition's state by key, in memory, remembering which keys changed since the last commit."""
 
@@ -58,7 +68,7 @@ class TrackedState(dict):
         if raw is None:
             dict.pop(self, key, None)
         else:
-            dict.__setitem__(self, key, codec.from_dict(json.loads(raw)))
+            dict.__setitem__(self, key, decode(raw, codec))
 
     def loaded(self, next_offset: int) -> None:
         """A restore has read the changelog up to ``next_offset`` (called after each fetched batch, and at the end)."""
@@ -103,7 +113,7 @@ class RocksState(TrackedState):
         raw = self.db.get(key)
         if raw is None:
             return default
-        value = self.codec.from_dict(json.loads(raw))
+        value = decode(raw, self.codec)
         dict.__setitem__(self, key, value)  # in use now: kept live until evicted after a commit
         return value
 
@@ -113,7 +123,7 @@ class RocksState(TrackedState):
         super().__setitem__(key, value)
 
     def pop(self, key: str, *default: Any) -> Any:
-        value = self.get(key, *default) if default else self.get(key)
+        value = self.get(key, *default)
         if value is None and not default:
             raise KeyError(key)
         self.dirty.add(key)

@@ -18,7 +18,7 @@ import pytest
 
 from streamer.ingest import DEMO_PGN, read_pgn_games
 from streamer.kafka_config import Topics
-from streamer.devkafka import ROOT, Broker, WorkerProcess, consume_until, fresh_prefix, produce
+from streamer.devkafka import ROOT, Broker, WorkerProcess, consume_until, fresh_prefix, produce, start_workers
 
 pytestmark = pytest.mark.kafka
 LIMITS = ["--depth", "6", "--multipv", "4"]
@@ -53,10 +53,7 @@ def worker_beside_embedded(broker: str, pgn: Path, tmp_path: Path, runtime: str 
     """
     prefix = fresh_prefix()
     args = [*LIMITS, "--engines", "1", "--runtime", runtime.removesuffix("-split")]
-    if runtime.endswith("-split"):  # each stage in its own process
-        workers = [WorkerProcess(broker, prefix, *args, "--stages", stage) for stage in ("analyse", "rate")]
-    else:
-        workers = [WorkerProcess(broker, prefix, *args)]
+    workers = start_workers(broker, prefix, *args, split=runtime.endswith("-split"))
     emb, emb_out = embedded_outputs(pgn, tmp_path)
     try:
         yield Topics(prefix=prefix), emb, emb_out, workers
