@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import random
 import sys
 from pathlib import Path
@@ -10,8 +12,26 @@ import chess
 import chess.pgn
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "data"
+#: Where the large validation sets are looked for by default: $KIBITZ_DATA, else ../shared/data beside the checkout.
+DEFAULT_DATA = Path(os.environ.get("KIBITZ_DATA") or ROOT.parent / "shared" / "data")
+SHARED = DEFAULT_DATA
 sys.path.insert(0, str(ROOT))
+
+
+def add_data_argument(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA,
+                    help=f"folder of the validation sets (default $KIBITZ_DATA or {DEFAULT_DATA})")
+
+
+def data_dir(args: argparse.Namespace, *needed: str) -> Path:
+    """The ``--data`` folder, after checking it holds ``needed`` (sub-paths); exits with one line saying what is
+    missing and where it was expected."""
+    data = Path(args.data)
+    missing = [n for n in needed if not (data / n).exists()]
+    if missing:
+        raise SystemExit(f"validation data missing: {', '.join(missing)} not found under {data} "
+                         "(pass --data DIR or set KIBITZ_DATA)")
+    return data
 
 
 def sample_positions(n: int, *, folder: str = "pgn/rated-dev", seed: int = 1, min_ply: int = 20, max_ply: int = 70) -> list[chess.Board]:
