@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from common import ROOT, SHARED, follow_player_events
+from common import ROOT, add_data_argument, data_dir, follow_player_events
 
 from analyzers.calibration import Calibration, load_calibration
 from analyzers.concordance import kendall_tau_a
@@ -250,12 +250,14 @@ def main() -> None:
     ap.add_argument("--plots", action="store_true", help="write the two PNGs into docs/img")
     ap.add_argument("--warm", action="store_true", help="only fill the analysis cache (no calibration needed); an "
                     "interrupted run keeps every finished search")
+    add_data_argument(ap)
     args = ap.parse_args()
+    data = data_dir(args, f"pgn/{SPLITS[args.split]}", "pgn/rated-dev")
     profile = get_profile(args.profile)
     cal = None if args.warm else load_calibration(profile.name)
     config = PipelineConfig(profile, cal)
     sampler = sample_player_events if args.sample == "events" else sample_rated_games
-    games = sampler(SHARED / "pgn" / SPLITS[args.split], args.games, seed=args.seed)
+    games = sampler(data / "pgn" / SPLITS[args.split], args.games, seed=args.seed)
     t = time.time()
 
     async def run():
@@ -298,7 +300,7 @@ def main() -> None:
             cover = np.mean([e.low <= t <= e.high for e, t in pts])
             print(f"| {k} | {len(pts)} | {np.mean(np.abs(err)):.0f} | {np.mean(err):+.0f} | {cover:.1%} | "
                   f"{np.mean([e.half_width for e, _ in pts]):.0f} |")
-    prior = population_prior(SHARED / "pgn" / "rated-dev")
+    prior = population_prior(data / "pgn" / "rated-dev")
     ll = outcome_loglik(games, results, cal, prior)
     print(f"\nNewcomers (not seen yet in the sample) start as the rated-dev population: {prior[0]:.0f} +/- {prior[1]:.0f}")
     names = list(next(iter(ll.values())))

@@ -14,7 +14,6 @@ import chess.pgn
 ROOT = Path(__file__).resolve().parent.parent
 #: Where the large validation sets are looked for by default: $KIBITZ_DATA, else ../shared/data beside the checkout.
 DEFAULT_DATA = Path(os.environ.get("KIBITZ_DATA") or ROOT.parent / "shared" / "data")
-SHARED = DEFAULT_DATA
 sys.path.insert(0, str(ROOT))
 
 
@@ -34,10 +33,10 @@ def data_dir(args: argparse.Namespace, *needed: str) -> Path:
     return data
 
 
-def sample_positions(n: int, *, folder: str = "pgn/rated-dev", seed: int = 1, min_ply: int = 20, max_ply: int = 70) -> list[chess.Board]:
-    """``n`` distinct middlegame positions (plies ``min_ply``..``max_ply``) from real games, seeded."""
+def sample_positions(n: int, data: Path, *, folder: str = "pgn/rated-dev", seed: int = 1, min_ply: int = 20, max_ply: int = 70) -> list[chess.Board]:
+    """``n`` distinct middlegame positions (plies ``min_ply``..``max_ply``) from real games under ``data``, seeded."""
     rng = random.Random(seed)
-    files = sorted((SHARED / folder).glob("*.pgn"))
+    files = sorted((data / folder).glob("*.pgn"))
     seen: set[str] = set()
     out: list[chess.Board] = []
     while len(out) < n:

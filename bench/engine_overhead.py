@@ -16,7 +16,7 @@ import platform
 import time
 
 import chess.engine
-from common import sample_positions
+from common import add_data_argument, data_dir, sample_positions
 
 from analyzers.engine import EnginePool, Limits
 from analyzers.engine.pool import DEFAULT_OPTIONS, find_engine
@@ -45,10 +45,11 @@ def main() -> None:
     ap.add_argument("--positions", type=int, default=200)
     ap.add_argument("--depth", type=int, default=10)
     ap.add_argument("--multipv", type=int, default=10)
+    add_data_argument(ap)
     args = ap.parse_args()
     command = find_engine()
     limits = Limits(depth=args.depth, multipv=args.multipv)
-    boards = sample_positions(args.positions)
+    boards = sample_positions(args.positions, data_dir(args, "pgn/rated-dev"))
     print(f"engine_overhead: {len(boards)} middlegame positions from rated-dev, limits {limits.key}, {command}, {platform.node()}")
     a = raw(boards, limits, command)
     b = asyncio.run(pooled(boards, limits, command, 1))

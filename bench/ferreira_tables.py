@@ -25,7 +25,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
-from common import ROOT, SHARED
+from common import ROOT, add_data_argument, data_dir
 
 from analyzers.engine import EnginePool
 from analyzers.gain import GainHistogram, expected_score, rating_difference
@@ -35,7 +35,6 @@ from streamer.batch import assess_games
 from streamer.ingest import read_pgn_games
 from streamer.pipeline import PipelineConfig
 
-FOLDER = SHARED / "pgn" / "ferreira-2012"
 #: REFERENCES.md section 1: the paper's Figure 1 (pawns per move) and summary figures for Byrne-Fischer 1956.
 PAPER_GOTC = {"Byrne": {"mean": -0.86, "zeros": 13, "moves": 41}, "Fischer": {"mean": 0.094, "moves": 41},
               "expected_byrne": 0.345, "difference": 113}
@@ -63,13 +62,15 @@ def main() -> None:
     ap.add_argument("--profile", default="deep")
     ap.add_argument("--depth", type=int, help="override the profile's search depth")
     ap.add_argument("--engines", type=int, default=2)
+    add_data_argument(ap)
     args = ap.parse_args()
+    folder = data_dir(args, "pgn/ferreira-2012") / "pgn" / "ferreira-2012"
     profile = get_profile(args.profile)
     if args.depth:
         profile = replace(profile, name=f"{profile.name}@d{args.depth}", depth=args.depth)
     config = PipelineConfig(profile, None)
-    gotc = list(read_pgn_games(FOLDER / "byrne_fischer_1956.pgn"))
-    london = list(read_pgn_games(FOLDER / "london_chess_classic_2011.pgn"))
+    gotc = list(read_pgn_games(folder / "byrne_fischer_1956.pgn"))
+    london = list(read_pgn_games(folder / "london_chess_classic_2011.pgn"))
     t = time.time()
 
     async def run():

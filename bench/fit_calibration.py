@@ -22,7 +22,7 @@ import sys
 import time
 
 import numpy as np
-from common import ROOT, SHARED, follow_player_events
+from common import ROOT, add_data_argument, data_dir, follow_player_events
 
 from analyzers.calibration import Calibration
 from analyzers.engine import EnginePool
@@ -55,13 +55,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", type=int, default=2)
     ap.add_argument("--final", action="store_true", help="mark the calibration as final (not provisional)")
+    add_data_argument(ap)
     args = ap.parse_args()
+    data = data_dir(args, "pgn/rated-dev", *(["pgn/elite-otb"] if args.elite else []))
     profile = get_profile(args.profile)
     config = PipelineConfig(profile)
-    games = sample_rated_games(SHARED / "pgn" / "rated-dev", args.games, seed=args.seed)
+    games = sample_rated_games(data / "pgn" / "rated-dev", args.games, seed=args.seed)
     if args.elite:
-        games += sample_rated_games_from_file(SHARED / "pgn" / "elite-otb" / "pgnmentor_30players_both_elo_dedup.pgn", args.elite, seed=args.seed)
-    event_games = sample_player_events(SHARED / "pgn" / "rated-dev", args.events, seed=args.seed) if args.events else []
+        games += sample_rated_games_from_file(data / "pgn" / "elite-otb" / "pgnmentor_30players_both_elo_dedup.pgn", args.elite, seed=args.seed)
+    event_games = sample_player_events(data / "pgn" / "rated-dev", args.events, seed=args.seed) if args.events else []
     elo = {}
     for g in games:
         elo[(g.game_id, "white")] = g.white.rating

@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import time
 
-from common import sample_positions
+from common import add_data_argument, data_dir, sample_positions
 
 from analyzers.engine import EnginePool
 from analyzers.profiles import PROFILES
@@ -32,8 +32,9 @@ async def cost(boards, profile) -> float:  # noqa: ANN001
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--positions", type=int, default=200)
+    add_data_argument(ap)
     args = ap.parse_args()
-    boards = sample_positions(args.positions)
+    boards = sample_positions(args.positions, data_dir(args, "pgn/rated-dev"))
     per = {name: asyncio.run(cost(boards, p)) for name, p in PROFILES.items()}
     print(f"profile_cost: {len(boards)} middlegame positions from rated-dev, 1 engine, no cache")
     print("| profile | limits | seconds per search | ratio to standard |")

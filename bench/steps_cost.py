@@ -2,9 +2,9 @@
 
     python bench/steps_cost.py [--reps 3]
 
-Replays the 36 London 2011 games (3,502 events, 3,430 moves) through :func:`streamer.steps.game_step` (analyses from
+Replays the 36 London 2011 games (3,502 events, 3,430 moves) through :meth:`streamer.steps.Steps.game_record` (analyses from
 the cache bench/throughput.py fills, depth 6 multipv 4: run that once first, or the engine is timed too) and their
-3,502 assessments and results through :func:`streamer.steps.player_step`, each game under a new id per repetition.
+3,502 assessments and results through :meth:`streamer.steps.Steps.player_record`, each game under a new id per repetition.
 Baseline in the same run: parsing the same input records and serialising the same outputs with pydantic, the
 least any step must do. Prints microseconds per record (the best repetition after the first, which warms the
 in-memory cache) and the serialised player state's size.
@@ -18,7 +18,7 @@ import json
 import time
 from dataclasses import replace
 
-from common import SHARED
+from common import ROOT
 from throughput import CACHE, events_of
 
 from analyzers.calibration import load_calibration
@@ -28,34 +28,35 @@ from schemas import parse_event, parse_player_event
 from streamer.ingest import read_pgn_games
 from streamer.pipeline import PipelineConfig
 from streamer.state_store import TrackedState
-from streamer.steps import game_step, player_step
+from streamer.steps import Steps
 
 
 async def run(reps: int) -> None:
-    games = list(read_pgn_games(SHARED / "pgn/ferreira-2012/london_chess_classic_2011.pgn"))
+    games = list(read_pgn_games(ROOT / "tests/fixtures/london_chess_classic_2011.pgn"))
     config = PipelineConfig(replace(get_profile("fast"), name="fast*", depth=6, multipv=4), load_calibration("fast"))
     rows = []
     async with EnginePool(size=1, cache_path=CACHE) as pool:
+        steps = Steps(config, pool)
         for rep in range(reps):
             events = [(e["game_id"].encode(), json.dumps(e).encode()) for e in events_of(games, f"#{rep}")]
             games_state, players_state = TrackedState(), TrackedState()
             t0 = time.perf_counter()
             outs = []
             for key, raw in events:
-                outs += await game_step(games_state, pool, config, key, raw, "bench")
+                outs += await steps.game_record(games_state, key, raw, "bench")
             t1 = time.perf_counter()
-            records = [(k.encode(), m.model_dump_json().encode()) for _, k, m in outs]
+            records = [(o.key_bytes, o.message.model_dump_json().encode()) for o in outs]
             t2 = time.perf_counter()
             published = []
             for key, raw in records:
-                published += player_step(players_state, config, key, raw, "bench")
+                published += steps.player_record(players_state, key, raw, "bench")
             t3 = time.perf_counter()
             for _, raw in events:  # baseline: parse what the steps parse, serialise what they publish
                 parse_event(raw)
             for _, raw in records:
                 parse_player_event(raw)
-            for _, _, m in published:
-                m.model_dump_json()
+            for o in published:
+                o.message.model_dump_json()
             t4 = time.perf_counter()
             size = sum(len(json.dumps(s.to_dict(), separators=(",", ":"))) for s in players_state.values()) / len(players_state)
             rows.append(((t1 - t0) / len(events), (t3 - t2) / len(records), (t4 - t3) / (len(events) + len(records)),

@@ -25,7 +25,7 @@ import sys
 import time
 
 import numpy as np
-from common import ROOT, SHARED
+from common import ROOT
 
 from streamer.devkafka import Broker, fresh_prefix, start_workers
 from streamer.ingest import read_pgn_games
@@ -123,7 +123,7 @@ def main() -> None:
     ap.add_argument("--store", choices=["memory", "rocksdb"], default="memory", help="the worker's state store")
     ap.add_argument("--passes", type=int, default=3, help="timed throughput passes after the cold one (default %(default)s)")
     args = ap.parse_args()
-    pgn = SHARED / "pgn/ferreira-2012/london_chess_classic_2011.pgn"
+    pgn = ROOT / "tests/fixtures/london_chess_classic_2011.pgn"
     games = list(read_pgn_games(pgn))
     CACHE.parent.mkdir(exist_ok=True)
     subprocess.run([sys.executable, "-m", "streamer.cli", "replay", str(pgn), "--max-speed", "--no-ui", "--cache", str(CACHE),

@@ -8,37 +8,37 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from analyzers.engine import EnginePool
-from analyzers.errors import KibitzError
-from schemas import MoveAssessment
+from schemas import DeadLetter, MoveAssessment
 
 from .ingest import PgnGame, pgn_game_from, rating_from_tag, read_pgn_games
-from .pipeline import PipelineConfig, apply_move, assess_move, start_game
+from .pipeline import PipelineConfig
+from .steps import Steps
 
 
-async def assess_game(game: PgnGame, pool: EnginePool, config: PipelineConfig) -> list[MoveAssessment]:
-    """Every assessable move of one game, in order (stops at the first rejected move)."""
-    started, *rest = game.events()
-    state = start_game(None, started, None, config)  # type: ignore[arg-type]
-    out = []
-    for ev in rest:
-        if ev.type != "move":
+async def assess_game(game: PgnGame, steps: Steps) -> list[MoveAssessment]:
+    """Every assessable move of one game, in order, through the game step the runtimes use (stops at the first
+    rejected move)."""
+    games: dict = {}
+    out: list[MoveAssessment] = []
+    for ev in game.events():
+        if ev.type == "game_ended":
             break
-        try:
-            applied = apply_move(state, ev)  # type: ignore[arg-type]
-            out.append(await assess_move(applied, pool.analyse_limits, config))
-        except KibitzError:
+        outputs = await steps.game(games, ev, source=game.game_id)
+        if any(isinstance(o.message, DeadLetter) for o in outputs):
             break
+        out += [o.message for o in outputs if isinstance(o.message, MoveAssessment)]
     return out
 
 
 async def assess_games(games: Sequence[PgnGame], pool: EnginePool, config: PipelineConfig, *, progress=None) -> dict[str, list[MoveAssessment]]:
     """Assess many games, ``pool.size`` x 2 at a time so every engine always has work queued."""
     sem = asyncio.Semaphore(pool.size * 2)
+    steps = Steps(config, pool)
     results: dict[str, list[MoveAssessment]] = {}
 
     async def one(g: PgnGame) -> None:
         async with sem:
-            results[g.game_id] = await assess_game(g, pool, config)
+            results[g.game_id] = await assess_game(g, steps)
             if progress:
                 progress(len(results), len(games))
 

@@ -26,9 +26,8 @@ import mode
 from analyzers.engine import EnginePool
 
 from .kafka_config import KafkaSettings
-from .metrics import Metrics
 from .pipeline import GameState, PipelineConfig, PlayerState
-from .steps import ObjectTable, Output, game_step, guarded, player_step
+from .steps import ObjectTable, Output, Route, Steps
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
@@ -73,15 +72,13 @@ def create_app(
     t = settings.topics
     moves_topic = app.topic(t.moves, **RAW)
     assessments_topic = app.topic(t.assessments, **RAW)
-    perceived_topic = app.topic(t.perceived, **RAW)
-    glicko_topic = app.topic(t.glicko2, **RAW)
-    alerts_topic = app.topic(t.alerts, **RAW)
-    dead_topic = app.topic(t.deadletter, **RAW)
+    outputs = {name: app.topic(name, **RAW) for name in {t.for_route(r) for r in Route} - {t.assessments}}
+    outputs[t.assessments] = assessments_topic  # the game step's output is the rate agent's input
     games = app.Table("games", default=None, partitions=settings.partitions, key_type=str)
     players = app.Table("players", default=None, partitions=settings.partitions, key_type=str)
     game_states, player_states = ObjectTable(games, GameState), ObjectTable(players, PlayerState)
     holder = PoolHolder(engine, engines, cache_path)
-    metrics = Metrics(lambda: holder.pool)
+    steps = Steps(config, None)  # the pool is set once the Engines service has started it
 
     class Engines(mode.Service):
         async def on_start(self) -> None:
@@ -92,36 +89,27 @@ def create_app(
 
     app.service(Engines)
 
-    topics = {"assessments": assessments_topic, "perceived": perceived_topic, "glicko2": glicko_topic,
-              "fairplay": alerts_topic, "deadletter": dead_topic}
-
-    def publish(outputs: list[Output]) -> None:
+    def publish(outs: list[Output]) -> None:
         # buffered: faust flushes the producer before it commits input offsets, so at-least-once holds, and a move
         # does not wait for 3-4 broker round trips (topic.send waits for each ack)
-        for name, key, msg in outputs:
-            metrics.outputs.labels(getattr(msg, "type", "?")).inc()
-            topics[name].send_soon(key=key.encode() if isinstance(key, str) else key, value=msg.model_dump_json().encode())
+        for o in outs:
+            outputs[t.for_route(o.route)].send_soon(key=o.key_bytes, value=o.message.model_dump_json().encode())
 
     def where(event: Any) -> str:
         m = event.message
         return f"{m.topic}/{m.partition}@{m.offset}"
 
-    async def game(key: bytes | None, raw: bytes, source: str) -> list[Output]:
-        return await game_step(game_states, await holder.get(), config, key, raw, source, metrics)
-
-    def player(key: bytes | None, raw: bytes, source: str) -> list[Output]:
-        return player_step(player_states, config, key, raw, source, metrics)
-
     @app.agent(moves_topic)
     async def analyse(stream):  # noqa: ANN001
+        steps.pool = await holder.get()
         async for event in stream.events():
-            publish(await guarded(game, event.key, event.value, where(event), metrics))
+            publish(await steps.game_record(game_states, event.key, event.value, where(event)))
 
     @app.agent(assessments_topic)
     async def rate(stream):  # noqa: ANN001
         async for event in stream.events():
-            publish(await guarded(player, event.key, event.value, where(event), metrics))
+            publish(steps.player_record(player_states, event.key, event.value, where(event)))
 
     app.kibitz_holder = holder  # for tests
-    app.kibitz_metrics = metrics
+    app.kibitz_metrics = steps.metrics
     return app

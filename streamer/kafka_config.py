@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from .steps import Route
+
 DEFAULT_BROKER = "127.0.0.1:9092"
 
 
@@ -39,6 +41,11 @@ class Topics(BaseModel):
     deadletter = _topic("deadletter")
     state_games = _topic("state.games", "compacted changelog of game state (the transactional runtime's analyse stage)")
     state_players = _topic("state.players", "compacted changelog of player state (the rate stage)")
+
+    def for_route(self, route: Route) -> str:
+        """The topic an output of ``route`` is published to."""
+        return {Route.ASSESSMENTS: self.assessments, Route.PERCEIVED: self.perceived, Route.GLICKO2: self.glicko2,
+                Route.FAIRPLAY: self.alerts, Route.DEADLETTER: self.deadletter}[route]
 
     def changelogs(self) -> list[str]:
         return [self.state_games, self.state_players]

@@ -45,10 +45,9 @@ from aiokafka.errors import ProducerFenced
 from analyzers.engine import EnginePool
 
 from .kafka_config import KafkaSettings
-from .metrics import Metrics
 from .pipeline import GameState, PipelineConfig, PlayerState
 from .state_store import RocksState, TrackedState, encode
-from .steps import Output, game_step, guarded, player_step
+from .steps import Output, Steps
 
 log = logging.getLogger("kibitz.eos")
 #: How long the broker may hold a fetch for more data. aiokafka's default 500 ms shows as latency here: records of a
@@ -81,7 +80,6 @@ class StageConfig:
     name: str
     source: str
     changelog: str
-    outputs: dict[str, str]          # output name -> topic
     step: Step
     codec: type                      # the state class: from_dict on restore, to_dict into the changelog
     window: int = 1                  # records run at once (different keys only); 1 = strictly in order
@@ -113,9 +111,9 @@ class _Listener(ConsumerRebalanceListener):
 class Stage:
     """One consume-transform-produce loop; see the module docstring."""
 
-    def __init__(self, settings: KafkaSettings, cfg: StageConfig, instance_id: str, metrics: Metrics, *,
+    def __init__(self, settings: KafkaSettings, cfg: StageConfig, instance_id: str, *,
                  transaction_timeout_ms: int = 30000, store_dir: Path | None = None) -> None:
-        self.settings, self.cfg, self.metrics = settings, cfg, metrics
+        self.settings, self.cfg = settings, cfg
         self.store_dir = store_dir  # None: state in memory; else one RocksDB per partition under it
         self.group = f"{settings.app_id}.{cfg.name}"
         kw = settings.aiokafka_kwargs()
@@ -255,11 +253,11 @@ class Stage:
         try:
             nxt, outputs = await self._run(owned)
             futures = []
+            topics = self.settings.topics
             for outs in outputs:
-                for name, key, msg in outs:
-                    self.metrics.outputs.labels(getattr(msg, "type", name)).inc()
-                    k = key.encode() if isinstance(key, str) else key
-                    futures.append(await self.producer.send(self.cfg.outputs[name], msg.model_dump_json().encode(), key=k))
+                for o in outs:
+                    futures.append(await self.producer.send(topics.for_route(o.route), o.message.model_dump_json().encode(),
+                                                            key=o.key_bytes))
             written: dict[int, list[tuple[str, bytes | None]]] = {}
             changelog: dict[int, list[asyncio.Future]] = {}
             for partition, state in self.cfg.state.items():
@@ -312,7 +310,15 @@ class Stage:
                 self.consumer.seek(tp, committed)
 
 
+#: The stages a worker runs, in order; ``kibitz worker --stages`` picks among them.
 STAGES = ("analyse", "rate")
+
+
+def _sync(step: Callable[[Any, bytes | None, bytes, str], list[Output]]) -> Step:
+    """A synchronous step (the player step needs no engine) as the coroutine a stage awaits."""
+    async def run(state: Any, key: bytes | None, raw: bytes, source: str) -> list[Output]:
+        return step(state, key, raw, source)
+    return run
 
 
 async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instance_id: str, engines: int = 2,
@@ -326,26 +332,18 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
     t = settings.topics
     async with contextlib.AsyncExitStack() as stack:
         pool = await stack.enter_async_context(EnginePool(engine, size=engines, cache_path=cache_path)) if "analyse" in stages else None
-        metrics = Metrics(lambda: pool)
+        steps = Steps(config, pool)
+        metrics = steps.metrics
         if metrics_port:
             metrics.serve(metrics_port)
-
-        async def analyse(state: dict[str, Any], key: bytes | None, raw: bytes, source: str) -> list[Output]:
-            return await guarded(lambda k, r, s: game_step(state, pool, config, k, r, s, metrics), key, raw, source, metrics)
-
-        async def rate(state: dict[str, Any], key: bytes | None, raw: bytes, source: str) -> list[Output]:
-            return await guarded(lambda k, r, s: player_step(state, config, k, r, s, metrics), key, raw, source, metrics)
-
-        rated = {"perceived": t.perceived, "glicko2": t.glicko2, "fairplay": t.alerts, "deadletter": t.deadletter}
         configs = {
-            "analyse": StageConfig("analyse", t.moves, t.state_games, {"assessments": t.assessments, "deadletter": t.deadletter},
-                                   analyse, GameState, window=2 * engines),
-            "rate": StageConfig("rate", t.assessments, t.state_players, rated, rate, PlayerState),
+            "analyse": StageConfig("analyse", t.moves, t.state_games, steps.game_record, GameState, window=2 * engines),
+            "rate": StageConfig("rate", t.assessments, t.state_players, _sync(steps.player_record), PlayerState),
         }
         unknown = set(stages) - configs.keys()
         if unknown or not stages:
             raise ValueError(f"stages must be among {', '.join(STAGES)}; got {', '.join(stages) or 'none'}")
-        runners = [Stage(settings, configs[name], instance_id, metrics, transaction_timeout_ms=transaction_timeout_ms,
+        runners = [Stage(settings, configs[name], instance_id, transaction_timeout_ms=transaction_timeout_ms,
                          store_dir=store_dir / name if store_dir else None)
                    for name in STAGES if name in stages]
         tasks = [asyncio.create_task(s.run(), name=s.cfg.name) for s in runners]

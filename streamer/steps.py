@@ -1,120 +1,225 @@
-"""The two steps of the Kafka runtimes, on raw records: one input record in, the messages it causes out.
+"""The one driver every runtime calls: a game event in, a player event in, typed outputs out.
 
-Both Kafka runtimes (the transactional one in :mod:`streamer.kafka_eos` and the faust app in
-:mod:`streamer.kafka_app`) call these and differ only in how they store state and publish. A step never raises for
-bad input: what it rejects comes back as a ``deadletter`` output with the original bytes and the reason.
+The embedded runtime, the transactional Kafka runtime, the faust app and the batch path (benchmarks, fitting) differ
+only in how they store state and where they send outputs; what happens to an event is decided here, once:
 
-Outputs are ``(name, key, message)`` where ``name`` is one of :data:`OUTPUTS`, the runtime's topic for it.
-State lives in any mutable mapping from key to the live state object (:class:`~streamer.pipeline.GameState`,
-:class:`~streamer.pipeline.PlayerState`); a step stores a key's state back after changing it, so a store that
-serialises (a faust table through :class:`ObjectTable`, a changelog) sees every change.
+- :meth:`Steps.game` (keyed by game): a :class:`~schemas.GameStarted`, :class:`~schemas.MoveEvent` or
+  :class:`~schemas.GameEnded` updates the game's :class:`~streamer.pipeline.GameState` and returns assessments and
+  game results (both routed to :attr:`Route.ASSESSMENTS`, keyed by player);
+- :meth:`Steps.player` (keyed by player): an assessment or game result updates the
+  :class:`~streamer.pipeline.PlayerState` and returns perceived ratings, Glicko-2 updates and fair-play alerts.
+
+:meth:`Steps.game_record` and :meth:`Steps.player_record` do the same for raw bytes off a topic. No step raises for
+bad input or for a bug: what it rejects comes back as a :class:`~schemas.DeadLetter` output (the original bytes and
+the reason), and the stream goes on. Every metric is recorded here (:class:`~streamer.metrics.Metrics`).
+
+An :class:`Output` knows its :class:`Route` from its message's class (:data:`ROUTES`), so a runtime maps routes to
+topics or sinks (:meth:`~streamer.kafka_config.Topics.for_route`) and never looks a name up by string.
+
+State lives in any :class:`StateMap` (a dict, a changelog-tracked dict, a faust table through :class:`ObjectTable`);
+a step writes a key's state back after changing it, so a store that serialises sees every change.
 """
 
 from __future__ import annotations
 
-import inspect
+import base64
+import enum
 import logging
-from collections.abc import Callable, MutableMapping
-from typing import Any
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from analyzers.engine import EnginePool
 from analyzers.errors import EngineError, InputError, KibitzError, MalformedEvent
-from schemas import GameEnded, GameStarted, parse_event, parse_player_event
+from schemas import (
+    DeadLetter, FairPlayAlert, GameEnded, GameResult, GameStarted, MoveAssessment, MoveEvent, PerceivedRating,
+    RatingUpdate, parse_event, parse_player_event,
+)
 
-from .embedded import dead_letter
 from .metrics import Metrics
 from .pipeline import (
-    GameState, PipelineConfig, apply_move, apply_player_event, assess_move, end_game, start_game,
+    GameState, PipelineConfig, PlayerState, apply_move, apply_player_event, assess_move, end_game, start_game,
 )
 
 log = logging.getLogger("kibitz.steps")
-Output = tuple[str, "str | bytes | None", BaseModel]
-#: Output names: ``assessments`` (the game step's, keyed by player) and the rating step's, by message type.
-OUTPUTS = ("assessments", "perceived", "glicko2", "fairplay", "deadletter")
+
+GameEvent = GameStarted | MoveEvent | GameEnded
+PlayerEvent = MoveAssessment | GameResult
+Key = str | bytes | None
 
 
-def reject(error: KibitzError, key: bytes | None, raw: bytes, source: str, metrics: Metrics | None) -> Output:
-    reason = getattr(error, "reason", "error")
-    if metrics is not None:
-        metrics.rejected.labels(reason).inc()
-    log.warning("rejected", extra={"reason": reason, "error": str(error), "source": source})
-    return "deadletter", key, dead_letter(error, raw, source=source, key=key.decode("utf-8", "replace") if key else None)
+class Route(enum.Enum):
+    """Where an output goes; each runtime maps a route to a topic (Kafka) or a callback (embedded)."""
+
+    ASSESSMENTS = "assessments"  # internal: the game step's output, the player step's input
+    PERCEIVED = "perceived"
+    GLICKO2 = "glicko2"
+    FAIRPLAY = "fairplay"
+    DEADLETTER = "deadletter"
 
 
-async def game_step(games: MutableMapping[str, Any], pool: EnginePool, config: PipelineConfig, key: bytes | None,
-                    raw: bytes, source: str, metrics: Metrics | None = None) -> list[Output]:
-    """One record of ``kibitz.moves`` (a game start, move or end): update the game's state, return assessments and
-    game results (to ``assessments``, keyed by player) or the dead letter. An ended game's state is deleted."""
-    try:
-        ev = parse_event(raw)
-    except InputError as e:
-        return [reject(e, key, raw, source, metrics)]
-    if metrics is not None:
-        metrics.events.labels(ev.type).inc()
-    gid = ev.game_id
-    state: GameState | None = games.get(gid)
-    out: list[Output] = []
-    try:
-        if isinstance(ev, GameStarted):
-            state = start_game(state, ev, pool.prefetch, config)
-        elif isinstance(ev, GameEnded):
-            out += [("assessments", r.player_id, r) for r in end_game(state, ev)]
-        else:
-            applied = apply_move(state, ev)
-            state = applied.state
-            try:
-                a = await assess_move(applied, pool.analyse_limits, config)
-                out.append(("assessments", a.player_id, a))
-            except EngineError as e:
-                out.append(reject(e, key, raw, source, metrics))  # the move is applied; only its assessment is lost
-            out += [("assessments", r.player_id, r) for r in applied.results]
-    except InputError as e:
-        return [reject(e, key, raw, source, metrics)]
-    if state is not None:
-        if state.ended:
-            games.pop(gid, None)
-        else:
-            games[gid] = state
-    return out
+#: The route of every message class a step can return.
+ROUTES: dict[type[BaseModel], Route] = {
+    MoveAssessment: Route.ASSESSMENTS, GameResult: Route.ASSESSMENTS, PerceivedRating: Route.PERCEIVED,
+    RatingUpdate: Route.GLICKO2, FairPlayAlert: Route.FAIRPLAY, DeadLetter: Route.DEADLETTER,
+}
 
 
-def player_step(players: MutableMapping[str, Any], config: PipelineConfig, key: bytes | None, raw: bytes, source: str,
-                metrics: Metrics | None = None) -> list[Output]:
-    """One record of ``kibitz.assessments``: update the player's state, return perceived ratings, Glicko-2 updates
-    and fair-play alerts (keyed by player), or the dead letter."""
-    try:
-        ev = parse_player_event(raw)
-    except MalformedEvent as e:  # our own topic, but never let one record stop the stage
-        return [reject(MalformedEvent(f"not an assessment or game result: {e}"), key, raw, source, metrics)]
-    state, msgs = apply_player_event(players.get(ev.player_id), ev, config)
-    players[ev.player_id] = state
-    return [(m.type, m.player_id, m) for m in msgs]
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One message to publish, with its partitioning key (a player id, or a dead letter's original key)."""
+
+    key: Key
+    message: BaseModel
+
+    @property
+    def route(self) -> Route:
+        return ROUTES[type(self.message)]
+
+    @property
+    def key_bytes(self) -> bytes | None:
+        return self.key.encode() if isinstance(self.key, str) else self.key
+
+
+class StateMap(Protocol):
+    """What a step needs of a state store: a dict does; so do the changelog-tracked and faust-backed ones."""
+
+    def get(self, key: str, /) -> Any: ...
+    def __setitem__(self, key: str, value: Any, /) -> None: ...
+    def pop(self, key: str, default: Any = None, /) -> Any: ...
+
+
+def dead_letter(error: KibitzError, raw: bytes | str, *, source: str, key: str | None = None) -> DeadLetter:
+    """A dead-letter record: the original bytes (base64 too when they are not UTF-8), where they came from, why."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    text = data.decode("utf-8", errors="replace")
+    exact = text.encode("utf-8") == data
+    return DeadLetter(
+        source=source, key=key, reason=getattr(error, "reason", "error"), error=str(error),
+        game_id=getattr(error, "game_id", None), ply=getattr(error, "ply", None),
+        raw=text, raw_base64=None if exact else base64.b64encode(data).decode(),
+    )
+
+
+class Steps:
+    """The steps with what they need: the pipeline configuration, the engine pool (game step only) and metrics."""
+
+    def __init__(self, config: PipelineConfig, pool: EnginePool | None = None, metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.pool = pool
+        self.metrics = metrics if metrics is not None else Metrics(lambda: self.pool)
+
+    # -- rejections ---------------------------------------------------------------------------------------
+    def reject(self, error: KibitzError, raw: bytes | str, source: str, key: Key = None) -> Output:
+        """The dead letter for ``raw``, counted and logged."""
+        reason = getattr(error, "reason", "error")
+        self.metrics.rejected.labels(reason).inc()
+        log.warning("rejected", extra={"reason": reason, "error": str(error), "source": source})
+        text_key = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+        return self._out(Output(key, dead_letter(error, raw, source=source, key=text_key)))
+
+    def _internal(self, e: Exception, raw: bytes | str, source: str, key: Key) -> list[Output]:
+        """A bug in a step: dead-letter the record (reason ``error``) instead of stopping the partition."""
+        log.exception("unexpected error", extra={"source": source})
+        return [self.reject(KibitzError(f"internal error: {e!r}"), raw, source, key)]
+
+    def _out(self, o: Output) -> Output:
+        self.metrics.outputs.labels(getattr(o.message, "type", o.route.value)).inc()
+        return o
+
+    # -- game step ----------------------------------------------------------------------------------------
+    def parse_game(self, raw: bytes | str, source: str, key: Key = None) -> GameEvent | Output:
+        """The event in ``raw``, or its dead letter."""
+        try:
+            return parse_event(raw)
+        except InputError as e:
+            return self.reject(e, raw, source, key)
+
+    async def game_record(self, games: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
+        """One record of ``kibitz.moves``: :meth:`game` on its parsed event, or its dead letter."""
+        ev = self.parse_game(raw, source, key)
+        if isinstance(ev, Output):
+            return [ev]
+        return await self.game(games, ev, raw, source, key)
+
+    async def game(self, games: StateMap, ev: GameEvent, raw: bytes | str | None = None, source: str = "api",
+                   key: Key = None) -> list[Output]:
+        """Apply one game event: assessments and game results keyed by player, or the dead letter of ``raw`` (the
+        event's JSON when not given). An ended game's state is deleted."""
+        if raw is None:
+            raw = ev.model_dump_json()
+        try:
+            return await self._game(games, ev, raw, source, key)
+        except Exception as e:  # noqa: BLE001
+            return self._internal(e, raw, source, key)
+
+    async def _game(self, games: StateMap, ev: GameEvent, raw: bytes | str, source: str, key: Key) -> list[Output]:
+        self.metrics.events.labels(ev.type).inc()
+        started = time.monotonic()
+        gid = ev.game_id
+        state: GameState | None = games.get(gid)
+        out: list[Output] = []
+        try:
+            if isinstance(ev, GameStarted):
+                state = start_game(state, ev, self.pool.prefetch if self.pool else None, self.config)
+            elif isinstance(ev, GameEnded):
+                out += [self._out(Output(r.player_id, r)) for r in end_game(state, ev)]
+            else:
+                if self.pool is None:
+                    raise RuntimeError("the game step needs an engine pool")
+                applied = apply_move(state, ev)
+                state = applied.state
+                try:
+                    a = await assess_move(applied, self.pool.analyse_limits, self.config)
+                    out.append(self._out(Output(a.player_id, a)))
+                    self.metrics.step_seconds.observe(time.monotonic() - started)
+                except EngineError as e:
+                    out.append(self.reject(e, raw, source, key))  # the move is applied; only its assessment is lost
+                # after the move's assessment, so the player step sees the last move before the result
+                out += [self._out(Output(r.player_id, r)) for r in applied.results]
+        except InputError as e:
+            return [self.reject(e, raw, source, key)]
+        if state is not None:
+            if state.ended:
+                games.pop(gid, None)
+            else:
+                games[gid] = state
+        return out
+
+    # -- player step --------------------------------------------------------------------------------------
+    def player_record(self, players: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
+        """One record of ``kibitz.assessments``: :meth:`player` on it, or its dead letter."""
+        try:
+            ev = parse_player_event(raw)
+        except MalformedEvent as e:  # our own topic, but never let one record stop the stage
+            return [self.reject(MalformedEvent(f"not an assessment or game result: {e}"), raw, source, key)]
+        return self.player(players, ev, raw, source, key)
+
+    def player(self, players: StateMap, ev: PlayerEvent, raw: bytes | str | None = None, source: str = "api",
+               key: Key = None) -> list[Output]:
+        """Apply one assessment or game result to its player: perceived ratings, Glicko-2 updates, alerts."""
+        try:
+            state, msgs = apply_player_event(players.get(ev.player_id), ev, self.config)
+            players[ev.player_id] = state
+            return [self._out(Output(m.player_id, m)) for m in msgs]
+        except Exception as e:  # noqa: BLE001
+            return self._internal(e, raw if raw is not None else ev.model_dump_json(), source, key)
 
 
 class ObjectTable:
-    """A mapping of live state objects over a store of their ``to_dict()`` form (a faust table)."""
+    """A :class:`StateMap` of live state objects over a store of their ``to_dict()`` form (a faust table)."""
 
-    def __init__(self, store: MutableMapping[str, Any], cls: type) -> None:
+    def __init__(self, store: Any, cls: type[GameState] | type[PlayerState]) -> None:
         self.store, self.cls = store, cls
 
-    def get(self, key: str) -> Any:
+    def get(self, key: str, default: Any = None) -> Any:
         d = self.store.get(key)
-        return self.cls.from_dict(d) if d else None
+        return self.cls.from_dict(d) if d else default
 
     def __setitem__(self, key: str, value: Any) -> None:
         self.store[key] = value.to_dict()
 
     def pop(self, key: str, default: Any = None) -> Any:
         return self.store.pop(key, default)
-
-
-async def guarded(step: Callable[..., Any], key: bytes | None, raw: bytes, source: str, metrics: Metrics | None) -> list[Output]:
-    """Run a step; a bug in it dead-letters the record (reason ``error``) instead of stopping the partition."""
-    try:
-        out = step(key, raw, source)
-        return await out if inspect.isawaitable(out) else out
-    except Exception as e:  # noqa: BLE001
-        log.exception("unexpected error", extra={"source": source})
-        return [reject(KibitzError(f"internal error: {e!r}"), key, raw, source, metrics)]

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
@@ -26,7 +25,6 @@ def stockfish() -> str:
 
 
 @pytest.fixture(scope="session")
-def shared() -> Path:
-    if not SHARED.is_dir():
-        raise RuntimeError(f"{SHARED} is missing: the validation data must sit beside the checkout")
-    return SHARED
+def london() -> Path:
+    """The London Chess Classic 2011 (36 games, Ferreira 2012's test event), shipped as a fixture."""
+    return FIXTURES / "london_chess_classic_2011.pgn"

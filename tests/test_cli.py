@@ -64,8 +64,8 @@ def test_schemas_export(tmp_path):
     assert (tmp_path / "MoveEvent.v1.schema.json").is_file()
 
 
-def test_pool_on_london_2011_orders_by_standings(shared):
-    r = kibitz("pool", str(shared / "data/pgn/ferreira-2012/london_chess_classic_2011.pgn"), "--simulations", "200")
+def test_pool_on_london_2011_orders_by_standings(london):
+    r = kibitz("pool", str(london), "--simulations", "200")
     assert r.returncode == 0, r.stderr
     rows = [ln.split() for ln in r.stdout.splitlines() if ln[:3].strip().isdigit()]
     names = [row[1] for row in rows]

@@ -70,8 +70,8 @@ def summarise(records):
     return msgs, perceived, glicko
 
 
-def test_london_2011_end_to_end_matches_the_embedded_runtime(broker, shared, tmp_path):
-    pgn = shared / "data/pgn/ferreira-2012/london_chess_classic_2011.pgn"
+def test_london_2011_end_to_end_matches_the_embedded_runtime(broker, london, tmp_path):
+    pgn = london
     games = list(read_pgn_games(pgn))
     plies = sum(len(g.moves) for g in games)
     with worker_beside_embedded(broker, pgn, tmp_path) as (t, emb, emb_out, workers):
@@ -190,11 +190,11 @@ def assert_exactly_once_and_equal_to_embedded(out, t: Topics, games, emb_out: Pa
         assert c == pytest.approx(theirs[player][2], abs=0.02), player
 
 
-def london_run(broker, shared, tmp_path, workers, kill_at: float, store: tuple[str, ...] = ()):
+def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[str, ...] = ()):
     """London 2011 into a fresh set of topics served by ``workers`` (instance ids); the first is SIGKILLed once a
     ``kill_at`` share of the plies has its rating, then (with one worker) restarted under the same instance id.
     ``store``: extra worker arguments choosing the state store."""
-    pgn = shared / "data/pgn/ferreira-2012/london_chess_classic_2011.pgn"
+    pgn = london
     games = list(read_pgn_games(pgn))
     plies = sum(len(g.moves) for g in games)
     prefix = fresh_prefix()
@@ -241,9 +241,9 @@ def restored(p):  # (time, stage, partition, (changelog offsets read from, to)) 
 
 
 @pytest.mark.parametrize("store", ["memory", "rocksdb"])
-def test_worker_killed_mid_stream_and_restarted_loses_and_repeats_nothing(broker, shared, tmp_path, monkeypatch, store):
+def test_worker_killed_mid_stream_and_restarted_loses_and_repeats_nothing(broker, london, tmp_path, monkeypatch, store):
     monkeypatch.setenv("KIBITZ_WORKER_LOG", "info")  # the logs say where each restore started
-    out, t, games, emb_out, procs, _ = london_run(broker, shared, tmp_path, ["w1"], kill_at=0.3,
+    out, t, games, emb_out, procs, _ = london_run(broker, london, tmp_path, ["w1"], kill_at=0.3,
                                                   store=("--store", store, "--data-dir", str(tmp_path / "data")))
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
     after_restart = restored(procs[1])
@@ -255,9 +255,9 @@ def test_worker_killed_mid_stream_and_restarted_loses_and_repeats_nothing(broker
         assert all(start == 0 for start, _ in spans), spans
 
 
-def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_killed(broker, shared, tmp_path, monkeypatch):
+def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_killed(broker, london, tmp_path, monkeypatch):
     monkeypatch.setenv("KIBITZ_WORKER_LOG", "info")  # the logs say which partitions each worker restored
-    out, t, games, emb_out, procs, killed_at = london_run(broker, shared, tmp_path, ["a", "b"], kill_at=0.3)
+    out, t, games, emb_out, procs, killed_at = london_run(broker, london, tmp_path, ["a", "b"], kill_at=0.3)
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
 
     survivor = restored(procs[1])

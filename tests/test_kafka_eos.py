@@ -15,7 +15,7 @@ from streamer.pipeline import GameState
 
 def stage(step, *, window: int, commit_seconds: float) -> Stage:
     s = Stage.__new__(Stage)  # no Kafka clients: only the batch logic is under test
-    s.cfg = StageConfig("t", "in", "log", {}, step, GameState, window=window, commit_seconds=commit_seconds,
+    s.cfg = StageConfig("t", "in", "log", step, GameState, window=window, commit_seconds=commit_seconds,
                         state={0: TrackedState(), 1: TrackedState()})
     return s
 

@@ -77,9 +77,9 @@ def test_anchor_pins_a_rating():
     assert res.ratings["a"] == 2700.0
 
 
-def test_london_2011_order_matches_standings(shared):
+def test_london_2011_order_matches_standings(london):
     from streamer.ingest import read_pgn_games
-    games = [(g.white.name, g.black.name, g.white_score) for g in read_pgn_games(shared / "data/pgn/ferreira-2012/london_chess_classic_2011.pgn")]
+    games = [(g.white.name, g.black.name, g.white_score) for g in read_pgn_games(london)]
     res = fit_pool(games)
     order = res.ranking()
     assert order[0] == "Kramnik,V" and order[-1] == "Adams,Mi"
