@@ -184,11 +184,14 @@ def _pool(args: argparse.Namespace) -> int:
 
     from .ingest import read_pgn_games
 
+    def label(p) -> str:  # noqa: ANN001 - one pool entry per player id, shown by name
+        return p.name if p.id == p.name else f"{p.name} ({p.id})"
+
     games = []
     for p in args.pgn:
         for g in read_pgn_games(p):
             if g.white_score is not None:
-                games.append((g.white.name, g.black.name, g.white_score))
+                games.append((label(g.white), label(g.black), g.white_score))
     anchors = {}
     for a in args.anchor or []:
         name, _, value = a.rpartition("=")

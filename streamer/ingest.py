@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ import chess.pgn
 
 from analyzers.errors import IllegalMove, InputError
 from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
+
+log = logging.getLogger("kibitz.ingest")
 
 #: The demo: round 1 of the London Chess Classic 2011 (4 games), shipped with the package.
 DEMO_PGN = Path(__file__).resolve().parent / "data" / "london2011_round1.pgn"
@@ -81,9 +84,31 @@ def rating_from_tag(value: str | None) -> float | None:
     return r if r and 0 < r <= 4000 else None  # 0 or junk means unrated
 
 
-def _player(headers: chess.pgn.Headers, color: str) -> PlayerInfo:
+#: Names that stand for "unknown player" in public PGN files; each gets an id of its own per game and side.
+PLACEHOLDER_NAMES = frozenset({"", "?", "??", "???", "nn", "n.n.", "n.n", "unknown", "-"})
+
+
+def is_placeholder(name: str) -> bool:
+    return name.strip().casefold() in PLACEHOLDER_NAMES
+
+
+def player_id_for(headers: chess.pgn.Headers, color: str, game_id: str) -> str:
+    """A player's id: ``fide:<id>`` from the ``WhiteFideId``/``BlackFideId`` tag when present, else the name. A
+    placeholder name (:data:`PLACEHOLDER_NAMES`) gets ``anon:<game id>:<color>``, so two unknown players are never
+    merged into one rating, within a game or across games."""
+    fide = headers.get(f"{color}FideId", "").strip()
+    if fide.isdigit() and int(fide) > 0:
+        return f"fide:{int(fide)}"
+    name = headers.get(color, "").strip()
+    if is_placeholder(name):
+        log.warning("placeholder player name: rated as a player of its own", extra={"game_id": game_id, "color": color.lower(), "player_name": name})
+        return f"anon:{game_id}:{color.lower()}"
+    return name
+
+
+def _player(headers: chess.pgn.Headers, color: str, game_id: str) -> PlayerInfo:
     name = headers.get(color, "?").strip() or "?"
-    return PlayerInfo(id=name, name=name, rating=rating_from_tag(headers.get(f"{color}Elo")))
+    return PlayerInfo(id=player_id_for(headers, color, game_id), name=name, rating=rating_from_tag(headers.get(f"{color}Elo")))
 
 
 def game_id_for(path: Path, index: int, headers: chess.pgn.Headers) -> str:
@@ -101,7 +126,7 @@ def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
         clocks.append(node.clock())
     gid = game_id_for(path, index, game.headers)
     fen = game.headers.get("FEN") if game.headers.get("SetUp") == "1" or "FEN" in game.headers else None
-    g = PgnGame(gid, _player(game.headers, "White"), _player(game.headers, "Black"), game.headers.get("Event", ""),
+    g = PgnGame(gid, _player(game.headers, "White", gid), _player(game.headers, "Black", gid), game.headers.get("Event", ""),
                 game.headers.get("Result", "*"), moves, clocks, fen)
     for err in game.errors:
         g.errors.append(IllegalMove(f"{path.name}: {err}", game_id=gid, ply=len(moves)))

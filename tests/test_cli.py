@@ -83,3 +83,13 @@ def test_the_live_service_refuses_a_gains_only_profile():
     """deep (one PV) has a calibration for Algorithm 4 only: no posterior, no fair-play reference, so no live use."""
     r = kibitz("replay", "--profile", "deep", "--no-ui")
     assert r.returncode == 1 and "gains only" in r.stderr and "--profile fast or standard" in r.stderr
+
+
+def test_four_placeholder_players_get_four_glicko_updates(tmp_path, stockfish):
+    out = tmp_path / "out.jsonl"
+    r = kibitz("replay", str(Path(__file__).parent / "fixtures" / "anonymous.pgn"), "--max-speed", "--no-ui", "--out", str(out), *FAST)
+    assert r.returncode == 0, r.stderr
+    updates = [m for m in map(json.loads, out.read_text().splitlines()) if m["type"] == "glicko2"]
+    assert len(updates) == 4 and len({u["player_id"] for u in updates}) == 4
+    # each anonymous player has played once: nobody's rating carries another game
+    assert all(u["before"]["rating"] == 1500 for u in updates)

@@ -39,3 +39,30 @@ def test_timeline_keeps_each_game_in_order():
         plies = [e.ply for e in evs if isinstance(e, MoveEvent)]
         assert plies == sorted(plies) and isinstance(evs[0], GameStarted) and isinstance(evs[-1], GameEnded)
     assert tl[-1].at > 60  # about a second per ply at x60
+
+
+def _headers(**tags):
+    import chess.pgn
+
+    h = chess.pgn.Headers()
+    for k, v in tags.items():
+        h[k] = v
+    return h
+
+
+def test_player_id_prefers_the_fide_id_then_the_name():
+    from streamer.ingest import player_id_for
+
+    h = _headers(White="Carlsen, Magnus", WhiteFideId="1503014", Black="Anand,V", BlackFideId="")
+    assert player_id_for(h, "White", "g1") == "fide:1503014"
+    assert player_id_for(h, "Black", "g1") == "Anand,V"
+    # the same FIDE id under two spellings of the name is one player
+    assert player_id_for(_headers(White="Carlsen,M", WhiteFideId="1503014"), "White", "g2") == "fide:1503014"
+
+
+def test_placeholder_names_are_never_merged(caplog):
+    games = list(read_pgn_games(Path(__file__).parent / "fixtures" / "anonymous.pgn"))
+    ids = [p.id for g in games for p in (g.white, g.black)]
+    assert len(set(ids)) == 4 and all(i.startswith("anon:") for i in ids)
+    assert [g.white.name for g in games] == ["??", "NN"]  # the name shown stays what the file says
+    assert sum("placeholder player name" in r.getMessage() for r in caplog.records) == 4
