@@ -11,6 +11,11 @@ class KibitzError(Exception):
     """Base class of every error kibitz raises on purpose."""
 
 
+def where(game_id: str | None, ply: int | None) -> str:
+    """``"game G, ply N"``, or as much of it as is known ("" when neither is)."""
+    return ", ".join(p for p in (f"game {game_id}" if game_id else "", f"ply {ply}" if ply is not None else "") if p)
+
+
 # -- input ---------------------------------------------------------------------------------------------
 class InputError(KibitzError):
     """An event that cannot be applied; the runtime dead-letters it and carries on."""
@@ -19,8 +24,8 @@ class InputError(KibitzError):
     reason = "invalid_input"
 
     def __init__(self, message: str, *, game_id: str | None = None, ply: int | None = None) -> None:
-        where = ", ".join(p for p in (f"game {game_id}" if game_id else "", f"ply {ply}" if ply is not None else "") if p)
-        super().__init__(f"{where}: {message}" if where else message)
+        at = where(game_id, ply)
+        super().__init__(f"{at}: {message}" if at else message)
         self.game_id = game_id
         self.ply = ply
 

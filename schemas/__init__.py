@@ -21,6 +21,7 @@ from .messages import (
     MoveEvent,
     PerceivedRating,
     PlayerInfo,
+    RESULT_SCORES,
     RatingUpdate,
     export_json_schemas,
     parse_event,
@@ -30,6 +31,6 @@ from .messages import (
 __all__ = [
     "INPUT_EVENTS", "MESSAGES", "SCHEMA_VERSION", "Candidate", "DeadLetter", "FairPlayAlert", "GameEnded",
     "GameResult", "GameStarted", "GlickoState", "InputEvent", "MoveAssessment", "MoveEvent", "PerceivedRating",
-    "PlayerInfo", "RatingUpdate", "export_json_schemas", "parse_event",
+    "PlayerInfo", "RESULT_SCORES", "RatingUpdate", "export_json_schemas", "parse_event",
     "parse_player_event",
 ]

@@ -20,6 +20,8 @@ RD = Annotated[float, Field(gt=0, le=1000)]
 Ply = Annotated[int, Field(ge=0, description="half-moves played before this one: 0 is White's first move")]
 Id = Annotated[str, Field(min_length=1, max_length=200)]
 Score = Literal[0.0, 0.5, 1.0]
+#: White's score for each decisive PGN result ("*", unfinished, has none).
+RESULT_SCORES: dict[str, float] = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}
 
 
 class Message(BaseModel):

@@ -22,10 +22,11 @@ from pydantic import BaseModel
 
 from analyzers.calibration import load_calibration
 from analyzers.engine import EnginePool
-from analyzers.errors import CalibrationError, EngineError, StateStoreError, UnratablePool
+from analyzers.errors import CalibrationError, EngineError, StateStoreError, UnratablePool, where
 from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, RatingUpdate, export_json_schemas
 
+from .kafka_config import STAGES
 from .logs import setup_logging
 
 EXIT_OK, EXIT_FATAL, EXIT_USAGE, EXIT_REJECTED = 0, 1, 2, 3
@@ -52,7 +53,7 @@ def build_config(args: argparse.Namespace):
 
     profile = get_profile(args.profile)
     calibration = load_calibration(profile.name)
-    if not calibration.has_c_map:
+    if profile.gains_only:
         # a gains-only profile publishes no posterior and no fair-play statistics: not a live service
         raise CalibrationError(f"profile {profile.name!r} rates by gains only (one PV); it is for bench/ferreira_tables.py "
                                "and bench/accuracy.py. The live service needs a posterior calibration: --profile fast or standard")
@@ -81,8 +82,7 @@ class JsonLines:
 
 
 def print_rejection(d: DeadLetter) -> None:
-    where = ", ".join(x for x in (f"game {d.game_id}" if d.game_id else "", f"ply {d.ply}" if d.ply is not None else "") if x)
-    print(f"rejected ({d.reason}) {where or d.source}: {d.error}", file=sys.stderr)
+    print(f"rejected ({d.reason}) {where(d.game_id, d.ply) or d.source}: {d.error}", file=sys.stderr)
 
 
 # -- replay -----------------------------------------------------------------------------------------------
@@ -90,7 +90,7 @@ async def _replay(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from .embedded import EmbeddedRuntime
-    from .ingest import DEMO_PGN, read_pgn_games, replay_timeline
+    from .ingest import DEMO_PGN, paced, read_pgn_games, replay_timeline
     from .ui import ReplayView
 
     config = build_config(args)
@@ -131,11 +131,7 @@ async def _replay(args: argparse.Namespace) -> int:
                 for g in games:
                     for err in g.errors:
                         rt.reject(err, err.args[0], source=g.game_id)
-                t0 = time.monotonic()
-                for te in timeline:
-                    delay = te.at - (time.monotonic() - t0)
-                    if delay > 0:
-                        await asyncio.sleep(delay)
+                async for te in paced(timeline):
                     if isinstance(te.event, GameStarted):
                         view.started(te.event)
                     rt.submit(te.event, source=te.event.game_id)
@@ -240,25 +236,15 @@ def kafka_settings(args: argparse.Namespace):
                                   partitions=getattr(args, "partitions", None), topics=Topics(prefix=args.topic_prefix))
 
 
-def _store(choice: str) -> str:
-    """``auto`` is rocksdb when rocksdict is installed (issue 6: RocksDB where available, memory otherwise)."""
-    try:
-        import rocksdict  # noqa: F401
-    except ImportError:
-        if choice == "rocksdb":
-            raise StateStoreError("--store rocksdb needs the rocksdict package: pip install 'kibitz[rocksdb]'") from None
-        return "memory"
-    return "rocksdb" if choice == "auto" else choice
-
-
 def _worker(args: argparse.Namespace) -> int:
     import socket
 
     from .kafka_eos import ensure_topics
+    from .state_store import resolve_store
 
     settings = kafka_settings(args)
     config = build_config(args)
-    args.store = _store(args.store)
+    args.store = resolve_store(args.store)
     args.instance_id = args.instance_id or os.environ.get("KIBITZ_INSTANCE_ID") or socket.gethostname()
     # one directory per worker (two workers of one app on one host must not share a RocksDB), for either runtime
     worker_dir = args.data_dir / settings.app_id.strip(".") / args.instance_id
@@ -308,7 +294,7 @@ async def _produce(args: argparse.Namespace) -> int:
     from schemas import GameEnded as _End
     from schemas import GameStarted as _Start
 
-    from .ingest import read_pgn_games, replay_timeline
+    from .ingest import paced, read_pgn_games, replay_timeline
 
     settings = kafka_settings(args)
     games = []
@@ -316,16 +302,12 @@ async def _produce(args: argparse.Namespace) -> int:
         games.extend(read_pgn_games(p))
     errors = [e for g in games for e in g.errors]
     for e in errors:
-        print(f"rejected ({e.reason}) game {e.game_id}, ply {e.ply}: {e}", file=sys.stderr)
+        print(f"rejected ({e.reason}) {where(e.game_id, e.ply)}: {e}", file=sys.stderr)
     timeline = replay_timeline(games, speed=None if args.max_speed else args.speed)
     producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
     await producer.start()
     try:
-        t0 = time.monotonic()
-        for te in timeline:
-            delay = te.at - (time.monotonic() - t0)
-            if delay > 0:
-                await asyncio.sleep(delay)
+        async for te in paced(timeline):
             key, value = te.event.game_id.encode(), te.event.model_dump_json().encode()
             await producer.send(settings.topics.moves, value, key=key)
             if isinstance(te.event, (_Start, _End)):
@@ -432,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="transactional: aiokafka transactions, exactly once (default); faust: the faust-streaming app")
     w.add_argument("--instance-id", default=None, help="stable id of this worker, unique among workers (transactional "
                    "runtime; default $KIBITZ_INSTANCE_ID or the host name): a restart with the same id fences the old one")
-    w.add_argument("--stages", default="analyse,rate", help="which stages this process runs (transactional runtime): "
+    w.add_argument("--stages", default=",".join(STAGES), help="which stages this process runs (transactional runtime): "
                    "both (default), or one, with another process running the other, each on its own core")
     w.add_argument("--transaction-timeout", type=float, default=30.0, help="seconds before the broker aborts the open "
                    "transaction of a worker that died (its partitions wait that long for readers); default %(default)s")

@@ -12,6 +12,8 @@ import time
 import uuid
 from pathlib import Path
 
+from .kafka_config import STAGES
+
 ROOT = Path(__file__).resolve().parent.parent
 TEST_PORT = 19092
 
@@ -86,7 +88,7 @@ class WorkerProcess:
 def start_workers(broker: str, prefix: str, *extra: str, split: bool = False) -> list[WorkerProcess]:
     """One worker process, or with ``split`` two: the analyse and the rate stage each in its own process."""
     if split:
-        return [WorkerProcess(broker, prefix, *extra, "--stages", stage) for stage in ("analyse", "rate")]
+        return [WorkerProcess(broker, prefix, *extra, "--stages", stage) for stage in STAGES]
     return [WorkerProcess(broker, prefix, *extra)]
 
 

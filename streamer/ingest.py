@@ -8,10 +8,12 @@ are unaffected.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import logging
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -20,7 +22,7 @@ import chess
 import chess.pgn
 
 from analyzers.errors import IllegalMove, InputError
-from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
+from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo
 
 log = logging.getLogger("kibitz.ingest")
 
@@ -30,7 +32,6 @@ DEMO_PGN = Path(__file__).resolve().parent / "data" / "london2011_round1.pgn"
 #: Seconds per ply assumed when a PGN has no clocks: replays then run at a steady, watchable pace.
 NOMINAL_SECONDS_PER_PLY = 60.0
 _RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
-_SCORES = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}
 
 
 class TruncatedInput(InputError):
@@ -53,14 +54,14 @@ class PgnGame:
 
     @property
     def white_score(self) -> float | None:
-        return _SCORES.get(self.result)
+        return RESULT_SCORES.get(self.result)
 
     def events(self) -> list[GameStarted | MoveEvent | GameEnded]:
         evs: list[GameStarted | MoveEvent | GameEnded] = [
             GameStarted(game_id=self.game_id, white=self.white, black=self.black, event=self.event, initial_fen=self.initial_fen)
         ]
         evs += [MoveEvent(game_id=self.game_id, ply=i, uci=u, clock=c) for i, (u, c) in enumerate(zip(self.moves, self.clocks))]
-        if self.result in _SCORES and not self.errors:
+        if self.result in RESULT_SCORES and not self.errors:
             evs.append(GameEnded(game_id=self.game_id, result=self.result, plies=len(self.moves)))
         return evs
 
@@ -183,3 +184,11 @@ def replay_timeline(games: Iterable[PgnGame], *, speed: float | None) -> list[Ti
     return out
 
 
+async def paced(timeline: Iterable[TimedEvent]) -> AsyncIterator[TimedEvent]:
+    """Yield each event of a :func:`replay_timeline` when its time comes (at once when it is already due)."""
+    t0 = time.monotonic()
+    for te in timeline:
+        delay = te.at - (time.monotonic() - t0)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        yield te

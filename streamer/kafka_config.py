@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from .steps import Route
 
 DEFAULT_BROKER = "127.0.0.1:9092"
+#: The stages of a worker, in pipeline order: analyse (moves -> assessments), rate (assessments -> ratings).
+STAGES = ("analyse", "rate")
 
 
 def _topic(base: str, doc: str | None = None) -> property:

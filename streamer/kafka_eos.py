@@ -44,7 +44,7 @@ from aiokafka.errors import ProducerFenced
 
 from analyzers.engine import EnginePool
 
-from .kafka_config import KafkaSettings
+from .kafka_config import STAGES, KafkaSettings
 from .pipeline import GameState, PipelineConfig, PlayerState
 from .state_store import RocksState, TrackedState, encode
 from .steps import Output, Steps
@@ -310,8 +310,6 @@ class Stage:
                 self.consumer.seek(tp, committed)
 
 
-#: The stages a worker runs, in order; ``kibitz worker --stages`` picks among them.
-STAGES = ("analyse", "rate")
 
 
 def _sync(step: Callable[[Any, bytes | None, bytes, str], list[Output]]) -> Step:
@@ -336,9 +334,10 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
         metrics = steps.metrics
         if metrics_port:
             metrics.serve(metrics_port)
+        analyse, rate = STAGES
         configs = {
-            "analyse": StageConfig("analyse", t.moves, t.state_games, steps.game_record, GameState, window=2 * engines),
-            "rate": StageConfig("rate", t.assessments, t.state_players, _sync(steps.player_record), PlayerState),
+            analyse: StageConfig(analyse, t.moves, t.state_games, steps.game_record, GameState, window=2 * engines),
+            rate: StageConfig(rate, t.assessments, t.state_players, _sync(steps.player_record), PlayerState),
         }
         unknown = set(stages) - configs.keys()
         if unknown or not stages:

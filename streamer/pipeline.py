@@ -23,7 +23,7 @@ import chess
 
 from analyzers.calibration import Calibration
 from analyzers.engine.analysis import Limits, PositionAnalysis
-from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, UnknownGame
+from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, StateStoreError, UnknownGame
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, REALERT_Z_STEP, FairPlayMove, FairPlayStats
 from analyzers.gain import GainHistogram, gain
 from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
@@ -32,15 +32,23 @@ from analyzers.posterior import SkillPosterior, with_played_move
 from analyzers.profiles import EngineProfile
 from schemas import (
     Candidate, FairPlayAlert, GameEnded, GameResult, GameStarted, GlickoState, MoveAssessment, MoveEvent,
-    PerceivedRating, PlayerInfo, RatingUpdate,
+    PerceivedRating, PlayerInfo, RatingUpdate, RESULT_SCORES,
 )
 
 Analyse = Callable[[chess.Board, Limits], Awaitable[PositionAnalysis]]
 Prefetch = Callable[[chess.Board, Limits], None]
-_SCORES = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}
 #: Finished games a player state remembers, so a late duplicate of their events is recognised.
 _REMEMBER_GAMES = 256
 SECONDS_PER_DAY = 86400.0
+#: Version of the stored form of GameState and PlayerState (``to_dict``). States without one are version 1; a state
+#: written by a newer kibitz is refused rather than misread.
+STATE_FORMAT = 1
+
+
+def _check_format(d: dict[str, Any], what: str) -> None:
+    v = d.get("format", 1)
+    if v != STATE_FORMAT:
+        raise StateStoreError(f"{what} state has format {v}; this kibitz reads format {STATE_FORMAT}")
 
 
 @dataclass(frozen=True)
@@ -80,7 +88,7 @@ class GameState:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "game_id": self.game_id, "white": self.white.model_dump(), "black": self.black.model_dump(),
+            "format": STATE_FORMAT, "game_id": self.game_id, "white": self.white.model_dump(), "black": self.black.model_dump(),
             "event": self.event, "initial_fen": self.initial_fen, "moves": list(self.moves),
             "pending_end": self.pending_end.model_dump() if self.pending_end else None, "ended": self.ended,
             # the current position, so a stored game is restored in O(1) instead of replaying every move
@@ -89,6 +97,7 @@ class GameState:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GameState:
+        _check_format(d, "game")
         state = cls(
             d["game_id"], PlayerInfo(**d["white"]), PlayerInfo(**d["black"]), d["event"], d["initial_fen"],
             list(d["moves"]), GameEnded(**d["pending_end"]) if d["pending_end"] else None, d["ended"],
@@ -203,7 +212,7 @@ def _maybe_finish(state: GameState) -> list[GameResult]:
     if ev is None or (ev.plies is not None and len(state.moves) < ev.plies):
         return []  # moves still to come (the end travelled on another topic and overtook them)
     state.ended = True
-    s = _SCORES[ev.result]
+    s = RESULT_SCORES[ev.result]
     return [
         GameResult(game_id=state.game_id, player_id=state.white.id, color="white", score=s, event=state.event,
                    player=state.white, opponent=state.black, timestamp=ev.timestamp),
@@ -281,7 +290,7 @@ class PlayerState:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "player_id": self.player_id, "overall": self.overall.to_dict(),
+            "format": STATE_FORMAT, "player_id": self.player_id, "overall": self.overall.to_dict(),
             "games": {k: v.to_dict() for k, v in self.games.items()},
             "events": {k: v.to_dict() for k, v in self.events.items()},
             "finished": list(self.finished), "glicko": self.glicko.to_dict() if self.glicko else None,
@@ -290,6 +299,7 @@ class PlayerState:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PlayerState:
+        _check_format(d, "player")
         return cls(
             d["player_id"], ScopeStats.from_dict(d["overall"]),
             {k: ScopeStats.from_dict(v) for k, v in d["games"].items()},

@@ -81,20 +81,37 @@ class TrackedState(dict):
         """Release the store (the partition was revoked, or the worker stops)."""
 
 
+def _rocksdict():  # noqa: ANN202 - the optional module
+    try:
+        import rocksdict  # optional dependency: pip install 'kibitz[rocksdb]'
+    except ImportError:
+        return None
+    return rocksdict
+
+
+def resolve_store(choice: str) -> str:
+    """The store a worker uses for ``--store`` (auto, memory, rocksdb): auto is rocksdb when rocksdict is installed,
+    else memory; rocksdb without rocksdict is a :class:`StateStoreError`."""
+    if _rocksdict() is None:
+        if choice == "rocksdb":
+            raise StateStoreError("--store rocksdb needs the rocksdict package: pip install 'kibitz[rocksdb]'")
+        return "memory"
+    return "rocksdb" if choice == "auto" else choice
+
+
 class RocksState(TrackedState):
     """A :class:`TrackedState` over a local RocksDB holding every key's committed state (see the module docstring)."""
 
     def __init__(self, path: str | Path, codec: type, cache_size: int = 10_000) -> None:
-        try:
-            from rocksdict import Rdict  # optional dependency: pip install 'kibitz[rocksdb]'
-        except ImportError:
-            raise StateStoreError("the rocksdb store needs the rocksdict package: pip install 'kibitz[rocksdb]'") from None
+        rocksdict = _rocksdict()
+        if rocksdict is None:
+            raise StateStoreError("the rocksdb store needs the rocksdict package: pip install 'kibitz[rocksdb]'")
 
         super().__init__()
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path, self.codec, self.cache_size = Path(path), codec, cache_size
         try:
-            self.db = Rdict(str(path))
+            self.db = rocksdict.Rdict(str(path))
         except Exception as e:  # rocksdict raises a bare Exception; the usual cause is a second worker on the same dir
             raise StateStoreError(f"cannot open the state store {path} (is another worker running with the same "
                                   f"--instance-id and --data-dir?): {e}") from e

@@ -17,7 +17,7 @@ import chess
 import pytest
 
 from streamer.ingest import DEMO_PGN, read_pgn_games
-from streamer.kafka_config import Topics
+from streamer.kafka_config import STAGES, Topics
 from streamer.devkafka import ROOT, Broker, WorkerProcess, consume_until, fresh_prefix, produce, start_workers
 
 pytestmark = pytest.mark.kafka
@@ -265,5 +265,5 @@ def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_kille
     after = {(s, p) for ts, s, p, _ in survivor if ts > killed_at}
     assert restored(procs[0]) and before, "both workers owned partitions before the kill"
     assert len(before) < 8, "the survivor joined second and got only its share"
-    assert after == {(s, p) for s in ("analyse", "rate") for p in range(4)}, \
+    assert after == {(s, p) for s in STAGES for p in range(4)}, \
         "the survivor took over every partition of the killed worker"

@@ -85,3 +85,15 @@ def test_a_store_in_use_is_a_clear_error(tmp_path):
     with pytest.raises(StateStoreError, match="same --instance-id"):
         RocksState(tmp_path / "p2", Box)
     s.close()
+
+
+def test_states_carry_their_format_and_a_newer_one_is_refused():
+    from analyzers.errors import StateStoreError
+    from streamer.pipeline import STATE_FORMAT, PlayerState
+
+    d = PlayerState("p").to_dict()
+    assert d["format"] == STATE_FORMAT
+    legacy = {k: v for k, v in d.items() if k != "format"}  # written before states were versioned
+    assert PlayerState.from_dict(legacy).player_id == "p"
+    with pytest.raises(StateStoreError, match="format"):
+        PlayerState.from_dict({**d, "format": STATE_FORMAT + 1})
