@@ -2,9 +2,11 @@
 
     nice -n 19 python bench/warm_cache.py [--profile fast] [--dev 3200] [--elite 500] [--holdout 520] [--random 200]
 
-Samples, each seeded exactly as bench/fit_model.py and bench/accuracy.py draw them: rated-dev player-events (the
-fitting set), elite-otb games (the top of the scale, fitting), rated-holdout player-events and random games
-(evaluation only). Every finished search is written to .cache/analysis.sqlite at once, so an interrupted run loses
+Samples, each seeded exactly as the fitting and accuracy benchmarks draw them: rated-dev player-events (the fitting
+set), elite-otb games (the top of the scale, fitting), rated-holdout player-events and random games (evaluation
+only). Order: the first ``--dev-first`` rated-dev games (a sample of whole player-events that is a subset of the
+larger one), the held-out player-events, the rest of rated-dev, elite-otb, the random held-out games; so a run cut
+short still leaves a usable fitting set and the evaluation set. Every finished search is written to .cache/analysis.sqlite at once, so an interrupted run loses
 nothing and a rerun continues where it stopped (finished positions are cache hits). Progress goes to stderr.
 """
 
@@ -25,15 +27,19 @@ from streamer.pipeline import PipelineConfig
 ELITE_FILE = ("pgn", "elite-otb", "pgnmentor_30players_both_elo_dedup.pgn")
 
 
-def samples(data, dev: int, elite: int, holdout: int, random_: int, seed: int):  # noqa: ANN001, ANN201
+def samples(data, dev: int, dev_first: int, elite: int, holdout: int, random_: int, seed: int):  # noqa: ANN001, ANN201
     """(name, games) in the order the job warms them: fitting sets first."""
     out = []
+    dev_dir = data / "pgn" / "rated-dev"
     if dev:
-        out.append(("rated-dev player-events", sample_player_events(data / "pgn" / "rated-dev", dev, seed=seed)))
-    if elite:
-        out.append(("elite-otb", sample_rated_games_from_file(data.joinpath(*ELITE_FILE), elite, seed=seed)))
+        first = min(dev, dev_first)
+        out.append((f"rated-dev player-events ({first})", sample_player_events(dev_dir, first, seed=seed)))
     if holdout:
         out.append(("rated-holdout player-events", sample_player_events(data / "pgn" / "rated-holdout", holdout, seed=seed)))
+    if dev > dev_first:
+        out.append((f"rated-dev player-events ({dev})", sample_player_events(dev_dir, dev, seed=seed)))
+    if elite:
+        out.append(("elite-otb", sample_rated_games_from_file(data.joinpath(*ELITE_FILE), elite, seed=seed)))
     if random_:
         out.append(("rated-holdout random", sample_rated_games(data / "pgn" / "rated-holdout", random_, seed=seed)))
     return out
@@ -43,6 +49,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="fast")
     ap.add_argument("--dev", type=int, default=3200, help="rated-dev games, as whole player-events")
+    ap.add_argument("--dev-first", type=int, default=1000, help="rated-dev games warmed before the held-out ones")
     ap.add_argument("--elite", type=int, default=500, help="elite-otb games")
     ap.add_argument("--holdout", type=int, default=520, help="rated-holdout games, as whole player-events")
     ap.add_argument("--random", type=int, default=200, help="rated-holdout games at random")
@@ -55,7 +62,7 @@ def main() -> None:
 
     async def run() -> None:
         async with EnginePool(size=args.engines, cache_path=ROOT / ".cache" / "analysis.sqlite") as pool:
-            for name, games in samples(data, args.dev, args.elite, args.holdout, args.random, args.seed):
+            for name, games in samples(data, args.dev, args.dev_first, args.elite, args.holdout, args.random, args.seed):
                 t, before = time.time(), pool.stats.searches
                 await assess_games(games, pool, config,
                                    progress=lambda i, n: print(f"\r{name}: {i}/{n} games", end="", file=sys.stderr, flush=True))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -46,9 +47,11 @@ async def assess_games(games: Sequence[PgnGame], pool: EnginePool, config: Pipel
     return results
 
 
+@functools.lru_cache(maxsize=4)
 def rated_games(folder: Path, *, min_plies: int = 30) -> list[PgnGame]:
     """Every game of a folder of PGNs with both players rated and ``min_plies``+ plies, in file order, without
-    duplicates (same players and first 40 plies: some events are published twice)."""
+    duplicates (same players and first 40 plies: some events are published twice). Remembered per folder (parsing
+    rated-dev takes minutes); treat the list as read-only."""
     games: list[PgnGame] = []
     seen: set[tuple] = set()
     for path in sorted(folder.glob("*.pgn")):
@@ -65,7 +68,7 @@ def sample_rated_games(folder: Path, n: int, *, seed: int = 0, min_plies: int = 
     """``n`` games from a folder of PGNs with both players rated, seeded and deduplicated by players and moves."""
     games = rated_games(folder, min_plies=min_plies)
     rng = random.Random(seed)
-    return rng.sample(games, min(n, len(games)))
+    return rng.sample(list(games), min(n, len(games)))
 
 
 def sample_player_events(folder: Path, n: int, *, seed: int = 0, min_games: int = 5, min_plies: int = 30) -> list[PgnGame]:
