@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STOCKFISH ?= $(shell command -v stockfish 2>/dev/null || ls /usr/games/stockfish 2>/dev/null)
 
-.PHONY: setup run test bench kafka kafka-stop clean
+.PHONY: setup run test lint bench kafka kafka-stop clean
 
 setup: $(STAMP) stockfish
 
@@ -29,8 +29,13 @@ stockfish:
 run: setup
 	$(VENV)/bin/kibitz replay --demo --speed 60
 
-test: setup
+# static checks first (seconds), then the tests (real Stockfish, real Kafka broker)
+test: setup lint
 	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # the quick benchmarks; bench/throughput.py, bench/accuracy.py and bench/fit_calibration.py run on their own
 bench: setup

@@ -14,7 +14,7 @@ error bars), :mod:`.concordance` (Kendall's tau_a, how well one ordering agrees 
 Engines: :mod:`.engine`, an asyncio pool of deterministic UCI searches with a cache and fault handling.
 
 Errors are types, all in :mod:`.errors`. State-holding classes have ``to_dict``/``from_dict`` so any store can keep
-them. Published reference figures (REFERENCES.md) are reproduced in ``tests/``.
+them. Published reference figures (docs/models.md) are reproduced in ``tests/``.
 
 >>> from analyzers.gain import GainHistogram, expected_score, rating_difference
 >>> byrne, fischer = GainHistogram([-1, -5, -13, 0]), GainHistogram([0, -16, 2, 0])

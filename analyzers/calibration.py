@@ -131,7 +131,7 @@ class Calibration:
                 profile=data["profile"], engine=data["engine"], engine_elo=float(data["engine_elo"]),
                 c_knots=[(float(c), float(e)) for c, e in data["c_knots"]], residual_sd=float(data["residual_sd"]),
                 model_sd=float(data.get("model_sd", 0.0)), gain_model_sd=float(data.get("gain_model_sd", 0.0)),
-                error_var=tuple(float(x) for x in data["error_var"]) if data.get("error_var") else None,
+                error_var=(float(data["error_var"][0]), float(data["error_var"][1])) if data.get("error_var") else None,
                 provisional=bool(data.get("provisional", True)), fitted_on=data.get("fitted_on", ""),
                 command=data.get("command", ""), extra=dict(data.get("extra", {})),
             )

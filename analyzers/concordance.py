@@ -1,4 +1,4 @@
-"""Concordance between two orderings: Kendall's tau_a (Gomboc 2004; REFERENCES.md section 5).
+"""Concordance between two orderings: Kendall's tau_a (Gomboc 2004; docs/models.md s. 6).
 
 tau_a = (concordant - discordant) / (m (m - 1) / 2); a pair tied in either ordering counts as neither but stays
 in the denominator. (scipy's default, tau_b, divides by a tie-corrected denominator: a different number.)

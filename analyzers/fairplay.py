@@ -1,4 +1,4 @@
-"""Fair-play statistics: how improbably close to the engine a player's moves are (REFERENCES.md section 7).
+"""Fair-play statistics: how improbably close to the engine a player's moves are (docs/models.md s. 7).
 
 For each analysed move the agent model (:mod:`analyzers.posterior`) at the player's reference skill c_ref gives
 P(engine's first choice) = p_t and an expected loss. Over N moves:
@@ -47,7 +47,7 @@ class FairPlayMove:
         v = np.asarray(values, dtype=float)
         if v.size < 2:
             return None
-        p = move_probabilities(v, c_ref, k)
+        p = move_probabilities(values, c_ref, k)
         best = int(np.argmax(v))
         deltas = v.max() - v
         e = float(p @ deltas)

@@ -1,4 +1,4 @@
-"""Gain per move and gain histograms (Ferreira 2012; REFERENCES.md section 1).
+"""Gain per move and gain histograms (Ferreira 2012; docs/models.md s. 1).
 
 The evaluation ``s_k`` is the engine's score of the position after ply ``k``, in centipawns from White's point of
 view, clamped to +/- :data:`MATE_CP`. The gain of ply ``k`` is ``s_k - s_(k-1)`` for a White move and its negation
@@ -59,7 +59,7 @@ def gains_from_evals(evals: Sequence[float], *, white_first: bool = True) -> lis
     out: list[int] = []
     white = white_first
     for before, after in zip(evals, evals[1:]):
-        out.append(gain(before, after, white))
+        out.append(gain(int(before), int(after), white))
         white = not white
     return out
 

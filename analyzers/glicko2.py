@@ -1,4 +1,4 @@
-"""Glicko-2 (Glickman, "Example of the Glicko-2 system"; REFERENCES.md section 3).
+"""Glicko-2 (Glickman, "Example of the Glicko-2 system"; docs/models.md s. 4).
 
 :func:`rate` is one rating period exactly as in Glickman's paper, with the Illinois solver for the volatility
 (including the 2022 correction, ``<=`` in step 5.4(b)). :func:`decay` grows RD for inactivity measured in
@@ -132,7 +132,7 @@ def decay(player: Glicko2Rating, periods: float) -> Glicko2Rating:
 
 @dataclass(frozen=True, slots=True)
 class Glicko2Config:
-    """Settings of a live platform that rates every game as its own period (defaults: REFERENCES.md s. 3)."""
+    """Settings of a live platform that rates every game as its own period (defaults: docs/models.md s. 4)."""
 
     tau: float = 0.75
     rating: float = 1500.0

@@ -1,4 +1,4 @@
-"""Perceived ratings from gain histograms: Ferreira's Algorithms 2, 3 and 4 (REFERENCES.md section 1).
+"""Perceived ratings from gain histograms: Ferreira's Algorithms 2, 3 and 4 (docs/models.md s. 1).
 
 - :func:`tournament_ratings` (Algorithm 2): ratings of a field from pairwise histogram differences.
 - :func:`engine_strength` (Algorithm 3): the Elo of the engine spike, from players of known Elo.

@@ -1,4 +1,4 @@
-"""Pool ratings from game results, the way Ordo computes them (REFERENCES.md section 4).
+"""Pool ratings from game results, the way Ordo computes them (docs/models.md s. 5).
 
 White's expected score is ``f = 1 / (1 + exp(-beta (R_w - R_b + W)))`` with ``beta = ln(0.76 / 0.24) / scale``
 (a ``scale``-point gap is a 76 % expectancy). :func:`fit_pool` finds the maximum-likelihood ratings (draws as half
@@ -21,6 +21,7 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -138,7 +139,7 @@ def _check_ratable(names: list[Hashable], wi: np.ndarray, bi: np.ndarray, s: np.
     cnt = np.bincount(wi, minlength=n) + np.bincount(bi, minlength=n)
     perfect = [names[i] for i in range(n) if i not in anchored and (pts[i] == 0 or pts[i] == cnt[i])]
     if perfect:
-        raise UnratablePool(f"perfect scores cannot be rated by maximum likelihood: {perfect}", perfect=perfect)
+        raise UnratablePool(f"perfect scores cannot be rated by maximum likelihood: {perfect}", perfect=[str(p) for p in perfect])
     # i -> j when i took points from j; a finite MLE needs every group to take points from every other
     edges: set[tuple[int, int]] = set()
     for w, b, x in zip(wi.tolist(), bi.tolist(), s.tolist()):
@@ -155,7 +156,7 @@ def _check_ratable(names: list[Hashable], wi: np.ndarray, bi: np.ndarray, s: np.
         raise UnratablePool(
             f"the pool splits into {len(groups)} groups that did not all take points off each other: "
             + "; ".join(", ".join(map(str, g[:5])) + (" ..." if len(g) > 5 else "") for g in groups),
-            components=groups,
+            components=[[str(p) for p in g] for g in groups],
         )
 
 
@@ -176,14 +177,15 @@ def _newton(
         h = beta * beta * f * (1.0 - f)
         grad_r = beta * (np.bincount(wi, res, n) - np.bincount(bi, res, n))
         hess = np.zeros((n + 1, n + 1))
-        np.add.at(hess, (wi, wi), h)
-        np.add.at(hess, (bi, bi), h)
-        np.add.at(hess, (wi, bi), -h)
-        np.add.at(hess, (bi, wi), -h)
-        np.add.at(hess, (n, wi), h)
-        np.add.at(hess, (n, bi), -h)
-        np.add.at(hess, (wi, n), h)
-        np.add.at(hess, (bi, n), -h)
+        add_at: Any = np.add.at  # numpy's stubs reject a tuple of an int and an index array, which it accepts
+        add_at(hess, (wi, wi), h)
+        add_at(hess, (bi, bi), h)
+        add_at(hess, (wi, bi), -h)
+        add_at(hess, (bi, wi), -h)
+        add_at(hess, (n, wi), h)
+        add_at(hess, (n, bi), -h)
+        add_at(hess, (wi, n), h)
+        add_at(hess, (bi, n), -h)
         hess[n, n] = h.sum()
         idx = np.concatenate((free, [n])) if fit_w else free
         grad = np.concatenate((grad_r, [beta * res.sum()]))[idx]

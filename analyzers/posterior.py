@@ -1,4 +1,4 @@
-"""Skill as a stochastic agent: the Bayesian posterior over c (Di Fatta, Haworth, Regan 2009; REFERENCES.md s. 2).
+"""Skill as a stochastic agent: the Bayesian posterior over c (Di Fatta, Haworth, Regan 2009; docs/models.md s. 2).
 
 The agent E(c) picks candidate i of a multi-PV search with probability proportional to
 ``(v_max - v_i + K) ** -c`` (values in pawns from the side to move, K = 0.1). c = 0 plays at random, larger c

@@ -16,7 +16,7 @@ class EngineProfile:
     """Search limits and which moves count.
 
     ``skip_plies``: opening plies not counted (book moves say little about skill); ``decided_cp``: positions whose
-    best score is beyond this (side to move) are not counted for the posterior (REFERENCES.md s. 8: decided
+    best score is beyond this (side to move) are not counted for the posterior (docs/accuracy.md: decided
     positions are noise, any move wins or loses).
     """
 
@@ -43,7 +43,7 @@ class EngineProfile:
 
 
 #: The profiles kibitz ships.
-#: - ``standard``: the Bayesian paper's setting as REFERENCES.md section 8 uses it (depth 10, multipv 10).
+#: - ``standard``: the Bayesian paper's setting as docs/accuracy.md uses it (depth 10, multipv 10).
 #: - ``fast`` (the default): depth 8, multipv 5; about as accurate as ``standard`` on the held-out games for a fifth of
 #:   the engine time (docs/accuracy.md), the best accuracy per CPU-second measured.
 #: - ``deep``: Ferreira's method, a single principal variation at a fixed depth, for bench/ferreira_tables.py. The

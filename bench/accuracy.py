@@ -15,7 +15,7 @@ Printed, all on the sampled held-out games:
    skill; never used by kibitz).
 2. The same per player-event (players with 5+ games in the event in the sample; all their moves in the event).
 3. Error as a function of counted moves seen (10 ... 160), across a player's games in the event.
-4. Outcome log-likelihood, (1/T) sum ln(1 - |s_t - p_t|) (REFERENCES.md s. 6), of each game's result predicted
+4. Outcome log-likelihood, (1/T) sum ln(1 - |s_t - p_t|) (docs/models.md s. 8), of each game's result predicted
    from the players' ratings before the game: 50:50, Glicko-2 from the earlier results in the sample (the platform
    settings of analyzers.glicko2), perceived ratings from the earlier moves in the sample (posterior), and the
    FIDE ratings as an outside reference. A player not seen yet is, for both Glicko-2 and perceived ratings, the
@@ -230,7 +230,8 @@ def plots(profile: str, method: str, games_rows: list[Estimates], event_rows: li
     half = [np.mean([e.half_width for kk, e, t in seen if kk == k]) for k in ks]
     ax.plot(ks, mae, "o-", label="mean absolute error")
     ax.plot(ks, half, "s--", label="mean 95 % half-width (published)")
-    ax.set(xscale="log", xticks=ks, xticklabels=[str(k) for k in ks], xlabel=f"{'counted ' if method.startswith('posterior') else ''}moves seen (one player, one event)",
+    counted = "counted " if method.startswith("posterior") else ""
+    ax.set(xscale="log", xticks=ks, xticklabels=[str(k) for k in ks], xlabel=f"{counted}moves seen (one player, one event)",
            ylabel="Elo", title=f"error vs moves seen, profile {profile}")
     ax.legend()
     moves = out_dir / f"accuracy-{profile}-moves.png"

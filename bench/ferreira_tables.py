@@ -5,10 +5,10 @@
 Every ply of the games is assessed by the same game step the runtimes use (``streamer.batch.assess_games``); the
 gains are Ferreira's (s_k - s_(k-1) from the mover's side, mate = 3900 cp). Printed:
 
-1. Byrne-Fischer 1956: mean gain, zero-gain moves, expected score and rating difference (REFERENCES.md s. 1; the
+1. Byrne-Fischer 1956: mean gain, zero-gain moves, expected score and rating difference (docs/models.md s. 1; the
    paper's figures are Houdini 1.5a at depth 20, ours Stockfish 15.1 at the profile's limits);
 2. London Chess Classic 2011: Algorithm 2 perceived ratings (all pairs, mean pinned to the mean Elo) next to the
-   Elo and to the paper's figures where REFERENCES.md gives them, and Algorithm 3's engine strength (paper: 2860).
+   Elo and to the paper's figures where docs/models.md gives them, and Algorithm 3's engine strength (paper: 2860).
 
 Analyses are cached in .cache/analysis.sqlite; the first run of the deep profile costs about 3,500 searches.
 ``--depth`` overrides the profile's depth (Algorithm 3 calibrates the engine on these games, so no calibration file
@@ -35,10 +35,10 @@ from streamer.batch import assess_games
 from streamer.ingest import read_pgn_games
 from streamer.pipeline import PipelineConfig
 
-#: REFERENCES.md section 1: the paper's Figure 1 (pawns per move) and summary figures for Byrne-Fischer 1956.
+#: docs/models.md s. 1: the paper's Figure 1 (pawns per move) and summary figures for Byrne-Fischer 1956.
 PAPER_GOTC = {"Byrne": {"mean": -0.86, "zeros": 13, "moves": 41}, "Fischer": {"mean": 0.094, "moves": 41},
               "expected_byrne": 0.345, "difference": 113}
-#: The London 2011 perceived ratings REFERENCES.md quotes from the paper (Houdini 1.5a, depth 20).
+#: The London 2011 perceived ratings docs/models.md quotes from the paper (Houdini 1.5a, depth 20).
 PAPER_LONDON = {"Kramnik": 2790, "Carlsen": 2774, "Adams": 2722}
 PAPER_ENGINE = 2860
 
@@ -91,7 +91,7 @@ def main() -> None:
     print("|---|---|---|")
     print(f"| Byrne mean gain, pawns per move               | {byrne.mean / 100:+.3f} | {PAPER_GOTC['Byrne']['mean']:+.3f} |")
     print(f"| Fischer mean gain, pawns per move             | {fischer.mean / 100:+.3f} | {PAPER_GOTC['Fischer']['mean']:+.3f} |")
-    print(f"| Byrne zero-gain moves / moves                 | {byrne.zeros} / {byrne.count} | {PAPER_GOTC['Byrne']['zeros']} / {PAPER_GOTC['Byrne']['moves']} |")
+    print(f"| Byrne zero-gain moves / moves | {byrne.zeros} / {byrne.count} | {PAPER_GOTC['Byrne']['zeros']} / {PAPER_GOTC['Byrne']['moves']} |")
     print(f"| expected score Byrne vs Fischer               | {p:.3f} | {PAPER_GOTC['expected_byrne']:.3f} |")
     print(f"| rating difference in Fischer's favour         | {-rating_difference(p):.0f} | {PAPER_GOTC['difference']} |")
 

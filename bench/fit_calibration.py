@@ -91,7 +91,7 @@ def main() -> None:
     try:
         eng = engine_strength(hists, {k: elo[k] for k in hists})
     except RatingError as e:
-        raise SystemExit(f"engine strength undefined: {e}")
+        raise SystemExit(f"engine strength undefined: {e}") from None
     # Algorithm 4's part: its residual around the FIDE ratings minus its own sampling variance is the model error
     from analyzers.perceived import live_rating
     gk = list(hists)

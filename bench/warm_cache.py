@@ -64,8 +64,8 @@ def main() -> None:
         async with EnginePool(size=args.engines, cache_path=ROOT / ".cache" / "analysis.sqlite") as pool:
             for name, games in samples(data, args.dev, args.dev_first, args.elite, args.holdout, args.random, args.seed):
                 t, before = time.time(), pool.stats.searches
-                await assess_games(games, pool, config,
-                                   progress=lambda i, n: print(f"\r{name}: {i}/{n} games", end="", file=sys.stderr, flush=True))
+                await assess_games(games, pool, config, progress=lambda i, n, name=name: print(
+                    f"\r{name}: {i}/{n} games", end="", file=sys.stderr, flush=True))
                 print(f"\n{name}: {len(games)} games, {pool.stats.searches - before} searches in {time.time() - t:.0f} s",
                       file=sys.stderr, flush=True)
             print(f"done: {pool.stats.searches} searches ({pool.stats.search_seconds:.0f} engine-s), "

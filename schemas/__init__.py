@@ -8,6 +8,7 @@ events (what producers send) are :class:`GameStarted`, :class:`MoveEvent` and :c
 from .messages import (
     INPUT_EVENTS,
     MESSAGES,
+    RESULT_SCORES,
     SCHEMA_VERSION,
     Candidate,
     DeadLetter,
@@ -21,7 +22,6 @@ from .messages import (
     MoveEvent,
     PerceivedRating,
     PlayerInfo,
-    RESULT_SCORES,
     RatingUpdate,
     export_json_schemas,
     parse_event,

@@ -1,16 +1,16 @@
-"""The message models. See the package docstring; DESIGN.md's topic table says which topic carries which."""
+"""The message models. See the package docstring; the README's topic table says which topic carries which."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from analyzers.errors import MalformedEvent
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 #: UCI move syntax: from-square, to-square, optional promotion piece.
 UCI_PATTERN = r"^[a-h][1-8][a-h][1-8][qrbn]?$"
@@ -19,7 +19,7 @@ Rating = Annotated[float, Field(ge=0, le=4000, description="rating on the Elo sc
 RD = Annotated[float, Field(gt=0, le=1000)]
 Ply = Annotated[int, Field(ge=0, description="half-moves played before this one: 0 is White's first move")]
 Id = Annotated[str, Field(min_length=1, max_length=200)]
-Score = Literal[0.0, 0.5, 1.0]
+Score = Literal[0.0, 0.5, 1.0]  # type: ignore[valid-type]  # pydantic validates float literals; PEP 586 has none
 #: White's score for each decisive PGN result ("*", unfinished, has none).
 RESULT_SCORES: dict[str, float] = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}
 
@@ -69,7 +69,7 @@ class GameEnded(Message):
     timestamp: float | None = None
 
 
-InputEvent = Annotated[Union[GameStarted, MoveEvent, GameEnded], Field(discriminator="type")]
+InputEvent = Annotated[GameStarted | MoveEvent | GameEnded, Field(discriminator="type")]
 _INPUT = TypeAdapter(InputEvent)
 
 
@@ -140,7 +140,7 @@ class GameResult(Message):
     timestamp: float | None = None
 
 
-PlayerEvent = Annotated[Union[MoveAssessment, GameResult], Field(discriminator="type")]
+PlayerEvent = Annotated[MoveAssessment | GameResult, Field(discriminator="type")]
 _PLAYER_EVENT = TypeAdapter(PlayerEvent)
 
 

@@ -95,7 +95,7 @@ async def _replay(args: argparse.Namespace) -> int:
 
     config = build_config(args)
     paths = [Path(p) for p in args.pgn] or [DEMO_PGN]
-    games = []
+    games: list = []
     for p in paths:
         if not p.is_file():
             print(f"kibitz: no such file: {p}", file=sys.stderr)
@@ -183,7 +183,7 @@ def _pool(args: argparse.Namespace) -> int:
     def label(p) -> str:  # noqa: ANN001 - one pool entry per player id, shown by name
         return p.name if p.id == p.name else f"{p.name} ({p.id})"
 
-    games = []
+    games: list = []
     for p in args.pgn:
         for g in read_pgn_games(p):
             if g.white_score is not None:
@@ -258,10 +258,10 @@ def _worker(args: argparse.Namespace) -> int:
     from .kafka_app import create_app
 
     asyncio.run(ensure_topics(settings))
-    app = create_app(settings, config, engines=args.engines, engine=args.engine, cache_path=args.cache, store=args.store,
+    app, metrics = create_app(settings, config, engines=args.engines, engine=args.engine, cache_path=args.cache, store=args.store,
                      guarantee=args.guarantee, data_dir=worker_dir)
     if args.metrics_port:
-        app.kibitz_metrics.serve(args.metrics_port)
+        metrics.serve(args.metrics_port)
     worker = Worker(app, loglevel=args.log_level.lower(), quiet=True, redirect_stdouts=False)
     worker.execute_from_commandline()
     return EXIT_OK
@@ -274,6 +274,7 @@ def _transactional_worker(args: argparse.Namespace, settings, config, store_dir:
 
     async def main() -> None:
         task = asyncio.current_task()
+        assert task is not None
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
@@ -297,7 +298,7 @@ async def _produce(args: argparse.Namespace) -> int:
     from .ingest import paced, read_pgn_games, replay_timeline
 
     settings = kafka_settings(args)
-    games = []
+    games: list = []
     for p in args.pgn:
         games.extend(read_pgn_games(p))
     errors = [e for g in games for e in g.errors]

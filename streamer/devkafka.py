@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from .kafka_config import STAGES
@@ -65,7 +66,8 @@ class WorkerProcess:
         name = f"worker-{prefix}{WorkerProcess.started}.log"  # one file per process: two workers share a prefix
         self.log = open(ROOT / ".cache" / name, "w") if (ROOT / ".cache").is_dir() else subprocess.DEVNULL
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamer.cli", "--log-level", os.environ.get("KIBITZ_WORKER_LOG", "warning"), "worker", "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, *extra],
+            [sys.executable, "-m", "streamer.cli", "--log-level", os.environ.get("KIBITZ_WORKER_LOG", "warning"), "worker",
+             "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, *extra],
             cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
@@ -106,7 +108,7 @@ async def produce(broker: str, topic: str, records: list[tuple[bytes | None, byt
 
 
 async def consume_until(broker: str, topics: list[str], done, timeout: float = 240.0,
-                        workers: list[WorkerProcess] = ()) -> dict[str, list[bytes]]:
+                        workers: Sequence[WorkerProcess] = ()) -> dict[str, list[bytes]]:
     """Read committed records of ``topics`` from the beginning until ``done(records)`` or ``timeout`` seconds.
 
     After ``done`` first holds, keeps reading 3 more seconds so that extra (duplicate) records would be seen.

@@ -3,7 +3,8 @@
 - ``analyse`` consumes ``kibitz.moves`` (every game event, keyed by game_id: Kafka orders messages only within one
   partition of one topic, so a game's start, moves and end travel together). One actor per worker processes its
   partitions in order (faust's ``isolated_partitions`` loses partition 0 and crashes with several workers in
-  faust-streaming 0.15), so a worker uses one engine at a time: scale out with one worker per core. It keeps :class:`~streamer.pipeline.GameState` in the ``games`` table and sends
+  faust-streaming 0.15), so a worker uses one engine at a time: scale out with one worker per core. It keeps
+  :class:`~streamer.pipeline.GameState` in the ``games`` table and sends
   assessments and game results to ``kibitz.assessments``, keyed by player.
 - ``rate`` consumes ``kibitz.assessments``, keeps :class:`~streamer.pipeline.PlayerState` in the ``players`` table and
   publishes perceived ratings, Glicko-2 updates and fair-play alerts.
@@ -26,10 +27,11 @@ import mode
 from analyzers.engine import EnginePool
 
 from .kafka_config import KafkaSettings
+from .metrics import Metrics
 from .pipeline import GameState, PipelineConfig, PlayerState
 from .steps import ObjectTable, Output, Route, Steps
 
-RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
 
 class PoolHolder:
@@ -59,15 +61,16 @@ def create_app(
     settings: KafkaSettings, config: PipelineConfig, *, engines: int = 2, engine: str | None = None,
     cache_path: Path | None = None, store: str = "memory", guarantee: str = "at_least_once",
     data_dir: Path | None = None,
-) -> faust.App:
+) -> tuple[faust.App, Metrics]:
     if data_dir is not None:
         data_dir.mkdir(parents=True, exist_ok=True)  # faust creates only the last level
+    extra: dict[str, Any] = {"datadir": str(data_dir)} if data_dir else {}
     app = faust.App(
         settings.app_id, broker=f"kafka://{settings.broker}", broker_credentials=settings.faust_credentials(),
         processing_guarantee=guarantee, store="rocksdb://" if store == "rocksdb" else "memory://",
         topic_partitions=settings.partitions, web_enabled=False, producer_acks=-1,
         consumer_auto_offset_reset="earliest", autodiscover=False, table_cleanup_interval=3600.0,
-        **({"datadir": str(data_dir)} if data_dir else {}),
+        **extra,
     )
     t = settings.topics
     moves_topic = app.topic(t.moves, **RAW)
@@ -110,6 +113,4 @@ def create_app(
         async for event in stream.events():
             publish(steps.player_record(player_states, event.key, event.value, where(event)))
 
-    app.kibitz_holder = holder  # for tests
-    app.kibitz_metrics = steps.metrics
-    return app
+    return app, steps.metrics

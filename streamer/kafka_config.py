@@ -1,4 +1,4 @@
-"""Kafka settings for the streaming runtime: broker, topic names (DESIGN.md), security. Defined once, used by the
+"""Kafka settings for the streaming runtime: broker, topic names (README, "Topics"), security. Defined once, used by the
 worker, the producer, ``kibitz tail`` and the tests.
 
 Credentials are :class:`pydantic.SecretStr`: they print as ``**********`` in reprs, logs and errors, and are only
@@ -20,11 +20,6 @@ DEFAULT_BROKER = "127.0.0.1:9092"
 STAGES = ("analyse", "rate")
 
 
-def _topic(base: str, doc: str | None = None) -> property:
-    """A topic-name property: ``base`` under the instance's prefix."""
-    return property(lambda self: self.name(base), doc=doc or f"the ``kibitz.{base}`` topic, with the prefix")
-
-
 class Topics(BaseModel):
     """Topic names; ``prefix`` namespaces them (tests use a fresh prefix per run)."""
 
@@ -34,15 +29,46 @@ class Topics(BaseModel):
     def name(self, base: str) -> str:
         return f"{self.prefix}kibitz.{base}"
 
-    games = _topic("games")
-    moves = _topic("moves")
-    assessments = _topic("assessments")
-    perceived = _topic("ratings.perceived")
-    glicko2 = _topic("ratings.glicko2")
-    alerts = _topic("alerts.fairplay")
-    deadletter = _topic("deadletter")
-    state_games = _topic("state.games", "compacted changelog of game state (the transactional runtime's analyse stage)")
-    state_players = _topic("state.players", "compacted changelog of player state (the rate stage)")
+    @property
+    def games(self) -> str:
+        """Game starts and ends (a copy of the lifecycle events, for downstream consumers)."""
+        return self.name("games")
+
+    @property
+    def moves(self) -> str:
+        """The input: every game event, keyed by game."""
+        return self.name("moves")
+
+    @property
+    def assessments(self) -> str:
+        """Move assessments and game results, keyed by player (the rate stage's input)."""
+        return self.name("assessments")
+
+    @property
+    def perceived(self) -> str:
+        return self.name("ratings.perceived")
+
+    @property
+    def glicko2(self) -> str:
+        return self.name("ratings.glicko2")
+
+    @property
+    def alerts(self) -> str:
+        return self.name("alerts.fairplay")
+
+    @property
+    def deadletter(self) -> str:
+        return self.name("deadletter")
+
+    @property
+    def state_games(self) -> str:
+        """Compacted changelog of game state (the transactional runtime's analyse stage)."""
+        return self.name("state.games")
+
+    @property
+    def state_players(self) -> str:
+        """Compacted changelog of player state (the rate stage)."""
+        return self.name("state.players")
 
     def for_route(self, route: Route) -> str:
         """The topic an output of ``route`` is published to."""

@@ -33,9 +33,9 @@ import contextlib
 import logging
 import shutil
 import time
-from itertools import zip_longest
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ FETCH_WAIT_MS = 10
 #: one small response each (fewer round trips, less protocol decoding in Python): p50 at 500 moves/s 41 -> 33 ms,
 #: p99 70 -> 57-68 ms (bench/throughput.py). At a trickle it waits at most FETCH_WAIT_MS, as before.
 FETCH_MIN_BYTES = 32 * 1024
-Step = Callable[[dict[str, Any], bytes | None, bytes, str], Awaitable[list[Output]]]
+Step = Callable[[TrackedState, bytes | None, bytes, str], Awaitable[list[Output]]]
 #: For a few ms after a commit the broker answers a new transaction's AddPartitionsToTxn with CONCURRENT_TRANSACTIONS
 #: (its commit markers are still being written; KAFKA-5477), and aiokafka retries after a fixed 20 ms
 #: (``aiokafka.producer.sender.BACKOFF_OVERRIDE``, no setting). So every transaction after the first waited 20+ ms

@@ -31,8 +31,17 @@ from analyzers.perceived import DEFAULT_LEVEL
 from analyzers.posterior import SkillPosterior, with_played_move
 from analyzers.profiles import EngineProfile
 from schemas import (
-    Candidate, FairPlayAlert, GameEnded, GameResult, GameStarted, GlickoState, MoveAssessment, MoveEvent,
-    PerceivedRating, PlayerInfo, RatingUpdate, RESULT_SCORES,
+    RESULT_SCORES,
+    FairPlayAlert,
+    GameEnded,
+    GameResult,
+    GameStarted,
+    GlickoState,
+    MoveAssessment,
+    MoveEvent,
+    PerceivedRating,
+    PlayerInfo,
+    RatingUpdate,
 )
 
 Analyse = Callable[[chess.Board, Limits], Awaitable[PositionAnalysis]]
@@ -338,7 +347,7 @@ def apply_player_event(
     if ev.game_id in state.finished:
         return state, []  # a redelivery of a game already closed for this player
     if isinstance(ev, MoveAssessment):
-        return state, _apply_move(state, ev, config)
+        return state, list(_apply_move(state, ev, config))
     return state, _apply_result(state, ev, config)
 
 

@@ -35,7 +35,7 @@ def encode(value: Any) -> bytes | None:
     return None if value is None else json.dumps(value.to_dict(), separators=(",", ":")).encode()
 
 
-def decode(raw: bytes, codec: type) -> Any:
+def decode(raw: bytes, codec: Any) -> Any:
     """The inverse of :func:`encode`, for the state class ``codec``."""
     return codec.from_dict(json.loads(raw))
 

@@ -26,21 +26,38 @@ import base64
 import enum
 import logging
 import time
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel
 
 from analyzers.engine import EnginePool
 from analyzers.errors import EngineError, InputError, KibitzError, MalformedEvent
 from schemas import (
-    DeadLetter, FairPlayAlert, GameEnded, GameResult, GameStarted, MoveAssessment, MoveEvent, PerceivedRating,
-    RatingUpdate, parse_event, parse_player_event,
+    DeadLetter,
+    FairPlayAlert,
+    GameEnded,
+    GameResult,
+    GameStarted,
+    MoveAssessment,
+    MoveEvent,
+    PerceivedRating,
+    RatingUpdate,
+    parse_event,
+    parse_player_event,
 )
 
 from .metrics import Metrics
 from .pipeline import (
-    GameState, PipelineConfig, PlayerState, apply_move, apply_player_event, assess_move, end_game, start_game,
+    GameState,
+    PipelineConfig,
+    PlayerState,
+    apply_move,
+    apply_player_event,
+    assess_move,
+    end_game,
+    start_game,
 )
 
 log = logging.getLogger("kibitz.steps")
@@ -83,12 +100,9 @@ class Output:
         return self.key.encode() if isinstance(self.key, str) else self.key
 
 
-class StateMap(Protocol):
-    """What a step needs of a state store: a dict does; so do the changelog-tracked and faust-backed ones."""
-
-    def get(self, key: str, /) -> Any: ...
-    def __setitem__(self, key: str, value: Any, /) -> None: ...
-    def pop(self, key: str, default: Any = None, /) -> Any: ...
+#: What a step needs of a state store: a dict, the changelog-tracked dict of a transactional stage, or a faust table
+#: seen through :class:`ObjectTable`.
+StateMap = MutableMapping[str, Any]
 
 
 def dead_letter(error: KibitzError, raw: bytes | str, *, source: str, key: str | None = None) -> DeadLetter:
@@ -208,18 +222,26 @@ class Steps:
             return self._internal(e, raw if raw is not None else ev.model_dump_json(), source, key)
 
 
-class ObjectTable:
+class ObjectTable(MutableMapping[str, Any]):
     """A :class:`StateMap` of live state objects over a store of their ``to_dict()`` form (a faust table)."""
 
     def __init__(self, store: Any, cls: type[GameState] | type[PlayerState]) -> None:
         self.store, self.cls = store, cls
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def __getitem__(self, key: str) -> Any:
         d = self.store.get(key)
-        return self.cls.from_dict(d) if d else default
+        if not d:
+            raise KeyError(key)
+        return self.cls.from_dict(d)
 
     def __setitem__(self, key: str, value: Any) -> None:
         self.store[key] = value.to_dict()
 
-    def pop(self, key: str, default: Any = None) -> Any:
-        return self.store.pop(key, default)
+    def __delitem__(self, key: str) -> None:
+        del self.store[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.store)
+
+    def __len__(self) -> int:
+        return len(self.store)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import chess
 from rich.console import Console, Group
@@ -54,7 +55,7 @@ class ReplayView:
             self.live.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         if self.live:
             self.live.update(self.render())
             self.live.__exit__(*exc)

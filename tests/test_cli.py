@@ -3,10 +3,9 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 BAD_PGN = (Path(__file__).parent / "fixtures" / "bad.pgn").read_text()
 

@@ -64,15 +64,15 @@ async def test_bad_input_is_dead_lettered_and_the_rest_is_unchanged(stockfish):
     g = json.loads(clean[0])["game_id"]
     bad = [
         "this is not json",
-        '{"type": "move", "game_id": "%s", "ply": 1, "uci": "e2e4", "bogus": true}' % g,
+        f'{{"type": "move", "game_id": "{g}", "ply": 1, "uci": "e2e4", "bogus": true}}',
         '{"type": "move", "game_id": "no-such-game", "ply": 0, "uci": "e2e4"}',
         '{"type": "game_ended", "game_id": "no-such-game", "result": "1-0"}',
         b"\xff\xfe not utf-8",
     ]
     mixed = clean[:5] + [clean[3]] + bad[:2] + clean[5:7] + [
         # an illegal move and an out-of-order ply for game g, while it is in progress
-        '{"type": "move", "game_id": "%s", "ply": 6, "uci": "a1a8"}' % g,
-        '{"type": "move", "game_id": "%s", "ply": 40, "uci": "e2e4"}' % g,
+        f'{{"type": "move", "game_id": "{g}", "ply": 6, "uci": "a1a8"}}',
+        f'{{"type": "move", "game_id": "{g}", "ply": 40, "uci": "e2e4"}}',
     ] + bad[2:] + clean[7:]
     out, dead, rt = await run(mixed)
     reasons = sorted(d.reason for d in dead)
@@ -86,7 +86,7 @@ async def test_bad_input_is_dead_lettered_and_the_rest_is_unchanged(stockfish):
 
 async def test_engine_crash_dead_letters_moves_but_the_game_goes_on(tmp_path):
     lines = demo_lines(1)[:12] + [
-        '{"type": "game_ended", "game_id": "%s", "result": "1-0"}' % json.loads(demo_lines(1)[0])["game_id"]
+        '{{"type": "game_ended", "game_id": "{}", "result": "1-0"}}'.format(json.loads(demo_lines(1)[0])["game_id"])
     ]
     out, dead, _ = await run(lines, engine=[sys.executable, FAKE, "crash"], engines=1)
     assert dead and all(d.reason == "engine_crashed" for d in dead)

@@ -12,7 +12,6 @@ import pytest
 from analyzers.engine import EnginePool, Limits
 from analyzers.errors import EngineCrashed, EngineTimeout, PoolClosed
 from analyzers.gain import MATE_CP
-
 from streamer.ingest import DEMO_PGN as ROUND1
 
 FAKE = str(Path(__file__).parent / "fixtures" / "fake_engine.py")

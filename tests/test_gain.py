@@ -1,4 +1,4 @@
-"""Ferreira's gains and histograms against the paper's Game of the Century figures (REFERENCES.md s. 1)."""
+"""Ferreira's gains and histograms against the paper's Game of the Century figures (docs/models.md s. 1)."""
 
 import math
 
@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from analyzers.gain import (
-    MATE_CP, GainHistogram, expected_from_difference, expected_score, gains_from_evals, rating_difference, score_cp,
+    MATE_CP,
+    GainHistogram,
+    expected_from_difference,
+    expected_score,
+    gains_from_evals,
+    rating_difference,
+    score_cp,
 )
 
 BYRNE = ("-0.01 -0.05 -0.13 -0.02 -0.17 -0.09 0 -0.04 -0.03 0.06 -1.37 -0.03 0.01 -0.57 0.04 -0.09 -0.04 -5.56 -0.02 "

@@ -1,8 +1,8 @@
+from pathlib import Path
+
 from analyzers.errors import IllegalMove
 from schemas import GameEnded, GameStarted, MoveEvent
 from streamer.ingest import DEMO_PGN, TruncatedInput, read_pgn_games, replay_timeline
-
-from pathlib import Path
 
 BAD_PGN = (Path(__file__).parent / "fixtures" / "bad.pgn").read_text()
 

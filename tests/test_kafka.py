@@ -7,18 +7,18 @@ import json
 import random
 import re
 import signal
-import time
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import chess
 import pytest
 
+from streamer.devkafka import ROOT, Broker, WorkerProcess, consume_until, fresh_prefix, produce, start_workers
 from streamer.ingest import DEMO_PGN, read_pgn_games
 from streamer.kafka_config import STAGES, Topics
-from streamer.devkafka import ROOT, Broker, WorkerProcess, consume_until, fresh_prefix, produce, start_workers
 
 pytestmark = pytest.mark.kafka
 LIMITS = ["--depth", "6", "--multipv", "4"]

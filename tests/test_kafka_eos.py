@@ -34,7 +34,7 @@ async def test_a_transaction_commits_an_unbroken_prefix_of_each_partition_and_ke
         done: list[tuple[int, int]] = []
         running: dict[tuple[int, bytes], int] = {}
 
-        async def step(state, key, raw, source, seed=seed):  # noqa: ANN001
+        async def step(state, key, raw, source, seed=seed, running=running, done=done):  # noqa: ANN001
             p, off = source.split("/")[1].split("@")
             k = (int(p), key)
             assert running.get(k, 0) == 0, "two records of one key ran at once"

@@ -14,8 +14,8 @@ def test_expectancy_table(p, points):
 
 
 def test_draw_model_figures():
-    w, d, l = wdl(0.76, 0.5)
-    assert (round(d, 4), round(w, 4), round(l, 4)) == (0.3648, 0.5776, 0.0576)
+    w, d, loss = wdl(0.76, 0.5)
+    assert (round(d, 4), round(w, 4), round(loss, 4)) == (0.3648, 0.5776, 0.0576)
     assert round(float(draw_probability(0.64, 0.6)), 4) == 0.5426
     assert round(float(draw_probability(0.76, 0.2)), 4) == 0.1637
 

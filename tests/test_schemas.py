@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from analyzers.errors import MalformedEvent
 from schemas import MESSAGES, GameStarted, MoveEvent, PlayerInfo, export_json_schemas, parse_event
@@ -37,7 +38,7 @@ def test_malformed_keeps_game_and_ply_when_it_can():
 
 
 def test_player_info_is_frozen_and_strict():
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         PlayerInfo(id="a", nickname="x")
 
 

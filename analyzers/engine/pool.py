@@ -199,8 +199,8 @@ class EnginePool:
             await asyncio.gather(*(x.kill() for x in engines), return_exceptions=True)
             raise EngineError(f"cannot start engine {self.command!r}: {e}") from e
         self._engines = engines
-        for e in engines:
-            self._idle.put_nowait(e)
+        for engine in engines:
+            self._idle.put_nowait(engine)
         opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
         self.identity = f"{engines[0].name}|{opts}"
         self._open = True
@@ -297,9 +297,9 @@ class EnginePool:
                     # its bookkeeping when the process then dies), then collect that failure
                     await engine.kill()
                     await _settle(search)
-                    raise asyncio.TimeoutError
+                    raise TimeoutError
                 result = search.result()
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 last = EngineTimeout(f"{engine.name} did not answer within {self.timeout:g}s on {board.epd()}")
             except EngineCrashed as e:
                 last = e
