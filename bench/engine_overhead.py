@@ -5,7 +5,7 @@
 (a) is one ``chess.engine.SimpleEngine`` in a loop, doing exactly what a pool search does: ``ucinewgame`` before each
 search (python-chess sends it when ``game`` changes), Threads=1, Hash=16, the position without history. (b) and (c)
 submit all positions at once to a fresh pool (empty cache, so every position is a real search). Prints positions
-per second and the ratios b/a and c/a, all measured in this one run. Targets (issue 5): b/a >= 0.97, c/a >= 1.8.
+per second and the ratios b/a and c/a, all measured in this one run. Targets: b/a >= 0.97, c/a >= 1.8.
 """
 
 from __future__ import annotations

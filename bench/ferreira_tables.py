@@ -12,8 +12,7 @@ gains are Ferreira's (s_k - s_(k-1) from the mover's side, mate = 3900 cp). Prin
 
 Analyses are cached in .cache/analysis.sqlite; the first run of the deep profile costs about 3,500 searches.
 ``--depth`` overrides the profile's depth (Algorithm 3 calibrates the engine on these games, so no calibration file
-is involved): depth 16 was the deep profile's depth before session 3 and is the closest this machine gets to the
-paper's 20.
+is involved): depth 16 is the closest this machine gets to the paper's 20 in reasonable time.
 """
 
 from __future__ import annotations

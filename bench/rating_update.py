@@ -5,7 +5,7 @@
 Per move: GainHistogram.add + live_rating (Algorithm 4 with its interval) + SkillPosterior.update (301-point grid,
 10 candidates). Moves are synthetic draws from the E(c) agent on random candidate values, generated before timing
 so only the update is measured. Baseline in the same run: one bare numpy exp over the same (grid x candidates)
-array, the floor any grid update has to pay. Target (issue 3): under 50 microseconds per move.
+array, the floor any grid update has to pay. Target: under 50 microseconds per move.
 """
 
 from __future__ import annotations

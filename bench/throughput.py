@@ -12,7 +12,7 @@
    live platform) give the steady-state number: their median, and each.
 4. Latency at fixed offered loads: the same games under new ids, moves sent at each of --rates per second; for each move the
    time from its send to its PerceivedRating read back; p50 and p99.
-Targets (issue 6): >= 2,000 moves/s per worker; p99 < 100 ms at 500 moves/s.
+Targets: >= 2,000 moves/s per worker; p99 < 100 ms at 500 moves/s.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def main() -> None:
     for rate, offered, lat_ms in latency:
         print(f"  latency at {offered:4.0f} moves/s offered ({rate:g} asked), send -> rating read back: p50 {np.percentile(lat_ms, 50):7.1f} ms, "
               f"p99 {np.percentile(lat_ms, 99):7.1f} ms, max {lat_ms.max():7.1f} ms over {len(lat_ms)} moves")
-    print("  (issue 6 target: p99 < 100 ms at 500 moves/s)")
+    print("  (target: p99 < 100 ms at 500 moves/s)")
 
 
 if __name__ == "__main__":

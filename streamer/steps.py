@@ -124,6 +124,9 @@ class Steps:
         self.config = config
         self.pool = pool
         self.metrics = metrics if metrics is not None else Metrics(lambda: self.pool)
+        # labelled children, looked up once: prometheus-client's labels() costs microseconds per call, per record
+        self._outputs: dict[str, Any] = {}
+        self._events: dict[str, Any] = {}
 
     # -- rejections ---------------------------------------------------------------------------------------
     def reject(self, error: KibitzError, raw: bytes | str, source: str, key: Key = None) -> Output:
@@ -140,7 +143,11 @@ class Steps:
         return [self.reject(KibitzError(f"internal error: {e!r}"), raw, source, key)]
 
     def _out(self, o: Output) -> Output:
-        self.metrics.outputs.labels(getattr(o.message, "type", o.route.value)).inc()
+        kind = getattr(o.message, "type", o.route.value)
+        counter = self._outputs.get(kind)
+        if counter is None:
+            counter = self._outputs[kind] = self.metrics.outputs.labels(kind)
+        counter.inc()
         return o
 
     # -- game step ----------------------------------------------------------------------------------------
@@ -170,7 +177,10 @@ class Steps:
             return self._internal(e, raw, source, key)
 
     async def _game(self, games: StateMap, ev: GameEvent, raw: bytes | str, source: str, key: Key) -> list[Output]:
-        self.metrics.events.labels(ev.type).inc()
+        counter = self._events.get(ev.type)
+        if counter is None:
+            counter = self._events[ev.type] = self.metrics.events.labels(ev.type)
+        counter.inc()
         started = time.monotonic()
         gid = ev.game_id
         state: GameState | None = games.get(gid)

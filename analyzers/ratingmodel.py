@@ -1,0 +1,246 @@
+"""The rating-conditioned move model and the per-player posterior over the rating (docs/models.md s. 9).
+
+**Move model.** For a counted move with candidates i (values v_i in cp, side to move; the played move appended when
+the search did not list it, as for the posterior over c), the loss of candidate i in the win-probability domain is
+``delta_i = W(v_max) - W(v_i)`` with ``W(v) = 1 / (1 + exp(-v / WIN_SCALE_CP))``. A player of rating R in
+time-control class t picks candidate i with probability (Regan's model, with its sensitivity s and consistency c)::
+
+    P(i | R, t) = exp(-(delta_i / s)^c) / sum_j exp(-(delta_j / s)^c)
+    log s = a_0 + a_1 z + a_2 z^2 + a_t        c = exp(b_0 + b_1 z)        z = (R - 1800) / 400
+
+so both parameters are smooth functions of the rating, and the time control shifts the sensitivity. The
+coefficients are fitted by maximum likelihood on rated games (``bench/fit_model.py``) and stored with the profile's
+calibration (``analyzers/calibrations/<profile>.model.json``).
+
+**Rating posterior.** Per scope (a game, an event, a player's history) kibitz keeps the sum over moves of
+``log P(played | R, t)`` on a fixed grid of ratings (:data:`RATING_GRID`): O(grid) per move, the same array whatever
+prior is applied later. A published estimate combines it with a prior at publish time:
+
+- ``moves only``: the population prior of the game's time-control class (fitted on rated-dev, configurable); the
+  declared ratings are never used;
+- ``performance``: the player's declared rating (with its RD, or :data:`DEFAULT_DECLARED_RD`) as the prior.
+
+Two corrections, fitted on rated-dev so that the intervals cover what they claim: the moves of one player are not
+independent draws (the summed log-likelihood is tempered by ``temperature`` < 1), and a player's FIDE rating is not
+exactly the strength their moves show (the likelihood is convolved with a normal of sd ``person_sd`` before the prior
+multiplies it: strength = rating + a person effect). With no move the estimate is the prior and says so by its
+width; with many moves the interval narrows towards +/- 1.96 ``person_sd``, never to zero.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import CalibrationError
+from .perceived import DEFAULT_LEVEL, RatingEstimate, z_for
+
+#: Centipawns per unit of the logistic win-probability curve (lichess's 0.00368208 per cp).
+WIN_SCALE_CP = 1 / 0.00368208
+#: Ratings the posterior is kept on: 400..3400 in steps of 10 (beyond any FIDE rating in the data by 200+).
+RATING_GRID = np.arange(400.0, 3400.0 + 1e-9, 10.0)
+#: Centre and scale of z = (R - RATING_CENTER) / RATING_SCALE in the parameter functions.
+RATING_CENTER, RATING_SCALE = 1800.0, 400.0
+#: Time-control classes, by the estimated game duration base + 40 x increment (seconds).
+TIME_CLASSES = ("blitz", "rapid", "classical")
+UNKNOWN_CLASS = "unknown"
+#: The RD assumed for a declared rating that comes without one (the performance estimate's prior).
+DEFAULT_DECLARED_RD = 100.0
+#: The 68 % band published next to the 95 % interval.
+BAND_LEVEL = 0.68
+
+
+def win_probability(cp: np.ndarray | float) -> np.ndarray:
+    """W(v): expected score of the side to move at evaluation ``cp`` (lichess's logistic curve)."""
+    return 1.0 / (1.0 + np.exp(-np.asarray(cp, dtype=float) / WIN_SCALE_CP))
+
+
+def win_losses(values_cp: Sequence[float]) -> np.ndarray:
+    """delta_i = W(v_max) - W(v_i) >= 0 for candidate values in cp (side to move)."""
+    w = win_probability(np.asarray(values_cp, dtype=float))
+    return np.maximum(w.max() - w, 0.0)
+
+
+def time_class(base_seconds: float | None, increment: float = 0.0) -> str:
+    """The class of a time control from its estimated duration base + 40 x increment (lichess's convention, with
+    bullet folded into blitz): under 8 min blitz, under 60 min rapid, else classical; None is unknown."""
+    if base_seconds is None or not math.isfinite(base_seconds) or base_seconds <= 0:
+        return UNKNOWN_CLASS
+    est = base_seconds + 40.0 * max(increment, 0.0)
+    return "blitz" if est < 480 else "rapid" if est < 3600 else "classical"
+
+
+def parse_time_control(tc: str) -> str:
+    """A class from a PGN-style ``TimeControl`` ("180+2", "600", "40/7200:3600") or a "3+2" minutes string."""
+    tc = tc.strip()
+    if not tc or tc in ("-", "?"):
+        return UNKNOWN_CLASS
+    first = tc.split(":")[0]
+    if "/" in first:
+        first = first.split("/", 1)[1]
+    base_s, _, inc_s = first.partition("+")
+    try:
+        base, inc = float(base_s), float(inc_s or 0)
+    except ValueError:
+        return UNKNOWN_CLASS
+    if base <= 60 and "+" in tc and inc <= 60 and base < 10:  # "3+2": minutes + seconds, as players write it
+        base *= 60
+    return time_class(base, inc)
+
+
+def class_from_clock(first_clock: float | None) -> str:
+    """A class inferred from the mover's clock after a game's first move (base + increment - a few seconds)."""
+    return time_class(first_clock)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A normal prior over the rating."""
+
+    mean: float
+    sd: float
+
+    def log_density(self, grid: np.ndarray = RATING_GRID) -> np.ndarray:
+        return -0.5 * ((grid - self.mean) / self.sd) ** 2
+
+
+@dataclass(frozen=True)
+class MoveModel:
+    """The fitted move model of one engine profile and the corrections of its posterior (see the module docstring)."""
+
+    profile: str
+    a: tuple[float, float, float]                   # log s = a0 + a1 z + a2 z^2 (+ the class offset)
+    b: tuple[float, float]                          # log c = b0 + b1 z
+    class_offsets: dict[str, float]                 # a_t per time-control class (unknown: 0)
+    priors: dict[str, Prior]                        # population prior per class, and "unknown" (all of rated-dev)
+    temperature: float = 1.0
+    person_sd: float = 0.0
+    fitted_on: str = ""
+    command: str = ""
+    provisional: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: derived arrays (grid parameters per class, the person-effect kernel), computed once
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    # -- the move model ---------------------------------------------------------------------------------
+    def params(self, ratings: np.ndarray, tclass: str) -> tuple[np.ndarray, np.ndarray]:
+        """(s, c) at each rating for class ``tclass``."""
+        z = (np.asarray(ratings, dtype=float) - RATING_CENTER) / RATING_SCALE
+        log_s = self.a[0] + self.a[1] * z + self.a[2] * z * z + self.class_offsets.get(tclass, 0.0)
+        return np.exp(log_s), np.exp(self.b[0] + self.b[1] * z)
+
+    def move_loglik(self, deltas: np.ndarray, played: int, tclass: str) -> np.ndarray:
+        """log P(played | R, tclass) at every rating of :data:`RATING_GRID`."""
+        s, c = self._grid_params(tclass)
+        x = -np.power(deltas[None, :] / s[:, None], c[:, None])
+        top = x.max(axis=1)
+        return x[:, played] - top - np.log(np.exp(x - top[:, None]).sum(axis=1))
+
+    def _grid_params(self, tclass: str) -> tuple[np.ndarray, np.ndarray]:
+        key = f"params:{tclass}"
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self.params(RATING_GRID, tclass)
+        return hit
+
+    # -- estimates ----------------------------------------------------------------------------------------
+    def prior_for(self, tclass: str) -> Prior:
+        return self.priors.get(tclass) or self.priors[UNKNOWN_CLASS]
+
+    def estimate(self, loglik: np.ndarray, n: int, prior: Prior, level: float = DEFAULT_LEVEL) -> RatingEstimate:
+        """The posterior mean and central interval at ``level`` of the rating, from a scope's summed log-likelihood
+        over ``n`` moves and a prior."""
+        post = self.posterior(loglik, prior)
+        return summarise(post, n, level)
+
+    def posterior(self, loglik: np.ndarray, prior: Prior) -> np.ndarray:
+        """Normalised posterior over :data:`RATING_GRID`: prior x (tempered likelihood convolved with the person
+        effect)."""
+        ll = self.temperature * loglik
+        like = np.exp(ll - ll.max())
+        if self.person_sd > 0:
+            like = np.convolve(like, self._kernel(), mode="same")
+        log_post = np.log(np.maximum(like, 1e-300)) + prior.log_density()
+        p = np.exp(log_post - log_post.max())
+        return p / p.sum()
+
+    def _kernel(self) -> np.ndarray:
+        k = self._cache.get("kernel")
+        if k is None:
+            step = float(RATING_GRID[1] - RATING_GRID[0])
+            half = int(math.ceil(4 * self.person_sd / step))
+            x = np.arange(-half, half + 1) * step
+            k = np.exp(-0.5 * (x / self.person_sd) ** 2)
+            k = self._cache["kernel"] = k / k.sum()
+        return k
+
+    # -- file -----------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("_cache")
+        d["priors"] = {k: asdict(v) for k, v in self.priors.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MoveModel:
+        try:
+            priors = {k: Prior(float(v["mean"]), float(v["sd"])) for k, v in d["priors"].items()}
+            if UNKNOWN_CLASS not in priors:
+                raise KeyError(f"priors[{UNKNOWN_CLASS!r}]")
+            return cls(
+                profile=d["profile"], a=(float(d["a"][0]), float(d["a"][1]), float(d["a"][2])),
+                b=(float(d["b"][0]), float(d["b"][1])),
+                class_offsets={k: float(v) for k, v in d.get("class_offsets", {}).items()}, priors=priors,
+                temperature=float(d.get("temperature", 1.0)), person_sd=float(d.get("person_sd", 0.0)),
+                fitted_on=d.get("fitted_on", ""), command=d.get("command", ""),
+                provisional=bool(d.get("provisional", True)), extra=dict(d.get("extra", {})),
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise CalibrationError(f"malformed move model: {e!r}") from e
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def summarise(post: np.ndarray, n: int, level: float = DEFAULT_LEVEL) -> RatingEstimate:
+    """Mean and central ``level`` interval of a posterior over :data:`RATING_GRID` (interpolated quantiles)."""
+    mean = float(post @ RATING_GRID)
+    cdf = np.cumsum(post)
+    tail = (1.0 - level) / 2.0
+    low, high = np.interp([tail, 1.0 - tail], cdf, RATING_GRID)
+    return RatingEstimate(mean, float(low), float(high), n, level)
+
+
+def posterior_sd(post: np.ndarray) -> float:
+    mean = post @ RATING_GRID
+    return float(np.sqrt(max(post @ (RATING_GRID - mean) ** 2, 0.0)))
+
+
+def load_move_model(profile: str, path: str | Path | None = None) -> MoveModel | None:
+    """The shipped move model of ``profile`` (``analyzers/calibrations/<profile>.model.json``), or None if there is
+    none; a file given by ``path`` must exist."""
+    if path is not None:
+        return MoveModel.from_dict(json.loads(Path(path).read_text()))
+    f = resources.files("analyzers.calibrations").joinpath(f"{profile}.model.json")
+    if not f.is_file():
+        return None
+    return MoveModel.from_dict(json.loads(f.read_text()))
+
+
+def band(post: np.ndarray, n: int) -> RatingEstimate:
+    """The 68 % band of a posterior."""
+    return summarise(post, n, BAND_LEVEL)
+
+
+__all__ = [
+    "BAND_LEVEL", "DEFAULT_DECLARED_RD", "MoveModel", "Prior", "RATING_GRID", "TIME_CLASSES", "UNKNOWN_CLASS",
+    "band", "class_from_clock", "load_move_model", "parse_time_control", "posterior_sd", "summarise", "time_class",
+    "win_losses", "win_probability", "z_for",
+]

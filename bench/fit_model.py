@@ -1,0 +1,303 @@
+"""Fit the rating-conditioned move model (analyzers/ratingmodel.py) on rated-dev and elite-otb. Never on rated-holdout.
+
+    python bench/fit_model.py [--profile fast] [--dev 3200] [--elite 500] [--seed 0] [--final]
+
+Uses only games whose every position is already in the analysis cache (.cache/analysis.sqlite; fill it with
+bench/warm_cache.py, a resumable job): the samples are drawn exactly as warm_cache draws them, and games not yet
+analysed are left out and counted. Steps, each printed:
+
+1. The move model's coefficients by maximum likelihood over every counted move of the fitting games, with the
+   player's FIDE rating and the game's time-control class (from the first clocks; elite-otb games are classical).
+2. The population prior per time-control class: mean and sd of the FIDE ratings of rated-dev player-games.
+3. The posterior's two corrections (temperature, person sd), chosen on a grid to maximise the log density of the true
+   rating at every checkpoint (one game; 10 ... 160 moves of a player through an event), then the coverage of the
+   95 % interval at each checkpoint on these fitting games.
+4. An ablation: the move model refitted without each input (win-probability losses -> centipawn losses; the
+   time-control offsets; the quadratic term), with the log-likelihood per move on a held-in split (every fifth
+   player-event), so an input is kept only if it helps.
+
+Writes analyzers/calibrations/<profile>.model.json (with the command and the sample it was fitted on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from common import ROOT, add_data_argument, data_dir
+from scipy.optimize import minimize
+from warm_cache import ELITE_FILE
+
+from analyzers.engine import EnginePool
+from analyzers.errors import EngineError
+from analyzers.profiles import get_profile
+from analyzers.ratingmodel import (
+    RATING_GRID, TIME_CLASSES, UNKNOWN_CLASS, MoveModel, Prior, class_from_clock, summarise, win_losses,
+)
+from schemas import MoveAssessment
+from streamer.batch import assess_games, sample_player_events, sample_rated_games_from_file
+from streamer.ingest import PgnGame
+from streamer.pipeline import PipelineConfig, move_choice
+
+CHECKPOINTS = (10, 20, 40, 80, 160)
+K_MAX = 7  # candidates per move after padding (multipv 5 + an outside move, with room)
+
+
+class CacheOnlyPool(EnginePool):
+    """An engine pool that answers from the cache and fails every search: a game with an unanalysed position stops
+    there (and is left out), so fitting never waits for the engine."""
+
+    async def _search(self, board, limits):  # noqa: ANN001, ANN202
+        raise EngineError("not in the analysis cache")
+
+
+@dataclass
+class Moves:
+    """Counted moves as arrays: padded win losses (inf = no candidate), played index, rating, class, group keys."""
+
+    deltas: np.ndarray
+    played: np.ndarray
+    rating: np.ndarray
+    tclass: np.ndarray
+    pg: np.ndarray          # player-game index
+    pe: np.ndarray          # player-event index
+    cp_deltas: np.ndarray   # the same losses in pawns (for the ablation)
+
+
+@dataclass
+class Group:
+    truth: float
+    tclass: str
+    elite: bool = False
+    moves: list[int] = field(default_factory=list)
+
+
+def game_class(g: PgnGame, elite: bool) -> str:
+    if elite:
+        return "classical"
+    first = [c for c in g.clocks[:2] if c is not None]
+    return class_from_clock(max(first)) if first else UNKNOWN_CLASS
+
+
+def extract(games: list[tuple[PgnGame, bool]], results: dict[str, list[MoveAssessment]]):  # noqa: ANN201
+    rows_d, rows_cp, played, rating, tcls, pgs, pes = [], [], [], [], [], [], []
+    pg_groups: list[Group] = []
+    pe_index: dict[tuple[str, str], int] = {}
+    pe_groups: list[Group] = []
+    for g, elite in games:
+        tc = game_class(g, elite)
+        for color, me in (("white", g.white), ("black", g.black)):
+            pg = len(pg_groups)
+            pg_groups.append(Group(me.rating, tc, elite))
+            key = ("elite:" + g.game_id if elite else g.event, me.id)
+            if key not in pe_index:
+                pe_index[key] = len(pe_groups)
+                pe_groups.append(Group(me.rating, tc, elite))
+            pe = pe_index[key]
+            pe_groups[pe].truth = me.rating  # the latest game's rating
+            for a in results[g.game_id]:
+                if a.color != color or not a.counted:
+                    continue
+                values, idx = move_choice(a)
+                d = np.full(K_MAX, np.inf)
+                dc = np.full(K_MAX, np.inf)
+                k = min(len(values), K_MAX)
+                d[:k] = win_losses(np.asarray(values[:k]) * 100)
+                dc[:k] = max(values[:k]) - np.asarray(values[:k])
+                if idx >= K_MAX:
+                    continue
+                i = len(played)
+                rows_d.append(d)
+                rows_cp.append(dc)
+                played.append(idx)
+                rating.append(me.rating)
+                tcls.append(tc)
+                pgs.append(pg)
+                pes.append(pe)
+                pg_groups[pg].moves.append(i)
+                pe_groups[pe].moves.append(i)
+    m = Moves(np.array(rows_d), np.array(played), np.array(rating, float), np.array(tcls), np.array(pgs),
+              np.array(pes), np.array(rows_cp))
+    return m, pg_groups, pe_groups
+
+
+# -- step 1: maximum likelihood ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Spec:
+    """Which inputs the move model uses (the ablation switches them off one at a time)."""
+
+    win: bool = True
+    classes: bool = True
+    quadratic: bool = True
+
+
+def unpack(theta: np.ndarray, spec: Spec) -> tuple[tuple[float, float, float], tuple[float, float], dict[str, float]]:
+    a = (theta[0], theta[1], theta[2] if spec.quadratic else 0.0)
+    b = (theta[3], theta[4])
+    offsets = {"blitz": theta[5], "classical": theta[6]} if spec.classes else {}
+    offsets = {k: float(v) for k, v in offsets.items()}
+    offsets["rapid"] = 0.0  # the reference class
+    return (float(a[0]), float(a[1]), float(a[2])), (float(b[0]), float(b[1])), offsets
+
+
+def nll(theta: np.ndarray, m: Moves, sel: np.ndarray, spec: Spec) -> float:
+    a, b, off = unpack(theta, spec)
+    z = (m.rating[sel] - 1800.0) / 400.0
+    cls_off = np.array([off.get(t, 0.0) for t in m.tclass[sel]]) if spec.classes else 0.0
+    log_s = a[0] + a[1] * z + a[2] * z * z + cls_off
+    c = np.exp(b[0] + b[1] * z)
+    d = (m.deltas if spec.win else m.cp_deltas)[sel]
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = -np.power(d / np.exp(log_s)[:, None], c[:, None])
+    x = np.where(np.isfinite(d), x, -np.inf)
+    top = x.max(axis=1)
+    lse = top + np.log(np.exp(x - top[:, None]).sum(axis=1))
+    ll = x[np.arange(len(x)), m.played[sel]] - lse
+    return float(-np.mean(ll))
+
+
+def fit(m: Moves, sel: np.ndarray, spec: Spec) -> tuple[np.ndarray, float]:
+    start = np.array([math.log(0.05 if spec.win else 0.5), -0.3, 0.0, math.log(0.6), 0.0, 0.0, 0.0])
+    res = minimize(nll, start, args=(m, sel, spec), method="L-BFGS-B")
+    return res.x, float(res.fun)
+
+
+# -- step 3: posterior corrections ---------------------------------------------------------------------------
+def loglik_grids(model: MoveModel, m: Moves) -> np.ndarray:
+    """log P(played | R) on the rating grid for every move (moves x grid)."""
+    out = np.empty((len(m.played), len(RATING_GRID)))
+    for i in range(len(m.played)):
+        k = int(np.isfinite(m.deltas[i]).sum())
+        out[i] = model.move_loglik(m.deltas[i, :k], int(m.played[i]), str(m.tclass[i]))
+    return out
+
+
+def checkpoints(pg_groups: list[Group], pe_groups: list[Group]) -> list[tuple[str, float, str, list[int]]]:
+    """(label, truth, class, moves) at each checkpoint: every player-game, and every player-event after k moves."""
+    out = [("game", g.truth, g.tclass, g.moves) for g in pg_groups if g.moves]
+    for g in pe_groups:
+        for k in CHECKPOINTS:
+            if len(g.moves) >= k:
+                out.append((str(k), g.truth, g.tclass, g.moves[:k]))
+    return out
+
+
+def score(model: MoveModel, grids: np.ndarray, points, level: float = 0.95) -> dict[str, tuple[float, float, float, int]]:  # noqa: ANN001
+    """Per checkpoint label: (mean log density of the truth, coverage of the interval, MAE, n)."""
+    acc: dict[str, list[tuple[float, bool, float]]] = {}
+    for label, truth, tc, idx in points:
+        ll = grids[idx].sum(axis=0)
+        post = model.posterior(ll, model.prior_for(tc))
+        j = int(np.clip(np.searchsorted(RATING_GRID, truth), 1, len(RATING_GRID) - 1))
+        dens = max(float(post[j]), 1e-12) / 10.0
+        est = summarise(post, len(idx), level)
+        acc.setdefault(label, []).append((math.log(dens), est.low <= truth <= est.high, abs(est.rating - truth)))
+    return {k: (float(np.mean([x[0] for x in v])), float(np.mean([x[1] for x in v])), float(np.mean([x[2] for x in v])),
+                len(v)) for k, v in acc.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="fast")
+    ap.add_argument("--dev", type=int, default=3200, help="rated-dev games, as whole player-events (as warm_cache draws them)")
+    ap.add_argument("--elite", type=int, default=500, help="elite-otb games (as warm_cache draws them)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--final", action="store_true", help="mark the model final (not provisional)")
+    add_data_argument(ap)
+    args = ap.parse_args()
+    logging.getLogger("kibitz").setLevel(logging.ERROR)  # each unanalysed game is a rejection; counted below instead
+    data = data_dir(args, "pgn/rated-dev", *(["pgn/elite-otb"] if args.elite else []))
+    profile = get_profile(args.profile)
+    t0 = time.time()
+    dev = sample_player_events(data / "pgn" / "rated-dev", args.dev, seed=args.seed)
+    elite = sample_rated_games_from_file(data.joinpath(*ELITE_FILE), args.elite, seed=args.seed) if args.elite else []
+    tagged = [(g, False) for g in dev] + [(g, True) for g in elite]
+
+    async def run():  # noqa: ANN202
+        async with CacheOnlyPool(size=1, cache_path=ROOT / ".cache" / "analysis.sqlite") as pool:
+            return await assess_games([g for g, _ in tagged], pool, PipelineConfig(profile))
+
+    results = asyncio.run(run())
+    complete = [(g, e) for g, e in tagged if len(results.get(g.game_id, [])) == len(g.moves)]
+    n_dev = sum(1 for _, e in complete if not e)
+    print(f"fit_model: profile {profile.name}; analysed {n_dev} of {len(dev)} rated-dev games and "
+          f"{len(complete) - n_dev} of {len(elite)} elite-otb games (the rest are not in the cache yet); "
+          f"{time.time() - t0:.0f} s to load")
+    m, pg_groups, pe_groups = extract(complete, results)
+    print(f"{len(m.played)} counted moves, {len(pg_groups)} player-games, {len(pe_groups)} player-events")
+
+    # held-in split for the ablation: every fifth player-event is scored, the others fit
+    test = (m.pe % 5) == 0
+    print("\nablation (fit on 4/5 of the player-events, mean log-likelihood per move on the other 1/5; higher is better):")
+    print("| move model | log-lik per move | vs full |")
+    print("|---|---|---|")
+    full_ll = None
+    for name, spec in (("full: win-probability losses, class offsets, quadratic", Spec()),
+                       ("centipawn losses instead of win probability", Spec(win=False)),
+                       ("no time-control offsets", Spec(classes=False)),
+                       ("no quadratic term in log s", Spec(quadratic=False))):
+        theta, _ = fit(m, ~test, spec)
+        ll = -nll(theta, m, test, spec)
+        full_ll = ll if full_ll is None else full_ll
+        print(f"| {name} | {ll:.5f} | {ll - full_ll:+.5f} |")
+    uniform = float(np.mean(-np.log(np.isfinite(m.deltas[test]).sum(axis=1))))
+    print(f"| uniform over the candidates (reference) | {uniform:.5f} | {uniform - full_ll:+.5f} |")
+
+    theta, f = fit(m, np.ones(len(m.played), bool), Spec())
+    a, b, offsets = unpack(theta, Spec())
+    print(f"\nmove model on all {len(m.played)} moves: mean log-lik {-f:.5f}; log s = {a[0]:.3f} {a[1]:+.3f} z {a[2]:+.3f} z^2 "
+          f"+ class ({', '.join(f'{k} {v:+.3f}' for k, v in offsets.items())}); log c = {b[0]:.3f} {b[1]:+.3f} z")
+
+    priors: dict[str, Prior] = {}
+    dev_pg = [g for g in pg_groups if not g.elite]
+    for tc in TIME_CLASSES:
+        r = [g.truth for g in dev_pg if g.tclass == tc]
+        if len(r) >= 30:
+            priors[tc] = Prior(round(float(np.mean(r)), 1), round(float(np.std(r)), 1))
+    allr = [g.truth for g in dev_pg]
+    priors[UNKNOWN_CLASS] = Prior(round(float(np.mean(allr)), 1), round(float(np.std(allr)), 1))
+    if "classical" not in priors:
+        print("no rated-dev classical games: the classical prior is the overall one")
+    print("priors (rated-dev player-games): " + ", ".join(f"{k} {p.mean:.0f} +/- {p.sd:.0f}" for k, p in priors.items()))
+
+    model = MoveModel(profile.name, a, b, offsets, priors)
+    grids = loglik_grids(model, m)
+    points = checkpoints(pg_groups, pe_groups)
+    best = None
+    for w in (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0):
+        for tau in (0.0, 50.0, 100.0, 150.0, 200.0, 250.0, 300.0):
+            cand = replace(model, temperature=w, person_sd=tau, _cache={})
+            sc = score(cand, grids, points)
+            total = float(np.mean([v[0] for v in sc.values()]))  # every checkpoint weighs the same
+            if best is None or total > best[0]:
+                best = (total, w, tau, sc)
+    assert best is not None
+    _, w, tau, sc = best
+    print(f"\nposterior corrections: temperature {w}, person sd {tau} (mean log density of the truth over checkpoints)")
+    print("| checkpoint (fitting games) | n | MAE | in 95 % |")
+    print("|---|---|---|---|")
+    for label in ["game", *map(str, CHECKPOINTS)]:
+        if label in sc:
+            _, cover, mae, n = sc[label]
+            print(f"| {'one game' if label == 'game' else label + ' moves, player-event'} | {n} | {mae:.0f} | {cover:.1%} |")
+    model = replace(
+        model, temperature=w, person_sd=tau, provisional=not args.final, _cache={},
+        fitted_on=f"{n_dev} rated-dev games (player-events, seed {args.seed}) + {len(complete) - n_dev} elite-otb games; "
+                  f"{len(m.played)} counted moves",
+        command=f"python bench/fit_model.py --profile {profile.name} --dev {args.dev} --elite {args.elite} --seed {args.seed}"
+                + (" --final" if args.final else ""),
+        extra={"mean_loglik_per_move": round(-f, 5)},
+    )
+    path = ROOT / "analyzers" / "calibrations" / f"{profile.name}.model.json"
+    model.save(path)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
