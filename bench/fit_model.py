@@ -38,7 +38,14 @@ from analyzers.engine import EnginePool
 from analyzers.errors import EngineError
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import (
-    RATING_GRID, TIME_CLASSES, UNKNOWN_CLASS, MoveModel, Prior, class_from_clock, summarise, win_losses,
+    RATING_GRID,
+    TIME_CLASSES,
+    UNKNOWN_CLASS,
+    MoveModel,
+    Prior,
+    class_from_clock,
+    summarise,
+    win_losses,
 )
 from schemas import MoveAssessment
 from streamer.batch import assess_games, sample_player_events, sample_rated_games_from_file
