@@ -29,6 +29,7 @@ width; with many moves the interval narrows towards +/- 1.96 ``person_sd``, neve
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -209,6 +210,38 @@ class MoveModel:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
 
 
+class RatingLikelihood:
+    """A scope's summed log P(played | R) over :data:`RATING_GRID` and the number of moves in it: O(grid) per move.
+
+    Kept apart from any prior, so the moves-only and the performance estimates come from the same state."""
+
+    __slots__ = ("ll", "n", "tclass")
+
+    def __init__(self, ll: np.ndarray | None = None, n: int = 0, tclass: str = UNKNOWN_CLASS) -> None:
+        self.ll = ll
+        self.n = n
+        self.tclass = tclass  # the class of the last move added: its population prior is the one applied
+
+    def add(self, move_ll: np.ndarray, tclass: str) -> None:
+        self.ll = move_ll.copy() if self.ll is None else self.ll + move_ll
+        self.n += 1
+        self.tclass = tclass
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON; the array is little-endian float64 in base64 (exact)."""
+        return {"n": self.n, "tclass": self.tclass,
+                "ll_f64": base64.b64encode(np.ascontiguousarray(self.ll, dtype="<f8").tobytes()).decode()
+                if self.ll is not None else None}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RatingLikelihood:
+        raw = d.get("ll_f64")
+        ll = np.frombuffer(base64.b64decode(raw), dtype="<f8").astype(float) if raw else None
+        if ll is not None and ll.shape != RATING_GRID.shape:
+            raise CalibrationError(f"stored rating likelihood has {ll.size} points; this kibitz's grid has {RATING_GRID.size}")
+        return cls(ll, int(d.get("n", 0)), str(d.get("tclass", UNKNOWN_CLASS)))
+
+
 def summarise(post: np.ndarray, n: int, level: float = DEFAULT_LEVEL) -> RatingEstimate:
     """Mean and central ``level`` interval of a posterior over :data:`RATING_GRID` (interpolated quantiles)."""
     mean = float(post @ RATING_GRID)
@@ -240,7 +273,7 @@ def band(post: np.ndarray, n: int) -> RatingEstimate:
 
 
 __all__ = [
-    "BAND_LEVEL", "DEFAULT_DECLARED_RD", "MoveModel", "Prior", "RATING_GRID", "TIME_CLASSES", "UNKNOWN_CLASS",
+    "BAND_LEVEL", "DEFAULT_DECLARED_RD", "MoveModel", "Prior", "RATING_GRID", "RatingLikelihood", "TIME_CLASSES", "UNKNOWN_CLASS",
     "band", "class_from_clock", "load_move_model", "parse_time_control", "posterior_sd", "summarise", "time_class",
     "win_losses", "win_probability", "z_for",
 ]

@@ -5,7 +5,7 @@
 Samples, each seeded exactly as the fitting and accuracy benchmarks draw them: rated-dev player-events (the fitting
 set), elite-otb games (the top of the scale, fitting), rated-holdout player-events and random games (evaluation
 only). Order: the first ``--dev-first`` rated-dev games (a sample of whole player-events that is a subset of the
-larger one), the held-out player-events, the rest of rated-dev, elite-otb, the random held-out games; so a run cut
+larger one), the held-out player-events, elite-otb, the rest of rated-dev, the random held-out games; so a run cut
 short still leaves a usable fitting set and the evaluation set. Every finished search is written to .cache/analysis.sqlite at once, so an interrupted run loses
 nothing and a rerun continues where it stopped (finished positions are cache hits). Progress goes to stderr.
 """
@@ -36,10 +36,10 @@ def samples(data, dev: int, dev_first: int, elite: int, holdout: int, random_: i
         out.append((f"rated-dev player-events ({first})", sample_player_events(dev_dir, first, seed=seed)))
     if holdout:
         out.append(("rated-holdout player-events", sample_player_events(data / "pgn" / "rated-holdout", holdout, seed=seed)))
-    if dev > dev_first:
-        out.append((f"rated-dev player-events ({dev})", sample_player_events(dev_dir, dev, seed=seed)))
     if elite:
         out.append(("elite-otb", sample_rated_games_from_file(data.joinpath(*ELITE_FILE), elite, seed=seed)))
+    if dev > dev_first:
+        out.append((f"rated-dev player-events ({dev})", sample_player_events(dev_dir, dev, seed=seed)))
     if random_:
         out.append(("rated-holdout random", sample_rated_games(data / "pgn" / "rated-holdout", random_, seed=seed)))
     return out

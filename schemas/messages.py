@@ -113,7 +113,10 @@ class MoveAssessment(Message):
     color: Literal["white", "black"]
     uci: str = Field(pattern=UCI_PATTERN)
     event: str = ""
+    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]  # v2 adds fields; v1 still parses
     reference_rating: Rating | None = None
+    reference_rd: RD | None = Field(default=None, description="the declared rating's RD, when the producer gave one")
+    time_class: str | None = Field(default=None, description="blitz, rapid, classical or unknown (v2)")
     eval_before: int = Field(description="s_(k-1), centipawns from White's view")
     eval_after: int = Field(description="s_k, centipawns from White's view")
     gain: int = Field(description="Ferreira's gain for the mover, centipawns")
@@ -150,7 +153,12 @@ def parse_player_event(raw: bytes | str) -> MoveAssessment | GameResult:
 
 
 class PerceivedRating(Message):
+    """A perceived rating of one scope. Version 2 adds the rating-conditioned model's estimates (``method`` "model"):
+    a 68 % band, the prior the moves-only estimate starts from, and ``performance``: the same moves with the
+    player's declared rating as the prior (absent when no rating was declared). Version 1 messages still parse."""
+
     type: Literal["perceived"] = "perceived"
+    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]  # v2 adds fields; v1 still parses
     player_id: Id
     scope: Literal["game", "event", "player"]
     scope_id: str
@@ -160,7 +168,15 @@ class PerceivedRating(Message):
     low: float
     high: float
     level: float = 0.95
-    method: Literal["posterior", "gain"]
+    method: Literal["model", "posterior", "gain"]
+    band_low: float | None = Field(default=None, description="68 % band (v2)")
+    band_high: float | None = None
+    prior: str | None = Field(default=None, description="the moves-only estimate's prior, e.g. 'rapid 1729 +/- 377' (v2)")
+    time_class: str | None = None
+    performance: float | None = Field(default=None, description="the moves with the declared rating as prior (v2)")
+    performance_low: float | None = None
+    performance_high: float | None = None
+    performance_prior: str | None = Field(default=None, description="e.g. 'declared 2750 +/- 100' (v2)")
     c_mean: float | None = None
     c_sd: float | None = None
     moves: int = Field(ge=0, description="moves behind the posterior (counted moves)")
@@ -232,7 +248,8 @@ def export_json_schemas(directory: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, model in MESSAGES.items():
-        p = out / f"{name}.v{SCHEMA_VERSION}.schema.json"
+        version = model.model_fields["schema_version"].default
+        p = out / f"{name}.v{version}.schema.json"
         p.write_text(json.dumps(model.model_json_schema(), indent=2) + "\n")
         paths.append(p)
     return paths

@@ -24,6 +24,7 @@ from analyzers.calibration import load_calibration
 from analyzers.engine import EnginePool
 from analyzers.errors import CalibrationError, EngineError, StateStoreError, UnratablePool, where
 from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
+from analyzers.ratingmodel import Prior, load_move_model
 from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, RatingUpdate, export_json_schemas
 
 from .kafka_config import STAGES
@@ -45,7 +46,22 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--engines", type=int, default=2, help="engine processes (one core each); default %(default)s")
     g.add_argument("--engine", default=None, help="engine binary (default: $KIBITZ_ENGINE or stockfish)")
     g.add_argument("--cache", type=Path, default=None, help="SQLite file caching analyses across runs")
+    g.add_argument("--prior", type=population_prior, metavar="MEAN:SD", default=None,
+                   help="the population the moves-only estimate starts from, e.g. 2600:150 for an elite event (default: "
+                        "the move model's prior per time-control class, fitted on rated online events)")
     g.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT")
+
+
+def population_prior(text: str) -> Prior:
+    """``MEAN:SD`` as a prior (an argparse type)."""
+    mean, _, sd = text.partition(":")
+    try:
+        prior = Prior(float(mean), float(sd))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"want MEAN:SD, e.g. 2600:150; got {text!r}") from None
+    if not (0 < prior.mean < 4000 and 0 < prior.sd <= 1000):
+        raise argparse.ArgumentTypeError(f"want a mean in (0, 4000) and an sd in (0, 1000]; got {text!r}")
+    return prior
 
 
 def build_config(args: argparse.Namespace):
@@ -53,6 +69,9 @@ def build_config(args: argparse.Namespace):
 
     profile = get_profile(args.profile)
     calibration = load_calibration(profile.name)
+    model = load_move_model(profile.name)  # the rating-conditioned move model, where the profile has one
+    if model is not None and getattr(args, "prior", None) is not None:
+        model = replace(model, priors={k: args.prior for k in model.priors}, _cache={})
     if profile.gains_only:
         # a gains-only profile publishes no posterior and no fair-play statistics: not a live service
         raise CalibrationError(f"profile {profile.name!r} rates by gains only (one PV); it is for bench/ferreira_tables.py "
@@ -64,7 +83,8 @@ def build_config(args: argparse.Namespace):
         )
         print(f"note: limits {profile.name} differ from the calibrated profile; ratings are not calibrated for them", file=sys.stderr)
         calibration = replace(calibration, provisional=True)
-    return PipelineConfig(profile, calibration)
+        model = replace(model, provisional=True, _cache={}) if model else None
+    return PipelineConfig(profile, calibration, model=model)
 
 
 class JsonLines:

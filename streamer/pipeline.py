@@ -30,6 +30,18 @@ from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
 from analyzers.perceived import DEFAULT_LEVEL
 from analyzers.posterior import SkillPosterior, with_played_move
 from analyzers.profiles import EngineProfile
+from analyzers.ratingmodel import (
+    DEFAULT_DECLARED_RD,
+    UNKNOWN_CLASS,
+    MoveModel,
+    Prior,
+    RatingLikelihood,
+    band,
+    class_from_clock,
+    parse_time_control,
+    summarise,
+    win_losses,
+)
 from schemas import (
     RESULT_SCORES,
     FairPlayAlert,
@@ -64,6 +76,7 @@ def _check_format(d: dict[str, Any], what: str) -> None:
 class PipelineConfig:
     profile: EngineProfile
     calibration: Calibration | None = None  # needed by the player step only (batch analysis runs without one)
+    model: MoveModel | None = None  # the rating-conditioned move model: when set, it gives the published rating
     glicko: Glicko2Config = Glicko2Config()
     z_threshold: float = DEFAULT_Z_THRESHOLD
     min_alert_moves: int = DEFAULT_MIN_MOVES
@@ -85,6 +98,7 @@ class GameState:
     moves: list[str] = field(default_factory=list)
     pending_end: GameEnded | None = None
     ended: bool = False
+    time_class: str = UNKNOWN_CLASS
     _board: chess.Board | None = field(default=None, repr=False, compare=False)
 
     def board(self) -> chess.Board:
@@ -100,6 +114,7 @@ class GameState:
             "format": STATE_FORMAT, "game_id": self.game_id, "white": self.white.model_dump(), "black": self.black.model_dump(),
             "event": self.event, "initial_fen": self.initial_fen, "moves": list(self.moves),
             "pending_end": self.pending_end.model_dump() if self.pending_end else None, "ended": self.ended,
+            "time_class": self.time_class,
             # the current position, so a stored game is restored in O(1) instead of replaying every move
             "fen": self.board().fen(),
         }
@@ -110,6 +125,7 @@ class GameState:
         state = cls(
             d["game_id"], PlayerInfo(**d["white"]), PlayerInfo(**d["black"]), d["event"], d["initial_fen"],
             list(d["moves"]), GameEnded(**d["pending_end"]) if d["pending_end"] else None, d["ended"],
+            d.get("time_class", UNKNOWN_CLASS),
         )
         if d.get("fen"):
             # the engine sees positions without history (see analyzers.engine.analysis), so the FEN is all it needs
@@ -121,7 +137,8 @@ def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch |
     if existing is not None and not existing.ended:
         raise DuplicateGame("game already started", game_id=ev.game_id)
     try:
-        state = GameState(ev.game_id, ev.white, ev.black, ev.event, ev.initial_fen)
+        state = GameState(ev.game_id, ev.white, ev.black, ev.event, ev.initial_fen,
+                          time_class=parse_time_control(ev.time_control))
         board = state.board()
     except ValueError as e:
         raise IllegalMove(f"invalid initial position: {e}", game_id=ev.game_id) from None
@@ -175,6 +192,9 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
     white_moved = board.turn == chess.WHITE
     board.push(move)
     state.moves.append(ev.uci)
+    if state.time_class == UNKNOWN_CLASS and ev.clock is not None and ev.ply <= 1:
+        # no declared time control: the first clock is base + increment minus a few seconds
+        state.time_class = class_from_clock(ev.clock)
     return AppliedMove(ev, state, before, board.copy(stack=False), white_moved, _maybe_finish(state))
 
 
@@ -200,7 +220,8 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
     s_before, s_after = _white_view(before, before_board), _white_view(after, board)
     return MoveAssessment(
         game_id=ev.game_id, ply=ev.ply, player_id=mover.id, color="white" if white_moved else "black", uci=ev.uci,
-        event=state.event, reference_rating=mover.rating, eval_before=s_before, eval_after=s_after,
+        event=state.event, reference_rating=mover.rating, reference_rd=mover.rd, time_class=state.time_class,
+        eval_before=s_before, eval_after=s_after,
         gain=gain(s_before, s_after, white_moved), loss=max(0, before.best_cp - played_value),
         # plain dicts: MoveAssessment validates them in one pass (a Candidate() each costs a Python-level __init__)
         candidates=[{"uci": c.uci, "cp": c.value, "mate": c.mate} for c in before.candidates],
@@ -248,30 +269,37 @@ class ScopeStats:
     fair: FairPlayStats = field(default_factory=FairPlayStats)
     last_ply: int = -1
     games: int = 0
+    rating: RatingLikelihood = field(default_factory=RatingLikelihood)
 
-    def add(self, a: MoveAssessment, c_ref: float | None) -> None:
+    def add(self, a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None) -> None:
         """Count one move (see :func:`count_move`, which counts it in several scopes at once)."""
-        count_move((self,), a, c_ref)
+        count_move((self,), a, c_ref, model)
 
     def to_dict(self) -> dict[str, Any]:
         return {"hist": self.hist.to_dict(), "post": self.post.to_dict(), "fair": self.fair.to_dict(),
-                "last_ply": self.last_ply, "games": self.games}
+                "last_ply": self.last_ply, "games": self.games, "rating": self.rating.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeStats:
         return cls(GainHistogram.from_dict(d["hist"]), SkillPosterior.from_dict(d["post"]),
-                   FairPlayStats.from_dict(d["fair"]), d["last_ply"], d["games"])
+                   FairPlayStats.from_dict(d["fair"]), d["last_ply"], d["games"],
+                   RatingLikelihood.from_dict(d["rating"]) if d.get("rating") else RatingLikelihood())
 
 
-def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | None) -> None:
+def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None) -> None:
     """Count one move in each of a player's scopes (game, event, overall). What the scopes share is computed once:
-    the candidates, the fair-play terms at ``c_ref`` (None: no fair-play statistics), and the posteriors' update, in
-    one numpy pass over their stacked grids."""
+    the candidates, the fair-play terms at ``c_ref`` (None: no fair-play statistics), the posteriors' update, in
+    one numpy pass over their stacked grids, and the move model's log-likelihood over the rating grid."""
     fair = None
     if a.counted:
         values, idx = move_choice(a)
         SkillPosterior.update_all([s.post for s in scopes], values, idx)
         fair = FairPlayMove.of(values, idx, c_ref) if c_ref is not None else None
+        if model is not None:
+            tclass = a.time_class or UNKNOWN_CLASS
+            move_ll = model.move_loglik(win_losses([v * 100.0 for v in values]), idx, tclass)
+            for s in scopes:
+                s.rating.add(move_ll, tclass)
     for s in scopes:
         s.hist.add(a.gain)
         s.fair.add(fair)  # None (not counted, no reference c, or a forced move) adds nothing
@@ -319,24 +347,42 @@ class PlayerState:
 
 
 def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, game_id: str, ply: int,
-              config: PipelineConfig) -> PerceivedRating | None:
-    """The published rating of one scope: from the posterior over c once it has counted moves, else the gains."""
+              config: PipelineConfig, declared: tuple[float | None, float | None] = (None, None)) -> PerceivedRating | None:
+    """The published rating of one scope: from the rating-conditioned model when the profile has one (with the
+    ``performance`` estimate when a rating was ``declared``: (rating, rd)), else from the posterior over c once it
+    has counted moves, else from the gains."""
     cal = config.calibration
     if cal is None:
         raise ValueError("publishing perceived ratings needs a calibration in PipelineConfig")
     g = cal.from_histogram(stats.hist, config.level) if stats.hist.count else None
     p = cal.from_posterior(stats.post, config.level) if stats.post.n and cal.has_c_map else None
-    main = p or g
+    extra: dict[str, Any] = {}
+    model, lik = config.model, stats.rating
+    m = None
+    if model is not None and lik.ll is not None:
+        prior = model.prior_for(lik.tclass)
+        post = model.posterior(lik.ll, prior)
+        m = summarise(post, lik.n, config.level)
+        b68 = band(post, lik.n)
+        extra = {"band_low": round(b68.low, 1), "band_high": round(b68.high, 1), "time_class": lik.tclass,
+                 "prior": f"{lik.tclass} {prior.mean:.0f} +/- {prior.sd:.0f}"}
+        rating, rd = declared
+        if rating:
+            dprior = Prior(rating, rd or DEFAULT_DECLARED_RD)
+            perf = summarise(model.posterior(lik.ll, dprior), lik.n, config.level)
+            extra |= {"performance": round(perf.rating, 1), "performance_low": round(perf.low, 1),
+                      "performance_high": round(perf.high, 1), "performance_prior": f"declared {dprior.mean:.0f} +/- {dprior.sd:.0f}"}
+    main = m or p or g
     if main is None:
         return None
     return PerceivedRating(
         player_id=player_id, scope=scope, scope_id=scope_id, game_id=game_id, ply=max(ply, 0),
         rating=round(main.rating, 1), low=round(main.low, 1), high=round(main.high, 1), level=config.level,
-        method="posterior" if p else "gain", c_mean=round(stats.post.mean, 4) if p else None,
-        c_sd=round(stats.post.std, 4) if p else None, moves=stats.post.n,
+        method="model" if m else "posterior" if p else "gain", c_mean=round(stats.post.mean, 4) if p else None,
+        c_sd=round(stats.post.std, 4) if p else None, moves=lik.n if m else stats.post.n,
         gain_rating=round(g.rating, 1) if g else None, gain_low=round(g.low, 1) if g else None,
         gain_high=round(g.high, 1) if g else None, gain_moves=stats.hist.count,
-        profile=config.profile.name, provisional=cal.provisional,
+        profile=config.profile.name, provisional=(model.provisional if m and model else cal.provisional), **extra,
     )
 
 
@@ -357,8 +403,9 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
         return []  # duplicate (game_id, ply): already counted
     cal = config.calibration
     c_ref = cal.c_from_elo(a.reference_rating) if a.reference_rating and cal is not None and cal.has_c_map else None
-    count_move([game, state.overall] + ([_scope(state.events, a.event)] if a.event else []), a, c_ref)
-    out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config)
+    count_move([game, state.overall] + ([_scope(state.events, a.event)] if a.event else []), a, c_ref, config.model)
+    out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config,
+                    declared=(a.reference_rating, a.reference_rd))
     return [out] if out else []
 
 
@@ -383,13 +430,16 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
         state.last_game_at = r.timestamp
     game = state.games.pop(r.game_id, ScopeStats())
     state.overall.games += 1
+    declared = (r.player.rating, r.player.rd)
     ply = max(game.last_ply, 0)
     if r.event:
         ev_stats = _scope(state.events, r.event)
         ev_stats.games += 1
-        pr = perceived(ev_stats, player_id=r.player_id, scope="event", scope_id=r.event, game_id=r.game_id, ply=ply, config=config)
+        pr = perceived(ev_stats, player_id=r.player_id, scope="event", scope_id=r.event, game_id=r.game_id, ply=ply, config=config,
+                       declared=declared)
         out += [pr] if pr else []
-    pr = perceived(state.overall, player_id=r.player_id, scope="player", scope_id=r.player_id, game_id=r.game_id, ply=ply, config=config)
+    pr = perceived(state.overall, player_id=r.player_id, scope="player", scope_id=r.player_id, game_id=r.game_id, ply=ply,
+                   config=config, declared=declared)
     out += [pr] if pr else []
     if r.player.rating:
         for scope, stats, games in (("game", game, 1), ("player", state.overall, state.overall.games)):

@@ -20,6 +20,13 @@ def fmt_rating(p: PerceivedRating | None) -> str:
     return f"{p.rating:.0f} [{p.low:.0f}, {p.high:.0f}]"
 
 
+def fmt_performance(p: PerceivedRating | None) -> str:
+    """'performing at' estimate: the same moves with the declared rating as the prior."""
+    if p is None or p.performance is None or p.performance_low is None or p.performance_high is None:
+        return "-"
+    return f"{p.performance:.0f} +/- {(p.performance_high - p.performance_low) / 2:.0f}"
+
+
 def fmt_eval(cp: int) -> str:
     if abs(cp) >= 3900:
         return "mate" if cp > 0 else "-mate"
@@ -96,29 +103,34 @@ class ReplayView:
             self.live.update(self.render())
 
     def render(self):
-        t = Table(title="kibitz: live perceived ratings (95 % interval)", expand=False)
-        for col in ("board", "white", "perceived", "last move", "eval", "black", "perceived", "result"):
+        t = Table(title="kibitz: live ratings from this game's moves (95 %): moves only | performing at", expand=False)
+        for col in ("board", "white", "moves only", "performing at", "last move", "eval", "black", "moves only",
+                    "performing at", "result"):
             t.add_column(col)
         for i, bv in enumerate(self.boards.values(), 1):
             w, b = bv.started.white, bv.started.black
+            wr, br = bv.ratings.get(w.id), bv.ratings.get(b.id)
             t.add_row(
-                str(i), f"{w.name} ({w.rating:.0f})" if w.rating else w.name, fmt_rating(bv.ratings.get(w.id)),
+                str(i), f"{w.name} ({w.rating:.0f})" if w.rating else w.name, fmt_rating(wr), fmt_performance(wr),
                 bv.last or "-", fmt_eval(bv.eval_cp), f"{b.name} ({b.rating:.0f})" if b.rating else b.name,
-                fmt_rating(bv.ratings.get(b.id)), bv.result or "*",
+                fmt_rating(br), fmt_performance(br), bv.result or "*",
             )
         return Group(t, self.progress)
 
     def final_table(self, *, provisional: bool, profile: str) -> Table:
         t = Table(title=f"perceived rating vs Elo, profile {profile}{' (PROVISIONAL calibration)' if provisional else ''}")
-        for col in ("player", "Elo", "perceived [95 %]", "moves", "from gains", "Glicko-2"):
+        for col in ("player", "Elo", "moves only [95 %]", "performing at", "moves", "from gains", "Glicko-2"):
             t.add_column(col, justify="left" if col == "player" else "right")
         for pid, p in sorted(self.players.items(), key=lambda kv: -kv[1].rating):
             elo = self.elo.get(pid)
             g = self.glicko.get(pid)
             t.add_row(
-                pid, f"{elo:.0f}" if elo else "-", f"{p.rating:.0f} [{p.low:.0f}, {p.high:.0f}]",
+                pid, f"{elo:.0f}" if elo else "-", fmt_rating(p), fmt_performance(p),
                 f"{p.moves}/{p.gain_moves}", f"{p.gain_rating:.0f}" if p.gain_rating is not None else "-",
                 f"{g.after.rating:.0f} ({g.after.rd:.0f})" if g else "-",
             )
-        t.caption = "moves: counted by the posterior / all; Glicko-2: rating (RD) after this game"
+        prior = next((p.prior for p in self.players.values() if p.prior), None)
+        t.caption = ("moves only: from the moves and the population prior" + (f" ({prior})" if prior else "")
+                     + "; performing at: the same moves with the declared rating as prior; moves: counted / all; "
+                     "Glicko-2: rating (RD) after this game")
         return t

@@ -1,0 +1,116 @@
+"""The rating-conditioned move model: time-control classes, the posterior over the rating, its state, and the
+messages that carry it (docs/models.md s. 9)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from analyzers.ratingmodel import (
+    RATING_GRID,
+    UNKNOWN_CLASS,
+    MoveModel,
+    Prior,
+    RatingLikelihood,
+    class_from_clock,
+    parse_time_control,
+    summarise,
+)
+from schemas import PerceivedRating
+
+MODEL = MoveModel("test", a=(-2.95, -0.3, 0.0), b=(-0.85, 0.12), class_offsets={"blitz": 0.25, "rapid": 0.0},
+                  priors={UNKNOWN_CLASS: Prior(1700, 380), "blitz": Prior(1600, 380)})
+
+
+@pytest.mark.parametrize("tc,cls", [("180+2", "blitz"), ("3+2", "blitz"), ("600+5", "rapid"), ("900+10", "rapid"),
+                                    ("5400+30", "classical"), ("40/7200:3600", "classical"), ("", UNKNOWN_CLASS),
+                                    ("-", UNKNOWN_CLASS), ("junk", UNKNOWN_CLASS)])
+def test_time_control_classes(tc, cls):
+    assert parse_time_control(tc) == cls
+
+
+def test_class_from_the_first_clock():
+    # the data's events: 3+2 (first clock 182 s), 10+3 (603), 15+10 (910), 25+10 (1510)
+    assert [class_from_clock(c) for c in (182.0, 603.0, 910.0, 1510.0, None)] == ["blitz", "rapid", "rapid", "rapid", UNKNOWN_CLASS]
+
+
+def simulate(model: MoveModel, rating: float, n: int, rng: np.random.Generator, tclass: str = UNKNOWN_CLASS):
+    """n moves of a player of ``rating`` drawn from the model itself: random candidate losses, a choice by P(i | R)."""
+    s, c = model.params(np.array([rating]), tclass)
+    out = []
+    for _ in range(n):
+        k = int(rng.integers(2, 7))
+        deltas = np.concatenate([[0.0], np.sort(rng.exponential(0.08, k - 1))])
+        w = np.exp(-np.power(deltas / s[0], c[0]))
+        out.append((deltas, int(rng.choice(k, p=w / w.sum()))))
+    return out
+
+
+def likelihood(model: MoveModel, moves, tclass: str = UNKNOWN_CLASS) -> RatingLikelihood:
+    lik = RatingLikelihood()
+    for deltas, played in moves:
+        lik.add(model.move_loglik(deltas, played, tclass), tclass)
+    return lik
+
+
+def test_posterior_concentrates_on_the_true_rating_and_its_interval_covers_about_95_percent():
+    rng = np.random.default_rng(3)
+    covered, errors = 0, []
+    for _ in range(200):
+        truth = float(rng.normal(1700, 380))
+        lik = likelihood(MODEL, simulate(MODEL, truth, 200, rng))
+        est = MODEL.estimate(lik.ll, lik.n, Prior(1700, 380))
+        covered += est.low <= truth <= est.high
+        errors.append(est.rating - truth)
+    # data drawn from the model and a prior that is the truth's distribution: the interval is exact up to noise
+    assert 180 <= covered <= 198, covered
+    assert abs(np.mean(errors)) < 40
+
+
+def test_no_moves_is_the_prior_and_few_moves_stay_near_it_never_at_a_bound():
+    prior = Prior(1700, 380)
+    est = MODEL.estimate(np.zeros_like(RATING_GRID), 0, prior)
+    assert est.rating == pytest.approx(1700, abs=2) and est.high - est.low == pytest.approx(2 * 1.96 * 380, rel=0.02)
+    # three engine-best moves say little: the estimate moves up a little, far from the grid's ends
+    lik = likelihood(MODEL, [(np.array([0.0, 0.2, 0.3]), 0)] * 3)
+    est = MODEL.estimate(lik.ll, lik.n, prior)
+    assert 1700 < est.rating < 2100 and est.low > RATING_GRID[0] and est.high < RATING_GRID[-1]
+
+
+def test_person_effect_keeps_long_histories_from_claiming_false_precision():
+    rng = np.random.default_rng(5)
+    sharp = MoveModel("test", a=(-2.95, -1.5, 0.0), b=(0.0, 0.0), class_offsets={}, priors=MODEL.priors)  # moves say a lot
+    lik = likelihood(sharp, simulate(sharp, 2000, 2000, rng))
+    narrow = sharp.estimate(lik.ll, lik.n, Prior(1700, 380))
+    wide = MoveModel(**{**sharp.__dict__, "person_sd": 150.0, "_cache": {}}).estimate(lik.ll, lik.n, Prior(1700, 380))
+    assert narrow.half_width < 100 < wide.half_width
+    assert wide.half_width == pytest.approx(1.96 * (150 ** -2 + 380 ** -2) ** -0.5, rel=0.15)
+
+
+def test_performance_prior_is_the_declared_rating():
+    rng = np.random.default_rng(7)
+    lik = likelihood(MODEL, simulate(MODEL, 2400, 30, rng))
+    moves_only = MODEL.estimate(lik.ll, lik.n, Prior(1700, 380))
+    performance = MODEL.estimate(lik.ll, lik.n, Prior(2450, 100))
+    assert abs(performance.rating - 2450) < abs(moves_only.rating - 2450)
+    assert performance.half_width < moves_only.half_width
+
+
+def test_likelihood_state_and_model_file_round_trip(tmp_path):
+    rng = np.random.default_rng(1)
+    lik = likelihood(MODEL, simulate(MODEL, 1900, 12, rng), "blitz")
+    back = RatingLikelihood.from_dict(json.loads(json.dumps(lik.to_dict())))
+    assert back.n == 12 and back.tclass == "blitz" and np.array_equal(back.ll, lik.ll)
+    MODEL.save(tmp_path / "m.json")
+    again = MoveModel.from_dict(json.loads((tmp_path / "m.json").read_text()))
+    assert again.to_dict() == MODEL.to_dict()
+    assert summarise(again.posterior(lik.ll, again.prior_for("blitz")), 12) == summarise(MODEL.posterior(lik.ll, Prior(1600, 380)), 12)
+
+
+def test_perceived_rating_v1_messages_still_parse():
+    v1 = {"schema_version": 1, "type": "perceived", "player_id": "p", "scope": "game", "scope_id": "g", "game_id": "g",
+          "ply": 10, "rating": 2000.0, "low": 1500.0, "high": 2500.0, "method": "posterior", "moves": 5, "gain_moves": 6,
+          "profile": "fast", "provisional": True}
+    msg = PerceivedRating.model_validate_json(json.dumps(v1))
+    assert msg.schema_version == 1 and msg.performance is None
+    assert PerceivedRating(**{**v1, "schema_version": 2, "method": "model", "performance": 2100.0}).schema_version == 2
