@@ -49,6 +49,7 @@ from analyzers.engine import EnginePool
 from analyzers.glicko2 import SCALE, Glicko2Config, expected, update_after_game
 from analyzers.perceived import RatingEstimate
 from analyzers.profiles import get_profile
+from analyzers.ratingmodel import DEFAULT_DECLARED_RD, MoveModel, Prior, load_move_model
 from schemas import MoveAssessment
 from streamer.batch import assess_games, sample_player_events, sample_rated_games
 from streamer.ingest import PgnGame
@@ -91,20 +92,38 @@ class Estimates:
     gain: RatingEstimate
     comb: RatingEstimate | None
     family: str = ""
+    model: RatingEstimate | None = None  # the rating-conditioned model, moves only
+    perf: RatingEstimate | None = None   # the same with the FIDE rating (declared) as prior, RD DEFAULT_DECLARED_RD
+    tclass: str = ""
 
     @property
     def main(self) -> RatingEstimate:
-        """What the service would publish: the posterior's rating, or Algorithm 4's for a gains-only profile."""
-        return self.post or self.gain
+        """What the service would publish: the move model's moves-only rating when the profile has one, else the
+        posterior's rating, or Algorithm 4's for a gains-only profile."""
+        return self.model or self.post or self.gain
+
+
+#: The profile's move model (set by main), or None: then the posterior over c is the published estimate.
+MODEL: MoveModel | None = None
 
 
 def rated(s: ScopeStats, cal: Calibration) -> bool:
     """Whether a scope has the moves its main estimator needs."""
+    if MODEL is not None:
+        return s.rating.n >= 1
     return s.post.n >= 1 and s.hist.count >= 1 if cal.has_c_map else s.hist.count >= 1
 
 
 def main_estimate(s: ScopeStats, cal: Calibration) -> RatingEstimate:
+    if MODEL is not None and s.rating.ll is not None:
+        return MODEL.estimate(s.rating.ll, s.rating.n, MODEL.prior_for(s.rating.tclass))
     return cal.from_posterior(s.post) if cal.has_c_map else cal.from_histogram(s.hist)
+
+
+def performance(s: ScopeStats, declared: float) -> RatingEstimate | None:
+    if MODEL is None or s.rating.ll is None:
+        return None
+    return MODEL.estimate(s.rating.ll, s.rating.n, Prior(declared, DEFAULT_DECLARED_RD))
 
 
 def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float) -> Estimates:
@@ -115,7 +134,10 @@ def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float) ->
     w_p, w_g = 1 / p.sd**2, 1 / gn.sd**2
     comb = (w_p * p.rating + w_g * gn.rating) / (w_p + w_g)
     half = 1.96 * math.sqrt(1 / (w_p + w_g))  # treats the two as independent: optimistic, they share the moves
-    return Estimates(truth, opponent, p, gn, RatingEstimate(comb, comb - half, comb + half, p.n))
+    out = Estimates(truth, opponent, p, gn, RatingEstimate(comb, comb - half, comb + half, p.n))
+    if MODEL is not None and s.rating.ll is not None:
+        out.model, out.perf, out.tclass = main_estimate(s, cal), performance(s, truth), s.rating.tclass
+    return out
 
 
 def row(name: str, est, truth, low=None, high=None) -> str:
@@ -124,17 +146,21 @@ def row(name: str, est, truth, low=None, high=None) -> str:
     cover = f"{np.mean((truth >= np.asarray(low)) & (truth <= np.asarray(high))):6.1%}" if low is not None else "     -"
     r = np.corrcoef(est, truth)[0, 1] if np.std(est) > 0 else float("nan")
     tau = kendall_tau_a(est, truth) if np.std(est) > 0 else float("nan")
-    return f"| {name:<36} | {np.mean(np.abs(err)):5.0f} | {np.mean(err):+6.0f} | {r:5.2f} | {tau:5.2f} | {cover} |"
+    mae, const = np.mean(np.abs(err)), np.mean(np.abs(truth - truth.mean()))
+    return (f"| {name:<36} | {mae:5.0f} | {1 - mae / const:+6.1%} | {np.mean(err):+6.0f} | {r:5.2f} | {tau:5.2f} | {cover} |")
 
 
 def table(title: str, rows: list[Estimates]) -> None:
     truth = np.array([e.truth for e in rows])
-    print(f"\n| {title:<36} |   MAE |   bias |     r | tau_a | in 95 % |")
-    print("|---|---|---|---|---|---|")
-    for name, attr in (("posterior over c", "post"), ("gain histogram (Ferreira Alg. 4)", "gain"), ("combination (inverse variance)", "comb")):
+    print(f"\n| {title:<36} |   MAE | cut vs constant |   bias |     r | tau_a | in 95 % |")
+    print("|---|---|---|---|---|---|---|")
+    # (the performance estimate has the FIDE rating as its prior, so it is judged by predicting results, below)
+    for name, attr in (("move model, moves only (published)", "model"), ("posterior over c", "post"),
+                       ("gain histogram (Ferreira Alg. 4)", "gain"), ("combination (inverse variance)", "comb")):
         es = [getattr(e, attr) for e in rows]
         if any(x is None for x in es):
-            print(f"| {name:<36} |     - |      - |     - |     - |      - |  (no c map: one-PV profile)")
+            why = "no move model for this profile" if attr == "model" else "no c map: one-PV profile"
+            print(f"| {name:<36} |     - |      - |      - |     - |     - |      - |  ({why})")
             continue
         print(row(name, [x.rating for x in es], truth, [x.low for x in es], [x.high for x in es]))
     print(row("constant = sample mean (oracle)", np.full_like(truth, truth.mean()), truth))
@@ -148,7 +174,7 @@ def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment
             s = ScopeStats()
             for a in results.get(g.game_id, []):
                 if a.color == color:
-                    s.add(a, None)
+                    s.add(a, None, MODEL)
             if rated(s, cal):
                 rows.append(estimates(s, cal, me.rating, opp.rating))
                 rows[-1].family = family(g.game_id)
@@ -161,7 +187,7 @@ def per_player_event(games: list[PgnGame], results, cal: Calibration, min_games:
     seen: list[tuple[int, RatingEstimate, float]] = []
     scopes = follow_player_events(games, results, MOVES_SEEN,
                                   lambda n, s, me, opp: seen.append((n, main_estimate(s, cal), me.rating)),
-                                  counted_only=cal.has_c_map)
+                                  counted_only=cal.has_c_map, model=MODEL)
     rows = [estimates(s, cal, mine[-1].rating, float(np.mean([o.rating for o in theirs])))
             for s, mine, theirs in scopes.values() if s.games >= min_games and rated(s, cal)]
     return rows, seen
@@ -192,6 +218,11 @@ def outcome_loglik(games: list[PgnGame], results, cal: Calibration, prior: tuple
                 "perceived (earlier moves)": p_from(pw.rating, pw.sd, pb.rating, pb.sd),
                 "FIDE ratings (outside reference)": 1 / (1 + 10 ** ((g.black.rating - g.white.rating) / 400)),
             }
+            if MODEL is not None:
+                fw = performance(sw, g.white.rating) or RatingEstimate(g.white.rating, 0, 0, 0)
+                fb = performance(sb, g.black.rating) or RatingEstimate(g.black.rating, 0, 0, 0)
+                # Elo's logistic on the performance estimates, as the FIDE row uses on the ratings
+                preds["performance (earlier moves, FIDE prior)"] = 1 / (1 + 10 ** ((fb.rating - fw.rating) / 400))
             fewest = min(sw.games, sb.games)
             bucket = "0" if fewest == 0 else "1-4" if fewest <= 4 else "5+"
             for key in (bucket, "all"):
@@ -202,7 +233,7 @@ def outcome_loglik(games: list[PgnGame], results, cal: Calibration, prior: tuple
             s.games += 1
             for a in results.get(g.game_id, []):
                 if a.color == color:
-                    s.add(a, None)
+                    s.add(a, None, MODEL)
     return out
 
 
@@ -239,6 +270,21 @@ def plots(profile: str, method: str, games_rows: list[Estimates], event_rows: li
     return [str(scatter.relative_to(ROOT)), str(moves.relative_to(ROOT))]
 
 
+def grouped_table(method: str, label: str, key, rows: list[Estimates]) -> None:  # noqa: ANN001
+    """The published estimate's accuracy by group (family, time-control class), against the constant guess of the
+    whole sample's mean on the same rows."""
+    mean = np.mean([e.truth for e in rows])
+    print(f"\n| {method} by {label} | n | FIDE mean (sd) | MAE | constant's MAE | bias | r | in 95 % |")
+    print("|---|---|---|---|---|---|---|---|")
+    for group in sorted({key(e) for e in rows}):
+        rs = [e for e in rows if key(e) == group]
+        t_, p_ = np.array([e.truth for e in rs]), np.array([e.main.rating for e in rs])
+        cover = np.mean([e.main.low <= e.truth <= e.main.high for e in rs])
+        r = np.corrcoef(p_, t_)[0, 1] if len(rs) > 2 else float("nan")
+        print(f"| {group} | {len(rs)} | {t_.mean():.0f} ({t_.std():.0f}) | {np.mean(np.abs(p_ - t_)):.0f} | "
+              f"{np.mean(np.abs(t_ - mean)):.0f} | {np.mean(p_ - t_):+.0f} | {r:.2f} | {cover:.1%} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="fast")
@@ -248,6 +294,7 @@ def main() -> None:
     ap.add_argument("--engines", type=int, default=2)
     ap.add_argument("--sample", choices=("random", "events"), default="random",
                     help="random games, or whole player-events (players with 5+ games in an event, all their games)")
+    ap.add_argument("--no-model", action="store_true", help="publish from the posterior over c, as without a move model")
     ap.add_argument("--plots", action="store_true", help="write the two PNGs into docs/img")
     ap.add_argument("--warm", action="store_true", help="only fill the analysis cache (no calibration needed); an "
                     "interrupted run keeps every finished search")
@@ -256,6 +303,8 @@ def main() -> None:
     data = data_dir(args, f"pgn/{SPLITS[args.split]}", "pgn/rated-dev")
     profile = get_profile(args.profile)
     cal = None if args.warm else load_calibration(profile.name)
+    global MODEL
+    MODEL = None if args.no_model else load_move_model(profile.name)
     config = PipelineConfig(profile, cal)
     sampler = sample_player_events if args.sample == "events" else sample_rated_games
     games = sampler(data / "pgn" / SPLITS[args.split], args.games, seed=args.seed)
@@ -283,15 +332,15 @@ def main() -> None:
     table("per player-game", game_rows)
     if event_rows:
         table("per player-event (5+ games)", event_rows)
-    method = "posterior over c" if cal.has_c_map else "gain histogram, Alg. 4"
-    print(f"\n| {method} per player-game, by event family | n | FIDE mean (sd) | MAE | bias | r | in 95 % |")
-    print("|---|---|---|---|---|---|---|")
-    for fam in sorted({e.family for e in game_rows}):
-        rs = [e for e in game_rows if e.family == fam]
-        t_, p_ = np.array([e.truth for e in rs]), np.array([e.main.rating for e in rs])
-        cover = np.mean([e.main.low <= e.truth <= e.main.high for e in rs])
-        r = np.corrcoef(p_, t_)[0, 1] if len(rs) > 2 else float("nan")
-        print(f"| {fam} | {len(rs)} | {t_.mean():.0f} ({t_.std():.0f}) | {np.mean(np.abs(p_ - t_)):.0f} | {np.mean(p_ - t_):+.0f} | {r:.2f} | {cover:.1%} |")
+    if MODEL is not None:
+        print(f"move model: {MODEL.fitted_on} ({'PROVISIONAL' if MODEL.provisional else 'final'}); "
+              f"temperature {MODEL.temperature}, person sd {MODEL.person_sd}")
+    method = "move model" if MODEL is not None else "posterior over c" if cal.has_c_map else "gain histogram, Alg. 4"
+    groupings = [("event family", lambda e: e.family)] + ([("time-control class", lambda e: e.tclass)] if MODEL else [])
+    for label, key in groupings:
+        grouped_table(method, f"{label}, per player-game", key, game_rows)
+        if event_rows:
+            grouped_table(method, f"{label}, per player-event", key, event_rows)
     print(f"\n| {'counted ' if cal.has_c_map else ''}moves seen (player-event) | n | {method} MAE | bias | in 95 % | mean half-width |")
     print("|---|---|---|---|---|---|")
     for k in MOVES_SEEN:

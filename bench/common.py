@@ -63,10 +63,11 @@ def sample_positions(n: int, data: Path, *, folder: str = "pgn/rated-dev", seed:
     return out
 
 
-def follow_player_events(games, results, checkpoints, at, *, counted_only: bool = True):  # noqa: ANN001, ANN201
+def follow_player_events(games, results, checkpoints, at, *, counted_only: bool = True, model=None):  # noqa: ANN001, ANN201
     """Replay each player's moves through one ScopeStats per (event, player), in the order of ``games`` (round
     order), calling ``at(n, scope, player, opponent)`` when a scope's posterior reaches n counted moves, n in
-    ``checkpoints`` (with ``counted_only=False``: when its gain histogram reaches n moves, for gains-only profiles).
+    ``checkpoints`` (with ``counted_only=False``: when its gain histogram reaches n moves, for gains-only profiles);
+    ``model``: the move model the scopes also feed (None: none).
     Returns {(event, player id): (scope, [player's PlayerInfo per game], [opponent's])}."""
     from streamer.pipeline import ScopeStats
 
@@ -79,7 +80,7 @@ def follow_player_events(games, results, checkpoints, at, *, counted_only: bool 
             theirs.append(opp)
             for a in results.get(g.game_id, []):
                 if a.color == color:
-                    s.add(a, None)
+                    s.add(a, None, model)
                     if counted_only and a.counted and s.post.n in checkpoints:
                         at(s.post.n, s, me, opp)
                     elif not counted_only and s.hist.count in checkpoints:
