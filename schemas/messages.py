@@ -17,7 +17,14 @@ UCI_PATTERN = r"^[a-h][1-8][a-h][1-8][qrbn]?$"
 
 Rating = Annotated[float, Field(ge=0, le=4000, description="rating on the Elo scale")]
 RD = Annotated[float, Field(gt=0, le=1000)]
-Ply = Annotated[int, Field(ge=0, description="half-moves played before this one: 0 is White's first move")]
+#: Plies beyond this are refused: no real game comes near 1,000 moves, and a bound keeps hostile input cheap.
+MAX_PLIES = 2000
+#: An input record longer than this is refused before it is parsed.
+MAX_EVENT_BYTES = 64 * 1024
+Ply = Annotated[int, Field(ge=0, le=MAX_PLIES, strict=True,
+                           description="half-moves played before this one: 0 is White's first move (a JSON integer)")]
+#: Seconds since the epoch; finite (NaN and infinities are refused).
+Timestamp = Annotated[float, Field(allow_inf_nan=False, description="seconds since the epoch")]
 Id = Annotated[str, Field(min_length=1, max_length=200)]
 Score = Literal[0.0, 0.5, 1.0]  # type: ignore[valid-type]  # pydantic validates float literals; PEP 586 has none
 #: White's score for each decisive PGN result ("*", unfinished, has none).
@@ -49,7 +56,7 @@ class GameStarted(Message):
     event: str = ""
     time_control: str = ""
     initial_fen: str | None = None
-    timestamp: float | None = Field(default=None, description="seconds since the epoch")
+    timestamp: Timestamp | None = None
 
 
 class MoveEvent(Message):
@@ -57,16 +64,17 @@ class MoveEvent(Message):
     game_id: Id
     ply: Ply
     uci: str = Field(pattern=UCI_PATTERN)
-    clock: float | None = Field(default=None, ge=0, description="mover's remaining time in seconds")
-    timestamp: float | None = None
+    clock: float | None = Field(default=None, ge=0, allow_inf_nan=False, description="mover's remaining time in seconds")
+    timestamp: Timestamp | None = None
 
 
 class GameEnded(Message):
     type: Literal["game_ended"] = "game_ended"
     game_id: Id
     result: Literal["1-0", "0-1", "1/2-1/2"]
-    plies: int | None = Field(default=None, ge=0, description="plies in the game, so an end can wait for late moves")
-    timestamp: float | None = None
+    plies: int | None = Field(default=None, ge=0, le=MAX_PLIES, strict=True,
+                              description="plies in the game, so an end can wait for late moves")
+    timestamp: Timestamp | None = None
 
 
 InputEvent = Annotated[GameStarted | MoveEvent | GameEnded, Field(discriminator="type")]
@@ -80,6 +88,8 @@ def parse_event(raw: bytes | str) -> GameStarted | MoveEvent | GameEnded:
 
 def _parse(adapter: TypeAdapter, raw: bytes | str) -> Any:
     """Validate JSON in one pass (pydantic's Rust parser); a failure becomes a MalformedEvent naming the field."""
+    if len(raw) > MAX_EVENT_BYTES:
+        raise MalformedEvent(f"message: {len(raw)} bytes, more than the {MAX_EVENT_BYTES} accepted")
     try:
         return adapter.validate_json(raw)
     except ValidationError as e:
@@ -87,11 +97,11 @@ def _parse(adapter: TypeAdapter, raw: bytes | str) -> Any:
         where = ".".join(str(p) for p in first.get("loc", ())) or "message"
         data = None
         try:
-            data = json.loads(raw)
-        except ValueError:
+            data = json.loads(raw)  # only for the game and ply of the error message
+        except (ValueError, RecursionError):
             pass
         gid = data.get("game_id") if isinstance(data, dict) and isinstance(data.get("game_id"), str) else None
-        ply = data.get("ply") if isinstance(data, dict) and isinstance(data.get("ply"), int) else None
+        ply = data.get("ply") if isinstance(data, dict) and type(data.get("ply")) is int else None
         raise MalformedEvent(f"{where}: {first['msg']}", game_id=gid, ply=ply) from None
 
 

@@ -88,13 +88,16 @@ def build_config(args: argparse.Namespace):
 
 
 class JsonLines:
-    def __init__(self, path: Path | None, *, stream=None, types=PUBLISHED) -> None:
+    def __init__(self, path: Path | None, *, stream=None, types=PUBLISHED, flush: bool = False) -> None:
         self.f = open(path, "w") if path else stream
         self.types = types
+        self.flush = flush  # per message: a consumer of a live stream sees each rating as it is made
 
     def __call__(self, msg: BaseModel) -> None:
         if self.f is not None and isinstance(msg, self.types):
             self.f.write(msg.model_dump_json() + "\n")
+            if self.flush:
+                self.f.flush()
 
     def close(self) -> None:
         if self.f is not None and self.f not in (sys.stdout, sys.stderr):
@@ -168,12 +171,16 @@ async def _replay(args: argparse.Namespace) -> int:
 
 
 async def _stream(args: argparse.Namespace) -> int:
-    """JSON-lines events on stdin, published messages as JSON lines on stdout (or --out)."""
+    """JSON-lines events on stdin, published messages as JSON lines on stdout (or --out), one event at a time: each
+    line is processed as it arrives and its output flushed, so a live feed gets its ratings live. Any bytes are
+    accepted: what is not a valid event (not UTF-8, not JSON, too long, too deep) becomes a dead letter."""
+    from schemas.messages import MAX_EVENT_BYTES
+
     from .embedded import EmbeddedRuntime
-    from .ingest import read_jsonl
+    from .ingest import read_line
 
     config = build_config(args)
-    out = JsonLines(args.out, stream=sys.stdout)
+    out = JsonLines(args.out, stream=sys.stdout, flush=True)
     rejected = 0
 
     def on_reject(d: DeadLetter) -> None:
@@ -181,14 +188,17 @@ async def _stream(args: argparse.Namespace) -> int:
         rejected += 1
         print_rejection(d)
 
+    stdin = sys.stdin.buffer
     async with EnginePool(args.engine, size=args.engines, cache_path=args.cache) as pool:
         async with EmbeddedRuntime(pool, config, out, on_reject) as rt:
             if args.metrics_port:
                 rt.metrics.serve(args.metrics_port)
             loop = asyncio.get_running_loop()
-            lines = await loop.run_in_executor(None, lambda: list(read_jsonl(sys.stdin)))
-            for n, line in lines:
-                rt.submit_raw(line, source=f"stdin:{n}")
+            n = 0
+            while (line := await loop.run_in_executor(None, read_line, stdin, MAX_EVENT_BYTES)) is not None:
+                n += 1
+                if line.strip():
+                    rt.submit_raw(line, source=f"stdin:{n}")
             await rt.drain()
     out.close()
     return EXIT_REJECTED if rejected else EXIT_OK

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO
 
 import chess
 import chess.pgn
@@ -149,11 +149,16 @@ def read_pgn_games(path: str | Path) -> Iterator[PgnGame]:
     yield from games
 
 
-def read_jsonl(stream: TextIO) -> Iterator[tuple[int, str]]:
-    """Non-blank lines of a JSON-lines stream, with their 1-based line numbers."""
-    for n, line in enumerate(stream, 1):
-        if line.strip():
-            yield n, line
+def read_line(stream: BinaryIO, limit: int) -> bytes | None:
+    """The next line of a byte stream (None at its end). A line longer than ``limit`` bytes is read to its end but
+    only its first ``limit + 1`` bytes are kept, so it is rejected as too long without holding it in memory."""
+    line = stream.readline(limit + 1)
+    if not line:
+        return None
+    if len(line) > limit and not line.endswith(b"\n"):
+        while (rest := stream.readline(limit)) and not rest.endswith(b"\n"):
+            pass
+    return line
 
 
 @dataclass(order=True)

@@ -92,3 +92,43 @@ def test_four_placeholder_players_get_four_glicko_updates(tmp_path, stockfish):
     assert len(updates) == 4 and len({u["player_id"] for u in updates}) == 4
     # each anonymous player has played once: nobody's rating carries another game
     assert all(u["before"]["rating"] == 1500 for u in updates)
+
+
+def test_stream_dead_letters_any_bytes_and_rates_what_follows(stockfish):
+    game = [
+        {"type": "game_started", "game_id": "g1", "white": {"id": "w", "rating": 1800}, "black": {"id": "b"}},
+        *({"type": "move", "game_id": "g1", "ply": i, "uci": u} for i, u in enumerate(["e2e4", "e7e5", "g1f3", "b8c6"])),
+        {"type": "game_ended", "game_id": "g1", "result": "1/2-1/2", "plies": 4},
+    ]
+    bad = [b"\xff\xfe not utf-8", b"[" * 100_000 + b"]" * 100_000, b"[" * 1000 + b"]" * 1000,
+           b'{"type": "move", "game_id": "g1", "ply": "2", "uci": "e2e4"}',
+           b'{"type": "move", "game_id": "g1", "ply": 1, "uci": "e7e5", "timestamp": NaN}']
+    stdin = b"\n".join(bad + [json.dumps(e).encode() for e in game]) + b"\n"
+    r = subprocess.run([sys.executable, "-m", "streamer.cli", "stream", *FAST], input=stdin, capture_output=True, timeout=120)
+    assert r.returncode == 3, r.stderr
+    rejections = [ln for ln in r.stderr.decode().splitlines() if ln.startswith("rejected (malformed)")]
+    assert len(rejections) == len(bad), r.stderr
+    out = [json.loads(x) for x in r.stdout.decode().splitlines()]
+    assert sum(m["type"] == "perceived" and m["scope"] == "game" for m in out) == 4
+    assert sum(m["type"] == "glicko2" for m in out) == 2
+
+
+def test_stream_answers_each_line_as_it_arrives(stockfish):
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "streamer.cli", "stream", *FAST], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(3)  # start-up: imports and engine processes
+        t0 = time.monotonic()
+        for e in ({"type": "game_started", "game_id": "g1", "white": {"id": "w"}, "black": {"id": "b"}},
+                  {"type": "move", "game_id": "g1", "ply": 0, "uci": "e2e4"}):
+            p.stdin.write(json.dumps(e).encode() + b"\n")
+        p.stdin.flush()  # and the input stays open, as a live feed's does
+        first = json.loads(p.stdout.readline())
+        elapsed = time.monotonic() - t0
+        assert first["type"] == "perceived" and first["ply"] == 0
+        assert elapsed < 2.0, elapsed
+    finally:
+        p.kill()
+        p.wait()

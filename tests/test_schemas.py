@@ -24,6 +24,14 @@ def test_parse_event_discriminates_and_validates():
     ('{"type": "game_started", "game_id": "g", "white": {"id": "a", "rating": 9000}, "black": {"id": "b"}}', "rating"),
     ('{"type": "teleport", "game_id": "g"}', "type"),
     ('not json at all', "message"),
+    ('{"type": "move", "game_id": "g", "ply": "2", "uci": "e2e4"}', "ply"),
+    ('{"type": "move", "game_id": "g", "ply": true, "uci": "e2e4"}', "ply"),
+    ('{"type": "move", "game_id": "g", "ply": 2001, "uci": "e2e4"}', "ply"),
+    ('{"type": "game_ended", "game_id": "g", "result": "1-0", "plies": 100000000000000000000}', "plies"),
+    ('{"type": "move", "game_id": "g", "ply": 1, "uci": "e2e4", "timestamp": NaN}', "timestamp"),
+    ('{"type": "move", "game_id": "g", "ply": 1, "uci": "e2e4", "clock": Infinity}', "clock"),
+    ('[' * 100 + ']' * 100, "message"),
+    ('{"type": "move", "game_id": "' + 'g' * 70000 + '", "ply": 1, "uci": "e2e4"}', "bytes"),
 ])
 def test_strict_validation_names_the_field(bad, where):
     with pytest.raises(MalformedEvent) as e:
