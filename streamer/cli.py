@@ -49,7 +49,9 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prior", type=population_prior, metavar="MEAN:SD", default=None,
                    help="the population the moves-only estimate starts from, e.g. 2600:150 for an elite event (default: "
                         "the move model's prior per time-control class, fitted on rated online events)")
-    g.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT")
+    g.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on PORT")
+    g.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds (default %(default)s; "
+                   "0.0.0.0 where a scraper in another container or pod reads it)")
 
 
 def population_prior(text: str) -> Prior:
@@ -150,7 +152,7 @@ async def _replay(args: argparse.Namespace) -> int:
         async with EnginePool(args.engine, size=args.engines, cache_path=args.cache) as pool:
             async with EmbeddedRuntime(pool, config, sink, on_reject) as rt:
                 if args.metrics_port:
-                    rt.metrics.serve(args.metrics_port)
+                    rt.metrics.serve(args.metrics_port, args.metrics_host)
                 for g in games:
                     for err in g.errors:
                         rt.reject(err, err.args[0], source=g.game_id)
@@ -192,7 +194,7 @@ async def _stream(args: argparse.Namespace) -> int:
     async with EnginePool(args.engine, size=args.engines, cache_path=args.cache) as pool:
         async with EmbeddedRuntime(pool, config, out, on_reject) as rt:
             if args.metrics_port:
-                rt.metrics.serve(args.metrics_port)
+                rt.metrics.serve(args.metrics_port, args.metrics_host)
             loop = asyncio.get_running_loop()
             n = 0
             while (line := await loop.run_in_executor(None, read_line, stdin, MAX_EVENT_BYTES)) is not None:
@@ -291,7 +293,7 @@ def _worker(args: argparse.Namespace) -> int:
     app, metrics = create_app(settings, config, engines=args.engines, engine=args.engine, cache_path=args.cache, store=args.store,
                      guarantee=args.guarantee, data_dir=worker_dir)
     if args.metrics_port:
-        metrics.serve(args.metrics_port)
+        metrics.serve(args.metrics_port, args.metrics_host)
     worker = Worker(app, loglevel=args.log_level.lower(), quiet=True, redirect_stdouts=False)
     worker.execute_from_commandline()
     return EXIT_OK
@@ -310,7 +312,7 @@ def _transactional_worker(args: argparse.Namespace, settings, config, store_dir:
             loop.add_signal_handler(sig, task.cancel)
         with contextlib.suppress(asyncio.CancelledError):
             await run_worker(settings, config, instance_id=args.instance_id, engines=args.engines, engine=args.engine,
-                             cache_path=args.cache, metrics_port=args.metrics_port,
+                             cache_path=args.cache, metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                              transaction_timeout_ms=int(args.transaction_timeout * 1000),
                              stages=[x.strip() for x in args.stages.split(",") if x.strip()],
                              store_dir=store_dir)

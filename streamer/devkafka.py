@@ -39,6 +39,8 @@ class Broker:
         if self.address and reachable(self.address):
             return self.address
         env = {**os.environ, "KIBITZ_KAFKA_PORT": str(TEST_PORT), "KIBITZ_KAFKA_CONTROLLER_PORT": str(TEST_PORT + 1)}
+        # a test broker starts empty (kafka.sh keeps data across starts; tests want none of an earlier run's topics)
+        subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "reset"], env=env, capture_output=True, timeout=120)
         r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "start"], env=env, capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             raise RuntimeError(f"could not start the Kafka broker:\n{r.stdout}\n{r.stderr}")

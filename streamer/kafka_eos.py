@@ -321,6 +321,7 @@ def _sync(step: Callable[[Any, bytes | None, bytes, str], list[Output]]) -> Step
 
 async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instance_id: str, engines: int = 2,
                      engine: str | None = None, cache_path: Path | None = None, metrics_port: int | None = None,
+                     metrics_host: str = "127.0.0.1",
                      transaction_timeout_ms: int = 30000, stages: Sequence[str] = STAGES,
                      store_dir: Path | None = None) -> None:
     """Run the stages (both by default; one per process puts each on its own core) until cancelled. With
@@ -333,7 +334,7 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
         steps = Steps(config, pool)
         metrics = steps.metrics
         if metrics_port:
-            metrics.serve(metrics_port)
+            metrics.serve(metrics_port, metrics_host)
         analyse, rate = STAGES
         configs = {
             analyse: StageConfig(analyse, t.moves, t.state_games, steps.game_record, GameState, window=2 * engines),

@@ -132,3 +132,29 @@ def test_stream_answers_each_line_as_it_arrives(stockfish):
     finally:
         p.kill()
         p.wait()
+
+
+def test_metrics_bind_where_asked(stockfish):
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = subprocess.Popen([sys.executable, "-m", "streamer.cli", "stream", *FAST, "--metrics-port", str(port),
+                          "--metrics-host", "127.0.0.2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        body = ""
+        for _ in range(100):
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.2:{port}/metrics", timeout=1).read().decode()
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert "kibitz_events_total" in body or "kibitz_engine_searches" in body
+        with pytest.raises(OSError):  # bound to 127.0.0.2 only
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1)
+    finally:
+        p.kill()
+        p.wait()

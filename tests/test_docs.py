@@ -33,3 +33,8 @@ def test_deploy_files_parse_and_give_workers_stable_ids():
     assert mount["mountPath"] == "/var/lib/kibitz" and sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == mount["name"]
     assert "ENV KIBITZ_DATA_DIR=/var/lib/kibitz" in (root / "Dockerfile").read_text()
     json.loads((root / "grafana" / "kibitz.json").read_text())
+    # Prometheus scrapes the workers from another container or pod: their metrics bind to every interface there
+    args = sts["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--metrics-host") + 1] == "0.0.0.0"
+    cmd = compose["services"]["worker"]["command"]
+    assert cmd[cmd.index("--metrics-host") + 1] == "0.0.0.0"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A real single-node Apache Kafka broker (KRaft mode) on 127.0.0.1, for development and tests.
-#   deploy/kafka/kafka.sh fetch|start|stop|status
-# fetch: Kafka's jars from Maven Central into .cache/kafka (once). start: format fresh storage, start the broker,
-# wait until it accepts connections. Env: KIBITZ_KAFKA_PORT (9092), KIBITZ_KAFKA_CONTROLLER_PORT (9093),
+#   deploy/kafka/kafka.sh fetch|start|stop|status|reset
+# fetch: Kafka's jars from Maven Central into .cache/kafka (once). start: format the storage if it is empty (the data
+# of an earlier start is kept), start the broker, wait until it accepts connections. reset: stop, wipe the data. Env: KIBITZ_KAFKA_PORT (9092), KIBITZ_KAFKA_CONTROLLER_PORT (9093),
 # KIBITZ_CACHE (.cache), KIBITZ_KAFKA_PARTITIONS (4).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -38,7 +38,7 @@ start() {
     echo "broker already running on 127.0.0.1:$port (pid $(cat "$run/pid"))"; return 0
   fi
   accepting && die "something else already listens on 127.0.0.1:$port"
-  rm -rf "$run"; mkdir -p "$run/data"
+  mkdir -p "$run/data"
   cat >"$run/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
@@ -69,9 +69,11 @@ log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
 log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
 PROPS
   local cp="$libs/*" jopts=(-Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true "-Dlog4j.configuration=file:$run/log4j.properties")
-  local cluster; cluster="$(java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool random-uuid)"
-  java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool format -t "$cluster" -c "$run/server.properties" >"$run/format.log" 2>&1 \
-    || { cat "$run/format.log" >&2; die "formatting KRaft storage failed"; }
+  if [ ! -f "$run/data/meta.properties" ]; then  # format only an empty directory: a restart keeps the topics
+    local cluster; cluster="$(java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool random-uuid)"
+    java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool format -t "$cluster" -c "$run/server.properties" >"$run/format.log" 2>&1 \
+      || { cat "$run/format.log" >&2; die "formatting KRaft storage failed"; }
+  fi
   nohup java "${jopts[@]}" -cp "$cp" kafka.Kafka "$run/server.properties" >"$run/broker.log" 2>&1 &
   echo $! >"$run/pid"
   for _ in $(seq 1 120); do
@@ -97,6 +99,7 @@ case "${1:-}" in
   fetch) mkdir -p "$cache"; fetch ;;
   start) start ;;
   stop) stop ;;
+  reset) stop; rm -rf "$run"; echo "broker data on port $port wiped" ;;
   status) if [ -f "$run/pid" ] && kill -0 "$(cat "$run/pid")" 2>/dev/null; then echo "running (pid $(cat "$run/pid"))"; else echo "stopped"; exit 1; fi ;;
-  *) echo "usage: $0 fetch|start|stop|status" >&2; exit 2 ;;
+  *) echo "usage: $0 fetch|start|stop|status|reset" >&2; exit 2 ;;
 esac
