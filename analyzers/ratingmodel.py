@@ -45,8 +45,9 @@ from .perceived import DEFAULT_LEVEL, RatingEstimate, z_for
 
 #: Centipawns per unit of the logistic win-probability curve (lichess's 0.00368208 per cp).
 WIN_SCALE_CP = 1 / 0.00368208
-#: Ratings the posterior is kept on: 400..3400 in steps of 10 (beyond any FIDE rating in the data by 200+).
-RATING_GRID = np.arange(400.0, 3400.0 + 1e-9, 10.0)
+#: Ratings the posterior is kept on: 400..3400 in steps of 20 (beyond any FIDE rating in the data by 200+; the
+#: quantiles are interpolated, and no interval is narrower than a few grid steps).
+RATING_GRID = np.arange(400.0, 3400.0 + 1e-9, 20.0)
 #: Centre and scale of z = (R - RATING_CENTER) / RATING_SCALE in the parameter functions.
 RATING_CENTER, RATING_SCALE = 1800.0, 400.0
 #: Time-control classes, by the estimated game duration base + 40 x increment (seconds).
@@ -128,7 +129,7 @@ class MoveModel:
     provisional: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
     #: derived arrays (grid parameters per class, the person-effect kernel), computed once
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     # -- the move model ---------------------------------------------------------------------------------
     def params(self, ratings: np.ndarray, tclass: str) -> tuple[np.ndarray, np.ndarray]:
@@ -139,16 +140,21 @@ class MoveModel:
 
     def move_loglik(self, deltas: np.ndarray, played: int, tclass: str) -> np.ndarray:
         """log P(played | R, tclass) at every rating of :data:`RATING_GRID`."""
-        s, c = self._grid_params(tclass)
-        x = -np.power(deltas[None, :] / s[:, None], c[:, None])
-        top = x.max(axis=1)
-        return x[:, played] - top - np.log(np.exp(x - top[:, None]).sum(axis=1))
+        log_s, c = self._grid_params(tclass)
+        with np.errstate(divide="ignore"):
+            log_d = np.log(deltas)  # the best move's 0 gives -inf: (0 / s)^c = 0
+        # (delta / s)^c = exp(c (log delta - log s)): one exp over grid x candidates
+        x = -np.exp(c[:, None] * (log_d[None, :] - log_s[:, None]))
+        # every x <= 0 and the best move's is 0, so the log-sum-exp needs no shift
+        return x[:, played] - np.log(np.exp(x).sum(axis=1))
 
     def _grid_params(self, tclass: str) -> tuple[np.ndarray, np.ndarray]:
+        """(log s, c) on the grid for ``tclass``, computed once."""
         key = f"params:{tclass}"
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = self.params(RATING_GRID, tclass)
+            s, c = self.params(RATING_GRID, tclass)
+            hit = self._cache[key] = (np.log(s), c)
         return hit
 
     # -- estimates ----------------------------------------------------------------------------------------
@@ -165,12 +171,21 @@ class MoveModel:
         """Normalised posterior over :data:`RATING_GRID`: prior x (tempered likelihood convolved with the person
         effect)."""
         ll = self.temperature * loglik
-        like = np.exp(ll - ll.max())
         if self.person_sd > 0:
-            like = np.convolve(like, self._kernel(), mode="same")
-        log_post = np.log(np.maximum(like, 1e-300)) + prior.log_density()
+            like = np.convolve(np.exp(ll - ll.max()), self._kernel(), mode="same")
+            ll = np.log(np.maximum(like, 1e-300))
+        log_post = ll + self._prior_density(prior)
         p = np.exp(log_post - log_post.max())
         return p / p.sum()
+
+    def _prior_density(self, prior: Prior) -> np.ndarray:
+        key = ("prior", prior.mean, prior.sd)
+        hit = self._cache.get(key)
+        if hit is None:
+            if len(self._cache) > 4096:  # declared ratings are many: keep the cache bounded
+                self._cache.clear()
+            hit = self._cache[key] = prior.log_density()
+        return hit
 
     def _kernel(self) -> np.ndarray:
         k = self._cache.get("kernel")

@@ -24,6 +24,7 @@ from throughput import CACHE, events_of
 from analyzers.calibration import load_calibration
 from analyzers.engine import EnginePool
 from analyzers.profiles import get_profile
+from analyzers.ratingmodel import load_move_model
 from schemas import parse_event, parse_player_event
 from streamer.ingest import read_pgn_games
 from streamer.pipeline import PipelineConfig
@@ -33,7 +34,9 @@ from streamer.steps import Steps
 
 async def run(reps: int) -> None:
     games = list(read_pgn_games(ROOT / "tests/fixtures/london_chess_classic_2011.pgn"))
-    config = PipelineConfig(replace(get_profile("fast"), name="fast*", depth=6, multipv=4), load_calibration("fast"))
+    # the live configuration: the fast profile's calibration and move model (the searches are shallower, from cache)
+    config = PipelineConfig(replace(get_profile("fast"), name="fast*", depth=6, multipv=4), load_calibration("fast"),
+                            model=load_move_model("fast"))
     rows = []
     async with EnginePool(size=1, cache_path=CACHE) as pool:
         steps = Steps(config, pool)
