@@ -170,13 +170,20 @@ class MoveModel:
     def posterior(self, loglik: np.ndarray, prior: Prior) -> np.ndarray:
         """Normalised posterior over :data:`RATING_GRID`: prior x (tempered likelihood convolved with the person
         effect)."""
+        return self.posteriors(loglik, (prior,))[0]
+
+    def posteriors(self, loglik: np.ndarray, priors: Sequence[Prior]) -> list[np.ndarray]:
+        """:meth:`posterior` under several priors; the likelihood is tempered and convolved once."""
         ll = self.temperature * loglik
         if self.person_sd > 0:
             like = np.convolve(np.exp(ll - ll.max()), self._kernel(), mode="same")
             ll = np.log(np.maximum(like, 1e-300))
-        log_post = ll + self._prior_density(prior)
-        p = np.exp(log_post - log_post.max())
-        return p / p.sum()
+        out = []
+        for prior in priors:
+            log_post = ll + self._prior_density(prior)
+            p = np.exp(log_post - log_post.max())
+            out.append(p / p.sum())
+        return out
 
     def _prior_density(self, prior: Prior) -> np.ndarray:
         key = ("prior", prior.mean, prior.sd)
@@ -191,7 +198,7 @@ class MoveModel:
         k = self._cache.get("kernel")
         if k is None:
             step = float(RATING_GRID[1] - RATING_GRID[0])
-            half = int(math.ceil(4 * self.person_sd / step))
+            half = int(math.ceil(3 * self.person_sd / step))  # +/- 3 sd holds 99.7 % of it
             x = np.arange(-half, half + 1) * step
             k = np.exp(-0.5 * (x / self.person_sd) ** 2)
             k = self._cache["kernel"] = k / k.sum()
@@ -259,11 +266,16 @@ class RatingLikelihood:
 
 def summarise(post: np.ndarray, n: int, level: float = DEFAULT_LEVEL) -> RatingEstimate:
     """Mean and central ``level`` interval of a posterior over :data:`RATING_GRID` (interpolated quantiles)."""
+    return summaries(post, n, (level,))[0]
+
+
+def summaries(post: np.ndarray, n: int, levels: Sequence[float]) -> list[RatingEstimate]:
+    """:func:`summarise` at several levels, from one cumulative sum."""
     mean = float(post @ RATING_GRID)
     cdf = np.cumsum(post)
-    tail = (1.0 - level) / 2.0
-    low, high = np.interp([tail, 1.0 - tail], cdf, RATING_GRID)
-    return RatingEstimate(mean, float(low), float(high), n, level)
+    tails = [(1.0 - lv) / 2.0 for lv in levels]
+    q = np.interp([x for t in tails for x in (t, 1.0 - t)], cdf, RATING_GRID)
+    return [RatingEstimate(mean, float(q[2 * i]), float(q[2 * i + 1]), n, lv) for i, lv in enumerate(levels)]
 
 
 def posterior_sd(post: np.ndarray) -> float:
@@ -282,13 +294,8 @@ def load_move_model(profile: str, path: str | Path | None = None) -> MoveModel |
     return MoveModel.from_dict(json.loads(f.read_text()))
 
 
-def band(post: np.ndarray, n: int) -> RatingEstimate:
-    """The 68 % band of a posterior."""
-    return summarise(post, n, BAND_LEVEL)
-
-
 __all__ = [
     "BAND_LEVEL", "DEFAULT_DECLARED_RD", "MoveModel", "Prior", "RATING_GRID", "RatingLikelihood", "TIME_CLASSES", "UNKNOWN_CLASS",
-    "band", "class_from_clock", "load_move_model", "parse_time_control", "posterior_sd", "summarise", "time_class",
+    "class_from_clock", "load_move_model", "parse_time_control", "posterior_sd", "summarise", "summaries", "time_class",
     "win_losses", "win_probability", "z_for",
 ]

@@ -31,14 +31,15 @@ from analyzers.perceived import DEFAULT_LEVEL
 from analyzers.posterior import SkillPosterior, with_played_move
 from analyzers.profiles import EngineProfile
 from analyzers.ratingmodel import (
+    BAND_LEVEL,
     DEFAULT_DECLARED_RD,
     UNKNOWN_CLASS,
     MoveModel,
     Prior,
     RatingLikelihood,
-    band,
     class_from_clock,
     parse_time_control,
+    summaries,
     summarise,
     win_losses,
 )
@@ -355,31 +356,32 @@ def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, g
     if cal is None:
         raise ValueError("publishing perceived ratings needs a calibration in PipelineConfig")
     g = cal.from_histogram(stats.hist, config.level) if stats.hist.count else None
-    p = cal.from_posterior(stats.post, config.level) if stats.post.n and cal.has_c_map else None
     extra: dict[str, Any] = {}
     model, lik = config.model, stats.rating
     m = None
     if model is not None and lik.ll is not None:
         prior = model.prior_for(lik.tclass)
-        post = model.posterior(lik.ll, prior)
-        m = summarise(post, lik.n, config.level)
-        b68 = band(post, lik.n)
+        rating, rd = declared
+        dprior = Prior(rating, rd or DEFAULT_DECLARED_RD) if rating else None
+        posts = model.posteriors(lik.ll, (prior, dprior) if dprior else (prior,))
+        m, b68 = summaries(posts[0], lik.n, (config.level, BAND_LEVEL))
         extra = {"band_low": round(b68.low, 1), "band_high": round(b68.high, 1), "time_class": lik.tclass,
                  "prior": f"{lik.tclass} {prior.mean:.0f} +/- {prior.sd:.0f}"}
-        rating, rd = declared
-        if rating:
-            dprior = Prior(rating, rd or DEFAULT_DECLARED_RD)
-            perf = summarise(model.posterior(lik.ll, dprior), lik.n, config.level)
+        if dprior:
+            perf = summarise(posts[1], lik.n, config.level)
             extra |= {"performance": round(perf.rating, 1), "performance_low": round(perf.low, 1),
                       "performance_high": round(perf.high, 1), "performance_prior": f"declared {dprior.mean:.0f} +/- {dprior.sd:.0f}"}
+    # the posterior over c: its Elo reading is published only without a move model; its c always
+    p = cal.from_posterior(stats.post, config.level) if m is None and stats.post.n and cal.has_c_map else None
+    has_c = stats.post.n > 0 and cal.has_c_map
     main = m or p or g
     if main is None:
         return None
     return PerceivedRating(
         player_id=player_id, scope=scope, scope_id=scope_id, game_id=game_id, ply=max(ply, 0),
         rating=round(main.rating, 1), low=round(main.low, 1), high=round(main.high, 1), level=config.level,
-        method="model" if m else "posterior" if p else "gain", c_mean=round(stats.post.mean, 4) if p else None,
-        c_sd=round(stats.post.std, 4) if p else None, moves=lik.n if m else stats.post.n,
+        method="model" if m else "posterior" if p else "gain", c_mean=round(stats.post.mean, 4) if has_c else None,
+        c_sd=round(stats.post.std, 4) if has_c else None, moves=lik.n if m else stats.post.n,
         gain_rating=round(g.rating, 1) if g else None, gain_low=round(g.low, 1) if g else None,
         gain_high=round(g.high, 1) if g else None, gain_moves=stats.hist.count,
         profile=config.profile.name, provisional=(model.provisional if m and model else cal.provisional), **extra,
