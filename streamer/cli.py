@@ -139,8 +139,11 @@ async def _replay(args: argparse.Namespace) -> int:
     cal = config.calibration
     console.print(f"kibitz replay: {len(games)} games from {', '.join(p.name for p in paths)}; profile {config.profile.name} "
                   f"({config.limits.key}), {args.engines} engines; speed {'max' if speed is None else f'x{speed:g}'}")
-    if cal.provisional:
-        console.print(f"[yellow]calibration is PROVISIONAL[/yellow]: {cal.fitted_on}")
+    model = config.model
+    provisional = model.provisional if model else cal.provisional
+    if provisional:
+        console.print(f"[yellow]{'move model' if model else 'calibration'} is PROVISIONAL[/yellow]: "
+                      f"{model.fitted_on if model else cal.fitted_on}")
     started = time.monotonic()
     with ExitStack() as stack:
         view = stack.enter_context(ReplayView(console, len(timeline), live=not args.no_ui and console.is_terminal))
@@ -164,7 +167,7 @@ async def _replay(args: argparse.Namespace) -> int:
                 await rt.drain()
             stats = pool.stats
     out.close()
-    console.print(view.final_table(provisional=cal.provisional, profile=config.profile.name))
+    console.print(view.final_table(provisional=provisional, profile=config.profile.name))
     console.print(
         f"{len(timeline)} events in {time.monotonic() - started:.1f}s; engine searches {stats.searches}, cache hits "
         f"{stats.cache_hits}, joined {stats.joined}; rejected {len(rejections)}" + (f"; output in {args.out}" if args.out else "")
