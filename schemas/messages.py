@@ -25,7 +25,9 @@ Ply = Annotated[int, Field(ge=0, le=MAX_PLIES, strict=True,
                            description="half-moves played before this one: 0 is White's first move (a JSON integer)")]
 #: Seconds since the epoch; finite (NaN and infinities are refused).
 Timestamp = Annotated[float, Field(allow_inf_nan=False, description="seconds since the epoch")]
-Id = Annotated[str, Field(min_length=1, max_length=200)]
+#: Game and player ids: 1-200 characters, no control characters (which also keeps them apart from the state store's
+#: internal keys, which start with NUL).
+Id = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 Score = Literal[0.0, 0.5, 1.0]  # type: ignore[valid-type]  # pydantic validates float literals; PEP 586 has none
 #: White's score for each decisive PGN result ("*", unfinished, has none).
 RESULT_SCORES: dict[str, float] = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}

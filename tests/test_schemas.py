@@ -31,6 +31,7 @@ def test_parse_event_discriminates_and_validates():
     ('{"type": "move", "game_id": "g", "ply": 1, "uci": "e2e4", "timestamp": NaN}', "timestamp"),
     ('{"type": "move", "game_id": "g", "ply": 1, "uci": "e2e4", "clock": Infinity}', "clock"),
     ('[' * 100 + ']' * 100, "message"),
+    ('{"type": "move", "game_id": "\\u0000changelog-offset", "ply": 1, "uci": "e2e4"}', "game_id"),
     ('{"type": "move", "game_id": "' + 'g' * 70000 + '", "ply": 1, "uci": "e2e4"}', "bytes"),
 ])
 def test_strict_validation_names_the_field(bad, where):
