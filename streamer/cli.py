@@ -27,7 +27,7 @@ from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from analyzers.ratingmodel import Prior, load_move_model
 from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, RatingUpdate, export_json_schemas
 
-from .kafka_config import STAGES
+from .kafka_config import STAGES, wait_for_broker
 from .logs import setup_logging
 
 EXIT_OK, EXIT_FATAL, EXIT_USAGE, EXIT_REJECTED = 0, 1, 2, 3
@@ -292,6 +292,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     from .kafka_app import create_app
 
+    asyncio.run(wait_for_broker(settings))
     asyncio.run(ensure_topics(settings))
     app, metrics = create_app(settings, config, engines=args.engines, engine=args.engine, cache_path=args.cache, store=args.store,
                      guarantee=args.guarantee, data_dir=worker_dir)
@@ -340,6 +341,7 @@ async def _produce(args: argparse.Namespace) -> int:
     for e in errors:
         print(f"rejected ({e.reason}) {where(e.game_id, e.ply)}: {e}", file=sys.stderr)
     timeline = replay_timeline(games, speed=None if args.max_speed else args.speed)
+    await wait_for_broker(settings)
     producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
     await producer.start()
     try:
@@ -359,6 +361,7 @@ async def _tail(args: argparse.Namespace) -> int:
     from aiokafka import AIOKafkaConsumer
 
     settings = kafka_settings(args)
+    await wait_for_broker(settings)
     topic = args.topic if args.topic.startswith(settings.topics.prefix + "kibitz.") else settings.topics.name(args.topic)
     consumer = AIOKafkaConsumer(topic, group_id=None, isolation_level="read_committed",
                                 auto_offset_reset="earliest" if args.from_beginning else "latest", **settings.aiokafka_kwargs())

@@ -137,3 +137,47 @@ class KafkaSettings(BaseModel):
             )
         ctx = self.ssl_context()
         return faust.SSLCredentials(ctx) if ctx is not None else None
+
+
+async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = None, first: float = 0.5,
+                          most: float = 10.0) -> float:
+    """Wait until the broker answers a metadata request, retrying with exponential backoff (``first`` doubling up to
+    ``most`` seconds). Says so in one line on stderr when it has to wait, and once more when the broker answers;
+    aiokafka's own connection errors are kept out of the log meanwhile. Returns the seconds waited; raises
+    TimeoutError after ``timeout`` seconds (None: wait for ever)."""
+    import asyncio
+    import logging
+    import sys
+    import time
+
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    started = time.monotonic()
+    delay = first
+    said = False
+    quiet = logging.getLogger("aiokafka")
+    level = quiet.level
+    try:
+        while True:
+            admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs(), request_timeout_ms=5000)
+            try:
+                await admin.start()
+                await admin.list_topics()
+                waited = time.monotonic() - started
+                if said:
+                    print(f"kibitz: Kafka broker at {settings.broker} answered after {waited:.0f} s", file=sys.stderr, flush=True)
+                return waited
+            except Exception as e:  # noqa: BLE001 - any failure to connect means: not yet
+                if timeout is not None and time.monotonic() - started + delay > timeout:
+                    raise TimeoutError(f"Kafka broker at {settings.broker} did not answer within {timeout:g} s: {e!r}") from e
+                if not said:
+                    print(f"kibitz: waiting for the Kafka broker at {settings.broker} ({type(e).__name__}); retrying "
+                          f"with backoff up to {most:g} s", file=sys.stderr, flush=True)
+                    said = True
+                    quiet.setLevel(logging.CRITICAL)  # one line from kibitz, not one per failed connection from aiokafka
+            finally:
+                await admin.close()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, most)
+    finally:
+        quiet.setLevel(level)

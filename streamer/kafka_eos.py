@@ -44,7 +44,7 @@ from aiokafka.errors import ProducerFenced
 
 from analyzers.engine import EnginePool
 
-from .kafka_config import STAGES, KafkaSettings
+from .kafka_config import STAGES, KafkaSettings, wait_for_broker
 from .pipeline import GameState, PipelineConfig, PlayerState
 from .state_store import RocksState, TrackedState, encode
 from .steps import Output, Steps
@@ -327,6 +327,7 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
     """Run the stages (both by default; one per process puts each on its own core) until cancelled. With
     ``store_dir`` (this worker's own directory), state is in RocksDB under ``store_dir/<stage>/`` (streamer.state_store)."""
     _retry_concurrent_transactions_sooner()
+    await wait_for_broker(settings)
     await ensure_topics(settings)
     t = settings.topics
     async with contextlib.AsyncExitStack() as stack:

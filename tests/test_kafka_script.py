@@ -56,3 +56,38 @@ def test_start_keeps_data_and_reset_wipes_it():
         assert "kept.across.restarts" not in asyncio.run(topics())
     finally:
         kafka_sh("reset")
+
+
+def test_worker_and_producer_started_before_the_broker_wait_for_it_and_lose_nothing(tmp_path):
+    import json
+    import sys
+    import time
+
+    from streamer.devkafka import WorkerProcess, consume_until, fresh_prefix
+    from streamer.kafka_config import Topics
+
+    broker, prefix = f"127.0.0.1:{PORT}", fresh_prefix()
+    kafka_sh("reset")
+    worker = WorkerProcess(broker, prefix, "--depth", "5", "--multipv", "3", "--engines", "1", "--store", "memory")
+    produce = subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(ROOT / "tests/fixtures/anonymous.pgn"),
+                                "--broker", broker, "--topic-prefix", prefix, "--max-speed"],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(20)  # both are up and waiting; nothing answers on the port yet
+        worker.check()
+        assert produce.poll() is None
+        kafka_sh("start")
+        _, err = produce.communicate(timeout=120)
+        assert produce.returncode == 0, err
+        waiting = [ln for ln in err.splitlines() if "waiting for the Kafka broker" in ln]
+        assert len(waiting) == 1 and "answered after" in err, err  # one clear line, not a flood
+        topics = Topics(prefix=prefix)
+        out = asyncio.run(consume_until(broker, [topics.perceived, topics.glicko2],
+                                        lambda o: len(o[topics.glicko2]) >= 4, timeout=180, workers=[worker]))
+        game = [json.loads(v) for v in out[topics.perceived] if json.loads(v)["scope"] == "game"]
+        assert len(game) == 20 and len({(m["game_id"], m["ply"]) for m in game}) == 20  # every ply, once
+        assert len(out[topics.glicko2]) == 4
+    finally:
+        produce.kill()
+        worker.stop()
+        kafka_sh("reset")
