@@ -8,7 +8,8 @@ analysed are left out and counted. Steps, each printed:
 
 1. The move model's coefficients by maximum likelihood over every counted move of the fitting games, with the
    player's FIDE rating and the game's time-control class (from the first clocks; elite-otb games are classical).
-2. The population prior per time-control class: mean and sd of the FIDE ratings of rated-dev player-games.
+2. The population prior per time-control class: mean and sd of the FIDE ratings of rated-dev player-games of that
+   class; for a class rated-dev lacks and for an unknown class, of every fitting player-game (rated-dev and elite-otb).
 3. The posterior's two corrections (temperature, person sd), chosen on a grid to maximise the log density of the true
    rating at every checkpoint (one game; 10 ... 160 moves of a player through an event), then the coverage of the
    95 % interval at each checkpoint on these fitting games.
@@ -268,16 +269,20 @@ def main() -> None:
     print(f"\nmove model on all {len(m.played)} moves: mean log-lik {-f:.5f}; log s = {a[0]:.3f} {a[1]:+.3f} z {a[2]:+.3f} z^2 "
           f"+ class ({', '.join(f'{k} {v:+.3f}' for k, v in offsets.items())}); log c = {b[0]:.3f} {b[1]:+.3f} z")
 
+    # a class seen in rated-dev gets rated-dev's players of that class; a class it lacks, and an unknown one, get every
+    # fitting player-game (rated-dev and elite-otb): a broad prior where the population is not known
     priors: dict[str, Prior] = {}
     dev_pg = [g for g in pg_groups if not g.elite]
     for tc in TIME_CLASSES:
         r = [g.truth for g in dev_pg if g.tclass == tc]
         if len(r) >= 30:
             priors[tc] = Prior(round(float(np.mean(r)), 1), round(float(np.std(r)), 1))
-    allr = [g.truth for g in dev_pg]
+    allr = [g.truth for g in pg_groups]
     priors[UNKNOWN_CLASS] = Prior(round(float(np.mean(allr)), 1), round(float(np.std(allr)), 1))
-    if "classical" not in priors:
-        print("no rated-dev classical games: the classical prior is the overall one")
+    for tc in TIME_CLASSES:
+        if tc not in priors:
+            priors[tc] = priors[UNKNOWN_CLASS]
+            print(f"no rated-dev {tc} games: the {tc} prior is the one of every fitting player-game")
     print("priors (rated-dev player-games): " + ", ".join(f"{k} {p.mean:.0f} +/- {p.sd:.0f}" for k, p in priors.items()))
 
     model = MoveModel(profile.name, a, b, offsets, priors)
