@@ -159,7 +159,7 @@ def table(title: str, rows: list[Estimates]) -> None:
                        ("gain histogram (Ferreira Alg. 4)", "gain"), ("combination (inverse variance)", "comb")):
         es = [getattr(e, attr) for e in rows]
         if any(x is None for x in es):
-            why = "no move model for this profile" if attr == "model" else "no c map: one-PV profile"
+            why = "no move model: --no-model, or none for this profile" if attr == "model" else "no c map: one-PV profile"
             print(f"| {name:<36} |     - |      - |      - |     - |     - |      - |  ({why})")
             continue
         print(row(name, [x.rating for x in es], truth, [x.low for x in es], [x.high for x in es]))
