@@ -118,7 +118,7 @@ class ReplayView:
         return Group(t, self.progress)
 
     def final_table(self, *, provisional: bool, profile: str) -> Table:
-        t = Table(title=f"perceived rating vs Elo, profile {profile}{' (PROVISIONAL calibration)' if provisional else ''}")
+        t = Table(title=f"perceived rating vs Elo, profile {profile}{' (PROVISIONAL)' if provisional else ''}")
         for col in ("player", "Elo", "moves only [95 %]", "performing at", "moves", "from gains", "Glicko-2"):
             t.add_column(col, justify="left" if col == "player" else "right")
         for pid, p in sorted(self.players.items(), key=lambda kv: -kv[1].rating):

@@ -119,7 +119,7 @@ def test_stream_answers_each_line_as_it_arrives(stockfish):
     p = subprocess.Popen([sys.executable, "-m", "streamer.cli", "stream", *FAST], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        time.sleep(3)  # start-up: imports and engine processes
+        time.sleep(8)  # start-up: imports and engine processes (generous: CI machines are busy)
         t0 = time.monotonic()
         for e in ({"type": "game_started", "game_id": "g1", "white": {"id": "w"}, "black": {"id": "b"}},
                   {"type": "move", "game_id": "g1", "ply": 0, "uci": "e2e4"}):
