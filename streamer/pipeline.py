@@ -15,6 +15,7 @@ ignored by the player step, so a redelivered event changes nothing.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,11 +58,15 @@ from schemas import (
     RatingUpdate,
 )
 
+log = logging.getLogger("kibitz.pipeline")
 Analyse = Callable[[chess.Board, Limits], Awaitable[PositionAnalysis]]
 Prefetch = Callable[[chess.Board, Limits], None]
 #: Finished games a player state remembers, so a late duplicate of their events is recognised.
 _REMEMBER_GAMES = 256
 SECONDS_PER_DAY = 86400.0
+#: The stated bound on one player's serialised state with the default limits (tested): well under the 1 MB a Kafka
+#: record may have by default, so a player's changelog record always fits.
+PLAYER_STATE_BOUND = 400_000
 #: Version of the stored form of GameState and PlayerState (``to_dict``). States without one are version 1; a state
 #: written by a newer kibitz is refused rather than misread.
 STATE_FORMAT = 1
@@ -82,6 +87,10 @@ class PipelineConfig:
     z_threshold: float = DEFAULT_Z_THRESHOLD
     min_alert_moves: int = DEFAULT_MIN_MOVES
     level: float = DEFAULT_LEVEL
+    #: A player's unfinished game scopes and event scopes kept at most; the oldest goes first. With the player scope
+    #: that bounds a player's state near (32 + 8 + 1) scopes x about 6 KB (see PLAYER_STATE_BOUND).
+    max_open_games: int = 32
+    max_events: int = 8
 
     @property
     def limits(self) -> Limits:
@@ -307,10 +316,18 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
         s.last_ply = a.ply
 
 
-def _scope(scopes: dict[str, ScopeStats], key: str) -> ScopeStats:
-    """The scope under ``key``, created if missing (``setdefault`` would build a throwaway one on every call)."""
+def _scope(scopes: dict[str, ScopeStats], key: str, limit: int | None = None, state: PlayerState | None = None) -> ScopeStats:
+    """The scope under ``key``, created if missing (``setdefault`` would build a throwaway one on every call). A new
+    scope beyond ``limit`` evicts the oldest one (dicts keep creation order), counted in ``state.evicted``."""
     found = scopes.get(key)
     if found is None:
+        if limit is not None and len(scopes) >= limit:
+            oldest = next(iter(scopes))
+            del scopes[oldest]
+            if state is not None:
+                state.evicted += 1
+                log.warning("player state at its scope limit: oldest scope evicted",
+                            extra={"player_id": state.player_id, "evicted_scope": oldest, "limit": limit})
         found = scopes[key] = ScopeStats()
     return found
 
@@ -325,6 +342,7 @@ class PlayerState:
     glicko: Glicko2Rating | None = None
     last_game_at: float | None = None
     alerted_z: float | None = None  # z of the last player-scope fair-play alert
+    evicted: int = 0  # game and event scopes dropped at their limits (PipelineConfig.max_open_games, max_events)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -332,7 +350,7 @@ class PlayerState:
             "games": {k: v.to_dict() for k, v in self.games.items()},
             "events": {k: v.to_dict() for k, v in self.events.items()},
             "finished": list(self.finished), "glicko": self.glicko.to_dict() if self.glicko else None,
-            "last_game_at": self.last_game_at, "alerted_z": self.alerted_z,
+            "last_game_at": self.last_game_at, "alerted_z": self.alerted_z, "evicted": self.evicted,
         }
 
     @classmethod
@@ -343,7 +361,7 @@ class PlayerState:
             {k: ScopeStats.from_dict(v) for k, v in d["games"].items()},
             {k: ScopeStats.from_dict(v) for k, v in d["events"].items()},
             list(d["finished"]), Glicko2Rating.from_dict(d["glicko"]) if d["glicko"] else None, d["last_game_at"],
-            d.get("alerted_z"),  # absent in states written before it existed
+            d.get("alerted_z"), int(d.get("evicted", 0)),  # absent in states written before they existed
         )
 
 
@@ -400,12 +418,13 @@ def apply_player_event(
 
 
 def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating]:
-    game = _scope(state.games, a.game_id)
+    game = _scope(state.games, a.game_id, config.max_open_games, state)
     if a.ply <= game.last_ply:
         return []  # duplicate (game_id, ply): already counted
     cal = config.calibration
     c_ref = cal.c_from_elo(a.reference_rating) if a.reference_rating and cal is not None and cal.has_c_map else None
-    count_move([game, state.overall] + ([_scope(state.events, a.event)] if a.event else []), a, c_ref, config.model)
+    scopes = [game, state.overall] + ([_scope(state.events, a.event, config.max_events, state)] if a.event else [])
+    count_move(scopes, a, c_ref, config.model)
     out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config,
                     declared=(a.reference_rating, a.reference_rd))
     return [out] if out else []
@@ -435,7 +454,7 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
     declared = (r.player.rating, r.player.rd)
     ply = max(game.last_ply, 0)
     if r.event:
-        ev_stats = _scope(state.events, r.event)
+        ev_stats = _scope(state.events, r.event, config.max_events, state)
         ev_stats.games += 1
         pr = perceived(ev_stats, player_id=r.player_id, scope="event", scope_id=r.event, game_id=r.game_id, ply=ply, config=config,
                        declared=declared)

@@ -97,3 +97,29 @@ def test_states_carry_their_format_and_a_newer_one_is_refused():
     assert PlayerState.from_dict(legacy).player_id == "p"
     with pytest.raises(StateStoreError, match="format"):
         PlayerState.from_dict({**d, "format": STATE_FORMAT + 1})
+
+
+def test_a_player_with_1000_open_games_stays_under_the_stated_bound(caplog):
+    import json as _json
+
+    from analyzers.calibration import load_calibration
+    from analyzers.profiles import get_profile
+    from analyzers.ratingmodel import load_move_model
+    from schemas import MoveAssessment
+    from streamer.pipeline import PLAYER_STATE_BOUND, PipelineConfig, apply_player_event
+
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=load_move_model("fast"))
+    state = None
+    cands = [{"uci": "e2e4", "cp": 30, "mate": None}, {"uci": "d2d4", "cp": 20, "mate": None}, {"uci": "g1f3", "cp": -40, "mate": None}]
+    for i in range(1000):  # a thousand games started and never ended, in a thousand events
+        a = MoveAssessment(game_id=f"g{i}", ply=20, player_id="p", color="white", uci="d2d4", event=f"e{i}", reference_rating=1800,
+                           eval_before=30, eval_after=20, gain=-10, loss=10, candidates=cands, played_rank=1, played_value=20,
+                           counted=True, engine="test", limits="d8-mpv5", time_class="rapid")
+        state, out = apply_player_event(state, a, config)
+        assert out and out[0].moves == 1  # every move still rated
+    size = len(_json.dumps(state.to_dict(), separators=(",", ":")))
+    assert len(state.games) == config.max_open_games and len(state.events) == config.max_events
+    assert state.evicted == (1000 - config.max_open_games) + (1000 - config.max_events)
+    assert size < PLAYER_STATE_BOUND, size
+    assert state.overall.rating.n == 1000  # the player scope keeps every move
+    assert any("scope limit" in r.getMessage() for r in caplog.records)
