@@ -27,7 +27,7 @@ rows; its tables by family, by moves seen (all moves, the histogram's count) and
 Algorithm 4's rating instead.
 
 ``--plots`` writes docs/img/accuracy-<profile>-scatter.png and -moves.png (needs matplotlib: pip install -e '.[bench]').
-Analyses are cached in .cache/analysis.sqlite, so a rerun does no engine work; the engine seconds printed are for
+Analyses are cached in .cache/analysis.sqlite (or $KIBITZ_ANALYSIS_CACHE), so a rerun does no engine work; the engine seconds printed are for
 the searches this run actually made.
 """
 
@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from common import ROOT, add_data_argument, data_dir, follow_player_events
+from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir, follow_player_events
 
 from analyzers.calibration import Calibration, load_calibration
 from analyzers.concordance import kendall_tau_a
@@ -311,7 +311,7 @@ def main() -> None:
     t = time.time()
 
     async def run():
-        async with EnginePool(size=args.engines, cache_path=ROOT / ".cache" / "analysis.sqlite") as pool:
+        async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
             res = await assess_games(games, pool, config, progress=lambda i, n: print(f"\r{i}/{n} games", end="", file=sys.stderr))
             return res, pool.stats
 

@@ -14,6 +14,9 @@ import chess.pgn
 ROOT = Path(__file__).resolve().parent.parent
 #: Where the large validation sets are looked for by default: $KIBITZ_DATA, else ../shared/data beside the checkout.
 DEFAULT_DATA = Path(os.environ.get("KIBITZ_DATA") or ROOT.parent / "shared" / "data")
+#: The analysis cache the benchmarks share: $KIBITZ_ANALYSIS_CACHE, else .cache/analysis.sqlite in the checkout. Point
+#: it outside the checkout to keep hours of engine analysis when the checkout is replaced.
+ANALYSIS_CACHE = Path(os.environ.get("KIBITZ_ANALYSIS_CACHE") or ROOT / ".cache" / "analysis.sqlite")
 sys.path.insert(0, str(ROOT))
 
 

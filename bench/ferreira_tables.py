@@ -10,7 +10,7 @@ gains are Ferreira's (s_k - s_(k-1) from the mover's side, mate = 3900 cp). Prin
 2. London Chess Classic 2011: Algorithm 2 perceived ratings (all pairs, mean pinned to the mean Elo) next to the
    Elo and to the paper's figures where docs/models.md gives them, and Algorithm 3's engine strength (paper: 2860).
 
-Analyses are cached in .cache/analysis.sqlite; the first run of the deep profile costs about 3,500 searches.
+Analyses are cached in the analysis cache (.cache/analysis.sqlite, or $KIBITZ_ANALYSIS_CACHE); the first run of the deep profile costs about 3,500 searches.
 ``--depth`` overrides the profile's depth (Algorithm 3 calibrates the engine on these games, so no calibration file
 is involved): depth 16 is the closest this machine gets to the paper's 20 in reasonable time.
 """
@@ -24,7 +24,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
-from common import ROOT, add_data_argument, data_dir
+from common import ANALYSIS_CACHE, add_data_argument, data_dir
 
 from analyzers.engine import EnginePool
 from analyzers.gain import GainHistogram, expected_score, rating_difference
@@ -73,7 +73,7 @@ def main() -> None:
     t = time.time()
 
     async def run():
-        async with EnginePool(size=args.engines, cache_path=ROOT / ".cache" / "analysis.sqlite") as pool:
+        async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
             res = await assess_games(gotc + london, pool, config,
                                      progress=lambda i, n: print(f"\r{i}/{n} games", end="", file=sys.stderr))
             return res, pool.stats

@@ -8,8 +8,8 @@ players followed across their games give the error variance a + b / n of the pos
 moves (the interval the service publishes; see analyzers/calibration.py). The c -> Elo map is fitted on the
 player-games of --games and --elite only.
 
-Analyses go to a SQLite cache (.cache/analysis.sqlite), so a refit with other settings does no engine work. Writes
-analyzers/calibrations/<profile>.json. Without --final the calibration is marked provisional.
+Analyses go to the analysis cache (.cache/analysis.sqlite, or $KIBITZ_ANALYSIS_CACHE), so a refit with other
+settings does no engine work. Writes analyzers/calibrations/<profile>.json. Without --final the calibration is marked provisional.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import time
 
 import numpy as np
-from common import ROOT, add_data_argument, data_dir, follow_player_events
+from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir, follow_player_events
 
 from analyzers.calibration import Calibration
 from analyzers.engine import EnginePool
@@ -71,7 +71,7 @@ def main() -> None:
     t = time.time()
 
     async def run():
-        async with EnginePool(size=args.engines, cache_path=ROOT / ".cache" / "analysis.sqlite") as pool:
+        async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
             res = await assess_games(games + event_games, pool, config, progress=lambda i, n: print(f"\r{i}/{n} games", end="", file=sys.stderr))
             return res, pool.engine_name, pool.stats
 

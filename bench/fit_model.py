@@ -2,7 +2,7 @@
 
     python bench/fit_model.py [--profile fast] [--dev 3200] [--elite 500] [--seed 0] [--final]
 
-Uses only games whose every position is already in the analysis cache (.cache/analysis.sqlite; fill it with
+Uses only games whose every position is already in the analysis cache (the analysis cache (.cache/analysis.sqlite, or $KIBITZ_ANALYSIS_CACHE); fill it with
 bench/warm_cache.py, a resumable job): the samples are drawn exactly as warm_cache draws them, and games not yet
 analysed are left out and counted. Steps, each printed:
 
@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from common import ROOT, add_data_argument, data_dir
+from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir
 from scipy.optimize import minimize
 from warm_cache import ELITE_FILE
 
@@ -228,7 +228,7 @@ def main() -> None:
     tagged = [(g, False) for g in dev] + [(g, True) for g in elite]
 
     async def run():  # noqa: ANN202
-        async with CacheOnlyPool(size=1, cache_path=ROOT / ".cache" / "analysis.sqlite") as pool:
+        async with CacheOnlyPool(size=1, cache_path=ANALYSIS_CACHE) as pool:
             return await assess_games([g for g, _ in tagged], pool, PipelineConfig(profile))
 
     results = asyncio.run(run())

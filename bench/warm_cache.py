@@ -6,8 +6,9 @@ Samples, each seeded exactly as the fitting and accuracy benchmarks draw them: r
 set), elite-otb games (the top of the scale, fitting), rated-holdout player-events and random games (evaluation
 only). Order: the first ``--dev-first`` rated-dev games (a sample of whole player-events that is a subset of the
 larger one), the held-out player-events, elite-otb, the rest of rated-dev, the random held-out games; so a run cut
-short still leaves a usable fitting set and the evaluation set. Every finished search is written to .cache/analysis.sqlite at once, so an interrupted run loses
-nothing and a rerun continues where it stopped (finished positions are cache hits). Progress goes to stderr.
+short still leaves a usable fitting set and the evaluation set. Every finished search is written to the analysis
+cache (.cache/analysis.sqlite, or $KIBITZ_ANALYSIS_CACHE) at once, so an interrupted run loses nothing and a rerun
+continues where it stopped (finished positions are cache hits). Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import asyncio
 import sys
 import time
 
-from common import ROOT, add_data_argument, data_dir
+from common import ANALYSIS_CACHE, add_data_argument, data_dir
 
 from analyzers.engine import EnginePool
 from analyzers.profiles import get_profile
@@ -61,7 +62,7 @@ def main() -> None:
     config = PipelineConfig(get_profile(args.profile))
 
     async def run() -> None:
-        async with EnginePool(size=args.engines, cache_path=ROOT / ".cache" / "analysis.sqlite") as pool:
+        async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
             for name, games in samples(data, args.dev, args.dev_first, args.elite, args.holdout, args.random, args.seed):
                 t, before = time.time(), pool.stats.searches
                 await assess_games(games, pool, config, progress=lambda i, n, name=name: print(
