@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from .errors import CalibrationError
-from .perceived import DEFAULT_LEVEL, RatingEstimate, z_for
+from .perceived import DEFAULT_LEVEL, RatingEstimate
 
 #: Centipawns per unit of the logistic win-probability curve (lichess's 0.00368208 per cp).
 WIN_SCALE_CP = 1 / 0.00368208
@@ -278,11 +278,6 @@ def summaries(post: np.ndarray, n: int, levels: Sequence[float]) -> list[RatingE
     return [RatingEstimate(mean, float(q[2 * i]), float(q[2 * i + 1]), n, lv) for i, lv in enumerate(levels)]
 
 
-def posterior_sd(post: np.ndarray) -> float:
-    mean = post @ RATING_GRID
-    return float(np.sqrt(max(post @ (RATING_GRID - mean) ** 2, 0.0)))
-
-
 def load_move_model(profile: str, path: str | Path | None = None) -> MoveModel | None:
     """The shipped move model of ``profile`` (``analyzers/calibrations/<profile>.model.json``), or None if there is
     none; a file given by ``path`` must exist."""
@@ -296,6 +291,6 @@ def load_move_model(profile: str, path: str | Path | None = None) -> MoveModel |
 
 __all__ = [
     "BAND_LEVEL", "DEFAULT_DECLARED_RD", "MoveModel", "Prior", "RATING_GRID", "RatingLikelihood", "TIME_CLASSES", "UNKNOWN_CLASS",
-    "class_from_clock", "load_move_model", "parse_time_control", "posterior_sd", "summarise", "summaries", "time_class",
-    "win_losses", "win_probability", "z_for",
+    "class_from_clock", "load_move_model", "parse_time_control", "summarise", "summaries", "time_class", "win_losses",
+    "win_probability",
 ]
