@@ -168,15 +168,13 @@ class Steps:
     async def game(self, games: StateMap, ev: GameEvent, raw: bytes | str | None = None, source: str = "api",
                    key: Key = None) -> list[Output]:
         """Apply one game event: assessments and game results keyed by player, or the dead letter of ``raw`` (the
-        event's JSON when not given). An ended game's state is deleted."""
-        if raw is None:
-            raw = ev.model_dump_json()
+        event's JSON when not given, made only then). An ended game's state is deleted."""
         try:
             return await self._game(games, ev, raw, source, key)
         except Exception as e:  # noqa: BLE001
-            return self._internal(e, raw, source, key)
+            return self._internal(e, _raw(raw, ev), source, key)
 
-    async def _game(self, games: StateMap, ev: GameEvent, raw: bytes | str, source: str, key: Key) -> list[Output]:
+    async def _game(self, games: StateMap, ev: GameEvent, raw: bytes | str | None, source: str, key: Key) -> list[Output]:
         counter = self._events.get(ev.type)
         if counter is None:
             counter = self._events[ev.type] = self.metrics.events.labels(ev.type)
@@ -200,11 +198,11 @@ class Steps:
                     out.append(self._out(Output(a.player_id, a)))
                     self.metrics.step_seconds.observe(time.monotonic() - started)
                 except EngineError as e:
-                    out.append(self.reject(e, raw, source, key))  # the move is applied; only its assessment is lost
+                    out.append(self.reject(e, _raw(raw, ev), source, key))  # the move is applied; only its assessment is lost
                 # after the move's assessment, so the player step sees the last move before the result
                 out += [self._out(Output(r.player_id, r)) for r in applied.results]
         except InputError as e:
-            return [self.reject(e, raw, source, key)]
+            return [self.reject(e, _raw(raw, ev), source, key)]
         if state is not None:
             if state.ended:
                 games.pop(gid, None)
@@ -230,6 +228,11 @@ class Steps:
             return [self._out(Output(m.player_id, m)) for m in msgs]
         except Exception as e:  # noqa: BLE001
             return self._internal(e, raw if raw is not None else ev.model_dump_json(), source, key)
+
+
+def _raw(raw: bytes | str | None, ev: BaseModel) -> bytes | str:
+    """The bytes a dead letter keeps: as received, or the event's JSON when it came as an object."""
+    return raw if raw is not None else ev.model_dump_json()
 
 
 class ObjectTable(MutableMapping[str, Any]):
