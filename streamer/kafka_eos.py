@@ -358,6 +358,17 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
+#: The state changelogs are compacted, and set so that compaction can run: Kafka compacts only closed segments, and
+#: with its defaults (1 GiB or 7 days per segment) a changelog holds every version of every state until then.
+CHANGELOG_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.bytes": str(8 * 1024 * 1024),
+    "segment.ms": str(10 * 60 * 1000),
+    "min.cleanable.dirty.ratio": "0.1",
+    "delete.retention.ms": str(60 * 60 * 1000),  # tombstones of ended games, kept an hour for readers catching up
+}
+
+
 async def ensure_topics(settings: KafkaSettings) -> None:
     """Create kibitz's topics (``settings.partitions`` partitions) and its compacted state changelogs if missing."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -367,7 +378,7 @@ async def ensure_topics(settings: KafkaSettings) -> None:
     try:
         existing = set(await admin.list_topics())
         compacted = set(settings.topics.changelogs())
-        new = [NewTopic(n, settings.partitions, 1, topic_configs={"cleanup.policy": "compact"} if n in compacted else {})
+        new = [NewTopic(n, settings.partitions, 1, topic_configs=CHANGELOG_CONFIG if n in compacted else {})
                for n in settings.topics.all() + settings.topics.changelogs() if n not in existing]
         if new:
             await admin.create_topics(new)

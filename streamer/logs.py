@@ -48,6 +48,35 @@ class JsonFormatter(logging.Formatter):
         return self._scrub(json.dumps(out, default=lambda v: self._scrub(str(v))))
 
 
+class LibraryFlood(logging.Filter):
+    """At most one line per ``interval`` seconds from each library logger (aiokafka, faust, mode) at WARNING or
+    above: during a broker outage aiokafka logs every failed connection, hundreds a second. The line that gets
+    through says how many it stands for (``suppressed``). kibitz's own loggers are never limited."""
+
+    LIBRARIES = ("aiokafka", "faust", "mode", "kafka")
+
+    def __init__(self, interval: float = 10.0, clock=time.monotonic) -> None:  # noqa: ANN001
+        super().__init__()
+        self.interval, self.clock = interval, clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or not record.name.startswith(self.LIBRARIES):
+            return True
+        key = record.name.split(".", 1)[0]
+        now = self.clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval:
+            self._held[key] = self._held.get(key, 0) + 1
+            return False
+        self._last[key] = now
+        held = self._held.pop(key, 0)
+        if held:
+            record.suppressed = held  # written as a field of the line (see JsonFormatter)
+        return True
+
+
 def setup_logging(level: str = "WARNING", secrets: Iterable[str] | None = None) -> None:
     """JSON lines on stderr at ``level`` for every logger; ``secrets`` (default: the values of :data:`SECRET_ENV`)
     are cut out of every line."""
@@ -55,6 +84,7 @@ def setup_logging(level: str = "WARNING", secrets: Iterable[str] | None = None) 
         secrets = [v for v in (os.environ.get(k) for k in SECRET_ENV) if v]
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(secrets))
+    handler.addFilter(LibraryFlood())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
