@@ -102,6 +102,25 @@ def class_from_clock(first_clock: float | None) -> str:
     return time_class(first_clock)
 
 
+def log_s_and_c(a: Sequence[float], b: Sequence[float], ratings: np.ndarray | float,
+                offset: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """The move model's parameters at ``ratings``: log s = a0 + a1 z + a2 z^2 + offset, c = exp(b0 + b1 z)."""
+    z = (np.asarray(ratings, dtype=float) - RATING_CENTER) / RATING_SCALE
+    return a[0] + a[1] * z + a[2] * z * z + offset, np.exp(b[0] + b[1] * z)
+
+
+def choice_loglik(log_d: np.ndarray, played: int | np.ndarray, log_s: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """log P(played) under P(i) proportional to exp(-(delta_i / s)^c), for any broadcastable batch: ``log_d``
+    (..., candidates) holds log delta (-inf for the best move's 0; +inf pads a missing candidate), ``log_s`` and ``c``
+    the batch's parameters, ``played`` one index for all or one per row."""
+    # (delta / s)^c = exp(c (log delta - log s)): one exp over the batch x candidates
+    with np.errstate(over="ignore"):
+        x = -np.exp(c[..., None] * (log_d - log_s[..., None]))
+    chosen = x[..., played] if isinstance(played, int) else np.take_along_axis(x, played[..., None], axis=-1)[..., 0]
+    # every x <= 0 and the best move's is 0, so the log-sum-exp needs no shift
+    return chosen - np.log(np.exp(x).sum(axis=-1))
+
+
 @dataclass(frozen=True)
 class Prior:
     """A normal prior over the rating."""
@@ -134,27 +153,22 @@ class MoveModel:
     # -- the move model ---------------------------------------------------------------------------------
     def params(self, ratings: np.ndarray, tclass: str) -> tuple[np.ndarray, np.ndarray]:
         """(s, c) at each rating for class ``tclass``."""
-        z = (np.asarray(ratings, dtype=float) - RATING_CENTER) / RATING_SCALE
-        log_s = self.a[0] + self.a[1] * z + self.a[2] * z * z + self.class_offsets.get(tclass, 0.0)
-        return np.exp(log_s), np.exp(self.b[0] + self.b[1] * z)
+        log_s, c = log_s_and_c(self.a, self.b, ratings, self.class_offsets.get(tclass, 0.0))
+        return np.exp(log_s), c
 
     def move_loglik(self, deltas: np.ndarray, played: int, tclass: str) -> np.ndarray:
         """log P(played | R, tclass) at every rating of :data:`RATING_GRID`."""
         log_s, c = self._grid_params(tclass)
         with np.errstate(divide="ignore"):
             log_d = np.log(deltas)  # the best move's 0 gives -inf: (0 / s)^c = 0
-        # (delta / s)^c = exp(c (log delta - log s)): one exp over grid x candidates
-        x = -np.exp(c[:, None] * (log_d[None, :] - log_s[:, None]))
-        # every x <= 0 and the best move's is 0, so the log-sum-exp needs no shift
-        return x[:, played] - np.log(np.exp(x).sum(axis=1))
+        return choice_loglik(log_d, played, log_s, c)
 
     def _grid_params(self, tclass: str) -> tuple[np.ndarray, np.ndarray]:
         """(log s, c) on the grid for ``tclass``, computed once."""
         key = f"params:{tclass}"
         hit = self._cache.get(key)
         if hit is None:
-            s, c = self.params(RATING_GRID, tclass)
-            hit = self._cache[key] = (np.log(s), c)
+            hit = self._cache[key] = log_s_and_c(self.a, self.b, RATING_GRID, self.class_offsets.get(tclass, 0.0))
         return hit
 
     # -- estimates ----------------------------------------------------------------------------------------
@@ -291,6 +305,6 @@ def load_move_model(profile: str, path: str | Path | None = None) -> MoveModel |
 
 __all__ = [
     "BAND_LEVEL", "DEFAULT_DECLARED_RD", "MoveModel", "Prior", "RATING_GRID", "RatingLikelihood", "TIME_CLASSES", "UNKNOWN_CLASS",
-    "class_from_clock", "load_move_model", "parse_time_control", "summarise", "summaries", "time_class", "win_losses",
+    "choice_loglik", "class_from_clock", "log_s_and_c", "load_move_model", "parse_time_control", "summarise", "summaries", "time_class", "win_losses",
     "win_probability",
 ]

@@ -44,7 +44,9 @@ from analyzers.ratingmodel import (
     UNKNOWN_CLASS,
     MoveModel,
     Prior,
+    choice_loglik,
     class_from_clock,
+    log_s_and_c,
     summarise,
     win_losses,
 )
@@ -156,18 +158,11 @@ def unpack(theta: np.ndarray, spec: Spec) -> tuple[tuple[float, float, float], t
 
 def nll(theta: np.ndarray, m: Moves, sel: np.ndarray, spec: Spec) -> float:
     a, b, off = unpack(theta, spec)
-    z = (m.rating[sel] - 1800.0) / 400.0
     cls_off = np.array([off.get(t, 0.0) for t in m.tclass[sel]]) if spec.classes else 0.0
-    log_s = a[0] + a[1] * z + a[2] * z * z + cls_off
-    c = np.exp(b[0] + b[1] * z)
-    d = (m.deltas if spec.win else m.cp_deltas)[sel]
-    with np.errstate(over="ignore", invalid="ignore"):
-        x = -np.power(d / np.exp(log_s)[:, None], c[:, None])
-    x = np.where(np.isfinite(d), x, -np.inf)
-    top = x.max(axis=1)
-    lse = top + np.log(np.exp(x - top[:, None]).sum(axis=1))
-    ll = x[np.arange(len(x)), m.played[sel]] - lse
-    return float(-np.mean(ll))
+    log_s, c = log_s_and_c(a, b, m.rating[sel], cls_off)
+    with np.errstate(divide="ignore"):
+        log_d = np.log((m.deltas if spec.win else m.cp_deltas)[sel])  # padding stays +inf: probability 0
+    return float(-np.mean(choice_loglik(log_d, m.played[sel], log_s, c)))
 
 
 def fit(m: Moves, sel: np.ndarray, spec: Spec) -> tuple[np.ndarray, float]:

@@ -413,11 +413,11 @@ def apply_player_event(
     if ev.game_id in state.finished:
         return state, []  # a redelivery of a game already closed for this player
     if isinstance(ev, MoveAssessment):
-        return state, list(_apply_move(state, ev, config))
+        return state, _apply_move(state, ev, config)
     return state, _apply_result(state, ev, config)
 
 
-def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating]:
+def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating | RatingUpdate | FairPlayAlert]:
     game = _scope(state.games, a.game_id, config.max_open_games, state)
     if a.ply <= game.last_ply:
         return []  # duplicate (game_id, ply): already counted
