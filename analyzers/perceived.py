@@ -15,6 +15,7 @@ near p = 0 or 1, where a rating after three moves must say "anything from 1900 t
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from .gain import GainHistogram, expected_score, rating_difference
 DEFAULT_LEVEL = 0.95
 
 
+@functools.lru_cache(maxsize=64)  # called on every published estimate with one of a few levels
 def z_for(level: float) -> float:
     """Two-sided normal quantile for a central interval of probability ``level``."""
     if not 0.0 < level < 1.0:

@@ -66,8 +66,11 @@ def win_probability(cp: np.ndarray | float) -> np.ndarray:
 
 def win_losses(values_cp: Sequence[float]) -> np.ndarray:
     """delta_i = W(v_max) - W(v_i) >= 0 for candidate values in cp (side to move)."""
-    w = win_probability(np.asarray(values_cp, dtype=float))
-    return np.maximum(w.max() - w, 0.0)
+    # plain Python for a search's few candidates (numpy's per-call cost dominates at this size); the exponent is
+    # clipped where exp would overflow, far beyond any clamped evaluation
+    w = [1.0 / (1.0 + math.exp(min(-float(v) / WIN_SCALE_CP, 700.0))) for v in values_cp]
+    top = max(w)
+    return np.array([top - x for x in w])
 
 
 def time_class(base_seconds: float | None, increment: float = 0.0) -> str:
@@ -118,7 +121,8 @@ def choice_loglik(log_d: np.ndarray, played: int | np.ndarray, log_s: np.ndarray
         x = -np.exp(c[..., None] * (log_d - log_s[..., None]))
     chosen = x[..., played] if isinstance(played, int) else np.take_along_axis(x, played[..., None], axis=-1)[..., 0]
     # every x <= 0 and the best move's is 0, so the log-sum-exp needs no shift
-    return chosen - np.log(np.exp(x).sum(axis=-1))
+    # einsum sums the short candidate axis ~3x faster than .sum(axis=-1)
+    return chosen - np.log(np.einsum("...j->...", np.exp(x)))
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,7 @@ class MoveModel:
         """:meth:`posterior` under several priors; the likelihood is tempered and convolved once."""
         ll = self.temperature * loglik
         if self.person_sd > 0:
-            like = np.convolve(np.exp(ll - ll.max()), self._kernel(), mode="same")
+            like = np.exp(ll - ll.max()) @ self._kernel()
             ll = np.log(np.maximum(like, 1e-300))
         out = []
         for prior in priors:
@@ -209,14 +213,20 @@ class MoveModel:
         return hit
 
     def _kernel(self) -> np.ndarray:
-        k = self._cache.get("kernel")
-        if k is None:
+        """The person-effect convolution as a grid x grid matrix: ``like @ K`` equals ``np.convolve(like, k,
+        "same")`` for the normal kernel k cut at +/- 3 sd (99.7 % of it), and one matrix product costs half as much."""
+        K = self._cache.get("kernel")
+        if K is None:
             step = float(RATING_GRID[1] - RATING_GRID[0])
-            half = int(math.ceil(3 * self.person_sd / step))  # +/- 3 sd holds 99.7 % of it
+            half = int(math.ceil(3 * self.person_sd / step))
             x = np.arange(-half, half + 1) * step
             k = np.exp(-0.5 * (x / self.person_sd) ** 2)
-            k = self._cache["kernel"] = k / k.sum()
-        return k
+            k /= k.sum()
+            n = RATING_GRID.size
+            offset = np.arange(n)[None, :] - np.arange(n)[:, None]  # K[i, j] = k[half + j - i]
+            K = np.where(np.abs(offset) <= half, k[np.clip(offset + half, 0, 2 * half)], 0.0)
+            self._cache["kernel"] = K
+        return K
 
     # -- file -----------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
