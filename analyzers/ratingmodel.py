@@ -6,9 +6,11 @@ the search did not list it, as for the posterior over c), the loss of candidate 
 time-control class t picks candidate i with probability (Regan's model, with its sensitivity s and consistency c)::
 
     P(i | R, t) = exp(-(delta_i / s)^c) / sum_j exp(-(delta_j / s)^c)
-    log s = a_0 + a_1 z + a_2 z^2 + a_t        c = exp(b_0 + b_1 z)        z = (R - 1800) / 400
+    log s = a_0 + a_1 z + a_2 z^2 + a_t + k_left x_left + k_spent x_spent
+    c = exp(b_0 + b_1 z)        z = (R - 1800) / 400
 
-so both parameters are smooth functions of the rating, and the time control shifts the sensitivity. The
+so both parameters are smooth functions of the rating, and the time control and the clock (:func:`clock_inputs`:
+the share of the base time left, and the time spent on the move) shift the sensitivity. The
 coefficients are fitted by maximum likelihood on rated games (``bench/fit_model.py``) and stored with the profile's
 calibration (``analyzers/calibrations/<profile>.model.json``).
 
@@ -105,6 +107,24 @@ def class_from_clock(first_clock: float | None) -> str:
     return time_class(first_clock)
 
 
+#: The clock inputs are centred on half the base time left and on base / 40 spent on a move (0 = typical, and the
+#: value of a move without clocks); the small constants keep the logarithms finite at 0.
+CLOCK_LEFT_REF, CLOCK_SPENT_REF, CLOCK_EPS_LEFT, CLOCK_EPS_SPENT = 0.5, 1.0 / 40.0, 0.05, 0.005
+
+
+def clock_inputs(left: float | None, previous: float | None, base: float | None) -> tuple[float, float]:
+    """(x_left, x_spent) of a move: ``log((left/base + e) / (ref + e))`` for the mover's time left after it, and the same
+    of the time spent on it (the mover's previous clock minus this one; the increment is not known, so it is left
+    out). Each is 0 where its clocks are not known."""
+    if left is None or base is None or not base > 0:
+        return 0.0, 0.0
+    x_left = math.log((left / base + CLOCK_EPS_LEFT) / (CLOCK_LEFT_REF + CLOCK_EPS_LEFT))
+    if previous is None:
+        return x_left, 0.0
+    spent = max(previous - left, 0.0)
+    return x_left, math.log((spent / base + CLOCK_EPS_SPENT) / (CLOCK_SPENT_REF + CLOCK_EPS_SPENT))
+
+
 def log_s_and_c(a: Sequence[float], b: Sequence[float], ratings: np.ndarray | float,
                 offset: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """The move model's parameters at ``ratings``: log s = a0 + a1 z + a2 z^2 + offset, c = exp(b0 + b1 z)."""
@@ -147,6 +167,7 @@ class MoveModel:
     priors: dict[str, Prior]                        # population prior per class, and "unknown" (all of rated-dev)
     temperature: float = 1.0
     person_sd: float = 0.0
+    clock: tuple[float, float] = (0.0, 0.0)          # (k_left, k_spent): the clock inputs' weights in log s
     fitted_on: str = ""
     command: str = ""
     provisional: bool = True
@@ -160,12 +181,17 @@ class MoveModel:
         log_s, c = log_s_and_c(self.a, self.b, ratings, self.class_offsets.get(tclass, 0.0))
         return np.exp(log_s), c
 
-    def move_loglik(self, deltas: np.ndarray, played: int, tclass: str) -> np.ndarray:
-        """log P(played | R, tclass) at every rating of :data:`RATING_GRID`."""
+    def clock_shift(self, inputs: Sequence[float]) -> float:
+        """The clock's term in log s: k_left x_left + k_spent x_spent for the (x_left, x_spent) of :func:`clock_inputs`."""
+        return self.clock[0] * inputs[0] + self.clock[1] * inputs[1]
+
+    def move_loglik(self, deltas: np.ndarray, played: int, tclass: str, shift: float = 0.0) -> np.ndarray:
+        """log P(played | R, tclass) at every rating of :data:`RATING_GRID`; ``shift`` adds to log s (the clock's
+        term, :meth:`clock_shift`)."""
         log_s, c = self._grid_params(tclass)
         with np.errstate(divide="ignore"):
             log_d = np.log(deltas)  # the best move's 0 gives -inf: (0 / s)^c = 0
-        return choice_loglik(log_d, played, log_s, c)
+        return choice_loglik(log_d, played, log_s + shift if shift else log_s, c)
 
     def _grid_params(self, tclass: str) -> tuple[np.ndarray, np.ndarray]:
         """(log s, c) on the grid for ``tclass``, computed once."""
@@ -246,6 +272,7 @@ class MoveModel:
                 b=(float(d["b"][0]), float(d["b"][1])),
                 class_offsets={k: float(v) for k, v in d.get("class_offsets", {}).items()}, priors=priors,
                 temperature=float(d.get("temperature", 1.0)), person_sd=float(d.get("person_sd", 0.0)),
+                clock=(float(d.get("clock", (0, 0))[0]), float(d.get("clock", (0, 0))[1])),
                 fitted_on=d.get("fitted_on", ""), command=d.get("command", ""),
                 provisional=bool(d.get("provisional", True)), extra=dict(d.get("extra", {})),
             )
@@ -315,6 +342,6 @@ def load_move_model(profile: str, path: str | Path | None = None) -> MoveModel |
 
 __all__ = [
     "BAND_LEVEL", "DEFAULT_DECLARED_RD", "MoveModel", "Prior", "RATING_GRID", "RatingLikelihood", "TIME_CLASSES", "UNKNOWN_CLASS",
-    "choice_loglik", "class_from_clock", "log_s_and_c", "load_move_model", "parse_time_control", "summarise", "summaries", "time_class", "win_losses",
-    "win_probability",
+    "choice_loglik", "class_from_clock", "clock_inputs", "log_s_and_c", "load_move_model", "parse_time_control", "summarise",
+    "summaries", "time_class", "win_losses", "win_probability",
 ]

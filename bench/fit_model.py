@@ -53,7 +53,7 @@ from analyzers.ratingmodel import (
 from schemas import MoveAssessment
 from streamer.batch import assess_games, sample_player_events, sample_rated_games_from_file
 from streamer.ingest import PgnGame
-from streamer.pipeline import PipelineConfig, move_choice
+from streamer.pipeline import PipelineConfig, move_choice, move_clock_inputs
 
 CHECKPOINTS = (10, 20, 40, 80, 160)
 K_MAX = 7  # candidates per move after padding (multipv 5 + an outside move, with room)
@@ -78,6 +78,7 @@ class Moves:
     pg: np.ndarray          # player-game index
     pe: np.ndarray          # player-event index
     cp_deltas: np.ndarray   # the same losses in pawns (for the ablation)
+    clock: np.ndarray       # (moves, 2) clock inputs of ratingmodel.clock_inputs (0 where the game has no clocks)
 
 
 @dataclass
@@ -96,7 +97,7 @@ def game_class(g: PgnGame, elite: bool) -> str:
 
 
 def extract(games: list[tuple[PgnGame, bool]], results: dict[str, list[MoveAssessment]]):  # noqa: ANN201
-    rows_d, rows_cp, played, rating, tcls, pgs, pes = [], [], [], [], [], [], []
+    rows_d, rows_cp, played, rating, tcls, pgs, pes, clk = [], [], [], [], [], [], [], []
     pg_groups: list[Group] = []
     pe_index: dict[tuple[str, str], int] = {}
     pe_groups: list[Group] = []
@@ -130,10 +131,11 @@ def extract(games: list[tuple[PgnGame, bool]], results: dict[str, list[MoveAsses
                 tcls.append(tc)
                 pgs.append(pg)
                 pes.append(pe)
+                clk.append(move_clock_inputs(a))  # as the live player step computes them
                 pg_groups[pg].moves.append(i)
                 pe_groups[pe].moves.append(i)
     m = Moves(np.array(rows_d), np.array(played), np.array(rating, float), np.array(tcls), np.array(pgs),
-              np.array(pes), np.array(rows_cp))
+              np.array(pes), np.array(rows_cp), np.array(clk, float).reshape(-1, 2))
     return m, pg_groups, pe_groups
 
 
@@ -145,28 +147,32 @@ class Spec:
     win: bool = True
     classes: bool = True
     quadratic: bool = True
+    time_left: bool = True
+    time_spent: bool = True
 
 
-def unpack(theta: np.ndarray, spec: Spec) -> tuple[tuple[float, float, float], tuple[float, float], dict[str, float]]:
+def unpack(theta: np.ndarray, spec: Spec) -> tuple[tuple[float, float, float], tuple[float, float], dict[str, float],
+                                                  tuple[float, float]]:
     a = (theta[0], theta[1], theta[2] if spec.quadratic else 0.0)
     b = (theta[3], theta[4])
     offsets = {"blitz": theta[5], "classical": theta[6]} if spec.classes else {}
     offsets = {k: float(v) for k, v in offsets.items()}
     offsets["rapid"] = 0.0  # the reference class
-    return (float(a[0]), float(a[1]), float(a[2])), (float(b[0]), float(b[1])), offsets
+    clock = (float(theta[7]) if spec.time_left else 0.0, float(theta[8]) if spec.time_spent else 0.0)
+    return (float(a[0]), float(a[1]), float(a[2])), (float(b[0]), float(b[1])), offsets, clock
 
 
 def nll(theta: np.ndarray, m: Moves, sel: np.ndarray, spec: Spec) -> float:
-    a, b, off = unpack(theta, spec)
+    a, b, off, clock = unpack(theta, spec)
     cls_off = np.array([off.get(t, 0.0) for t in m.tclass[sel]]) if spec.classes else 0.0
-    log_s, c = log_s_and_c(a, b, m.rating[sel], cls_off)
+    log_s, c = log_s_and_c(a, b, m.rating[sel], cls_off + m.clock[sel] @ np.array(clock))
     with np.errstate(divide="ignore"):
         log_d = np.log((m.deltas if spec.win else m.cp_deltas)[sel])  # padding stays +inf: probability 0
     return float(-np.mean(choice_loglik(log_d, m.played[sel], log_s, c)))
 
 
 def fit(m: Moves, sel: np.ndarray, spec: Spec) -> tuple[np.ndarray, float]:
-    start = np.array([math.log(0.05 if spec.win else 0.5), -0.3, 0.0, math.log(0.6), 0.0, 0.0, 0.0])
+    start = np.array([math.log(0.05 if spec.win else 0.5), -0.3, 0.0, math.log(0.6), 0.0, 0.0, 0.0, 0.0, 0.0])
     res = minimize(nll, start, args=(m, sel, spec), method="L-BFGS-B")
     return res.x, float(res.fun)
 
@@ -177,7 +183,7 @@ def loglik_grids(model: MoveModel, m: Moves) -> np.ndarray:
     out = np.empty((len(m.played), len(RATING_GRID)))
     for i in range(len(m.played)):
         k = int(np.isfinite(m.deltas[i]).sum())
-        out[i] = model.move_loglik(m.deltas[i, :k], int(m.played[i]), str(m.tclass[i]))
+        out[i] = model.move_loglik(m.deltas[i, :k], int(m.played[i]), str(m.tclass[i]), model.clock_shift(m.clock[i]))
     return out
 
 
@@ -212,6 +218,7 @@ def main() -> None:
     ap.add_argument("--elite", type=int, default=500, help="elite-otb games (as warm_cache draws them)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--final", action="store_true", help="mark the model final (not provisional)")
+    ap.add_argument("--out", help="write the model here instead of analyzers/calibrations/<profile>.model.json")
     add_data_argument(ap)
     args = ap.parse_args()
     logging.getLogger("kibitz").setLevel(logging.ERROR)  # each unanalysed game is a rejection; counted below instead
@@ -241,11 +248,13 @@ def main() -> None:
     print("| move model | log-lik per move | vs full |")
     print("|---|---|---|")
     full_ll = 0.0
-    kept = {"win": True, "classes": True, "quadratic": True}
-    for name, input_, spec in (("full: win-probability losses, class offsets, quadratic", None, Spec()),
+    kept = {"win": True, "classes": True, "quadratic": True, "time_left": True, "time_spent": True}
+    for name, input_, spec in (("full: win-probability losses, class offsets, quadratic, clocks", None, Spec()),
                                ("centipawn losses instead of win probability", "win", Spec(win=False)),
                                ("no time-control offsets", "classes", Spec(classes=False)),
-                               ("no quadratic term in log s", "quadratic", Spec(quadratic=False))):
+                               ("no quadratic term in log s", "quadratic", Spec(quadratic=False)),
+                               ("no time left on the clock", "time_left", Spec(time_left=False)),
+                               ("no time spent on the move", "time_spent", Spec(time_spent=False))):
         theta, _ = fit(m, ~test, spec)
         ll = -nll(theta, m, test, spec)
         if input_ is None:
@@ -257,12 +266,13 @@ def main() -> None:
     print(f"| uniform over the candidates (reference) | {uniform:.5f} | {uniform - full_ll:+.5f} |")
 
     # the published model keeps an input only where the ablation shows it helps on these games
-    spec = Spec(win=kept["win"], classes=kept["classes"], quadratic=kept["quadratic"])
+    spec = Spec(**kept)
     theta, f = fit(m, np.ones(len(m.played), bool), spec)
-    a, b, offsets = unpack(theta, spec)
+    a, b, offsets, clock = unpack(theta, spec)
     print(f"inputs kept: {', '.join(k for k, v in kept.items() if v) or 'none'}")
     print(f"\nmove model on all {len(m.played)} moves: mean log-lik {-f:.5f}; log s = {a[0]:.3f} {a[1]:+.3f} z {a[2]:+.3f} z^2 "
-          f"+ class ({', '.join(f'{k} {v:+.3f}' for k, v in offsets.items())}); log c = {b[0]:.3f} {b[1]:+.3f} z")
+          f"+ class ({', '.join(f'{k} {v:+.3f}' for k, v in offsets.items())}) {clock[0]:+.3f} x_left {clock[1]:+.3f} x_spent; "
+          f"log c = {b[0]:.3f} {b[1]:+.3f} z")
 
     # a class seen in rated-dev gets rated-dev's players of that class; a class it lacks, and an unknown one, get every
     # fitting player-game (rated-dev and elite-otb): a broad prior where the population is not known
@@ -280,7 +290,7 @@ def main() -> None:
             print(f"no rated-dev {tc} games: the {tc} prior is the one of every fitting player-game")
     print("priors (rated-dev player-games): " + ", ".join(f"{k} {p.mean:.0f} +/- {p.sd:.0f}" for k, p in priors.items()))
 
-    model = MoveModel(profile.name, a, b, offsets, priors)
+    model = MoveModel(profile.name, a, b, offsets, priors, clock=clock)
     grids = loglik_grids(model, m)
     points = checkpoints(pg_groups, pe_groups)
     best = None
@@ -308,7 +318,7 @@ def main() -> None:
                 + (" --final" if args.final else ""),
         extra={"mean_loglik_per_move": round(-f, 5), "inputs": kept},
     )
-    path = ROOT / "analyzers" / "calibrations" / f"{profile.name}.model.json"
+    path = args.out or ROOT / "analyzers" / "calibrations" / f"{profile.name}.model.json"
     model.save(path)
     print(f"wrote {path}")
 

@@ -129,6 +129,11 @@ class MoveAssessment(Message):
     reference_rating: Rating | None = None
     reference_rd: RD | None = Field(default=None, description="the declared rating's RD, when the producer gave one")
     time_class: str | None = Field(default=None, description="blitz, rapid, classical or unknown (v2)")
+    clock: float | None = Field(default=None, ge=0, allow_inf_nan=False, description="mover's time left after the move, s (v2)")
+    clock_spent: float | None = Field(default=None, ge=0, allow_inf_nan=False,
+                                      description="mover's previous clock minus this one, s (v2)")
+    clock_base: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                     description="the game's base time: the larger of its first two clocks, s (v2)")
     eval_before: int = Field(description="s_(k-1), centipawns from White's view")
     eval_after: int = Field(description="s_k, centipawns from White's view")
     gain: int = Field(description="Ferreira's gain for the mover, centipawns")

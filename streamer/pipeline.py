@@ -39,6 +39,7 @@ from analyzers.ratingmodel import (
     Prior,
     RatingLikelihood,
     class_from_clock,
+    clock_inputs,
     parse_time_control,
     summaries,
     summarise,
@@ -109,6 +110,9 @@ class GameState:
     pending_end: GameEnded | None = None
     ended: bool = False
     time_class: str = UNKNOWN_CLASS
+    #: the base time (the larger of the first two clocks) and each side's last clock, for the move model's clock inputs
+    clock_base: float | None = None
+    last_clock: list[float | None] = field(default_factory=lambda: [None, None])  # white, black
     _board: chess.Board | None = field(default=None, repr=False, compare=False)
 
     def board(self) -> chess.Board:
@@ -124,7 +128,7 @@ class GameState:
             "format": STATE_FORMAT, "game_id": self.game_id, "white": self.white.model_dump(), "black": self.black.model_dump(),
             "event": self.event, "initial_fen": self.initial_fen, "moves": list(self.moves),
             "pending_end": self.pending_end.model_dump() if self.pending_end else None, "ended": self.ended,
-            "time_class": self.time_class,
+            "time_class": self.time_class, "clock_base": self.clock_base, "last_clock": list(self.last_clock),
             # the current position, so a stored game is restored in O(1) instead of replaying every move
             "fen": self.board().fen(),
         }
@@ -135,7 +139,7 @@ class GameState:
         state = cls(
             d["game_id"], PlayerInfo(**d["white"]), PlayerInfo(**d["black"]), d["event"], d["initial_fen"],
             list(d["moves"]), GameEnded(**d["pending_end"]) if d["pending_end"] else None, d["ended"],
-            d.get("time_class", UNKNOWN_CLASS),
+            d.get("time_class", UNKNOWN_CLASS), d.get("clock_base"), list(d.get("last_clock") or [None, None]),
         )
         if d.get("fen"):
             # the engine sees positions without history (see analyzers.engine.analysis), so the FEN is all it needs
@@ -186,6 +190,7 @@ class AppliedMove:
     after: chess.Board
     white_moved: bool
     results: list[GameResult]
+    clock_spent: float | None = None  # the mover's previous clock minus this one
 
 
 def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
@@ -205,7 +210,15 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
     if state.time_class == UNKNOWN_CLASS and ev.clock is not None and ev.ply <= 1:
         # no declared time control: the first clock is base + increment minus a few seconds
         state.time_class = class_from_clock(ev.clock)
-    return AppliedMove(ev, state, before, board.copy(stack=False), white_moved, _maybe_finish(state))
+    spent = None
+    if ev.clock is not None:
+        side = 0 if white_moved else 1
+        previous = state.last_clock[side]
+        spent = max(previous - ev.clock, 0.0) if previous is not None else None
+        state.last_clock[side] = ev.clock
+        if ev.ply <= 1 and ev.clock > 0:
+            state.clock_base = max(state.clock_base or 0.0, ev.clock)
+    return AppliedMove(ev, state, before, board.copy(stack=False), white_moved, _maybe_finish(state), spent)
 
 
 async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineConfig) -> MoveAssessment:
@@ -231,6 +244,7 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
     return MoveAssessment(
         game_id=ev.game_id, ply=ev.ply, player_id=mover.id, color="white" if white_moved else "black", uci=ev.uci,
         event=state.event, reference_rating=mover.rating, reference_rd=mover.rd, time_class=state.time_class,
+        clock=ev.clock, clock_spent=applied.clock_spent, clock_base=state.clock_base,
         eval_before=s_before, eval_after=s_after,
         gain=gain(s_before, s_after, white_moved), loss=max(0, before.best_cp - played_value),
         # plain dicts: MoveAssessment validates them in one pass (a Candidate() each costs a Python-level __init__)
@@ -262,6 +276,12 @@ def _maybe_finish(state: GameState) -> list[GameResult]:
 
 
 # == player step =========================================================================================
+def move_clock_inputs(a: MoveAssessment) -> tuple[float, float]:
+    """The move model's clock inputs (:func:`~analyzers.ratingmodel.clock_inputs`) of an assessment."""
+    previous = a.clock + a.clock_spent if a.clock is not None and a.clock_spent is not None else None
+    return clock_inputs(a.clock, previous, a.clock_base)
+
+
 def move_choice(a: MoveAssessment) -> tuple[list[float], int]:
     """Candidate values (pawns, mover's view) and the index of the move played, outside moves appended."""
     values = [c.cp / 100.0 for c in a.candidates]
@@ -307,7 +327,8 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
         fair = FairPlayMove.of(values, idx, c_ref) if c_ref is not None else None
         if model is not None:
             tclass = a.time_class or UNKNOWN_CLASS
-            move_ll = model.move_loglik(win_losses([v * 100.0 for v in values]), idx, tclass)
+            shift = model.clock_shift(move_clock_inputs(a)) if model.clock != (0.0, 0.0) else 0.0
+            move_ll = model.move_loglik(win_losses([v * 100.0 for v in values]), idx, tclass, shift)
             for s in scopes:
                 s.rating.add(move_ll, tclass)
     for s in scopes:

@@ -13,10 +13,12 @@ from analyzers.ratingmodel import (
     Prior,
     RatingLikelihood,
     class_from_clock,
+    clock_inputs,
     parse_time_control,
     summarise,
 )
-from schemas import PerceivedRating
+from schemas import GameStarted, MoveEvent, PerceivedRating, PlayerInfo
+from streamer.pipeline import GameState, apply_move, start_game
 
 MODEL = MoveModel("test", a=(-2.95, -0.3, 0.0), b=(-0.85, 0.12), class_offsets={"blitz": 0.25, "rapid": 0.0},
                   priors={UNKNOWN_CLASS: Prior(1700, 380), "blitz": Prior(1600, 380)})
@@ -114,3 +116,36 @@ def test_perceived_rating_v1_messages_still_parse():
     msg = PerceivedRating.model_validate_json(json.dumps(v1))
     assert msg.schema_version == 1 and msg.performance is None
     assert PerceivedRating(**{**v1, "schema_version": 2, "method": "model", "performance": 2100.0}).schema_version == 2
+
+
+def test_clock_inputs_are_zero_at_the_references_and_unknown_clocks():
+    base = 600.0
+    assert clock_inputs(base / 2, base / 2 + base / 40, base) == pytest.approx((0.0, 0.0), abs=1e-12)
+    assert clock_inputs(None, 300.0, base) == (0.0, 0.0) and clock_inputs(300.0, 310.0, None) == (0.0, 0.0)
+    left, spent = clock_inputs(5.0, 5.0, base)  # time trouble, an instant move
+    assert left < -2 and spent < -1.5
+    assert clock_inputs(300.0, None, base)[1] == 0.0
+
+
+def test_the_clock_shifts_the_sensitivity_as_a_class_offset_would():
+    clocked = MoveModel(**{**MODEL.__dict__, "clock": (-0.5, 1.0), "_cache": {}})
+    deltas = np.array([0.0, 0.05, 0.3])
+    inputs = clock_inputs(10.0, 70.0, 600.0)
+    shift = clocked.clock_shift(inputs)
+    assert shift == pytest.approx(-0.5 * inputs[0] + 1.0 * inputs[1])
+    offset = MoveModel(**{**MODEL.__dict__, "class_offsets": {"rapid": shift}, "_cache": {}})
+    assert np.allclose(clocked.move_loglik(deltas, 2, "unknown", shift), offset.move_loglik(deltas, 2, "rapid"))
+    again = MoveModel.from_dict(json.loads(json.dumps(clocked.to_dict())))
+    assert again.clock == (-0.5, 1.0)
+
+
+def test_a_game_gives_each_move_its_clocks():
+    state = start_game(None, GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b")), None, None)
+    spent, bases = [], []
+    for ply, (uci, clk) in enumerate([("e2e4", 182.0), ("e7e5", 181.0), ("g1f3", 170.0), ("b8c6", 150.0), ("f1c4", None)]):
+        applied = apply_move(state, MoveEvent(game_id="g", ply=ply, uci=uci, clock=clk))
+        spent.append(applied.clock_spent)
+        bases.append(state.clock_base)
+    assert spent == [None, None, 12.0, 31.0, None]
+    assert bases == [182.0] * 5
+    assert GameState.from_dict(json.loads(json.dumps(state.to_dict()))).last_clock == [170.0, 150.0]
