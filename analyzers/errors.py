@@ -116,3 +116,10 @@ class CalibrationError(KibitzError):
 # -- runtime ----------------------------------------------------------------------------------------------
 class StateStoreError(KibitzError):
     """A worker's local state store cannot be used (in use by another process, unreadable, missing library)."""
+
+
+class PoisonRecord(KibitzError):
+    """A record whose transaction aborted again and again (e.g. an output larger than the broker accepts): it is
+    dead-lettered unapplied so its partition moves on."""
+
+    reason = "poison"

@@ -43,11 +43,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import ProducerFenced
 
 from analyzers.engine import EnginePool
+from analyzers.errors import PoisonRecord
 
 from .kafka_config import STAGES, KafkaSettings, wait_for_broker
 from .pipeline import GameState, PipelineConfig, PlayerState
 from .state_store import RocksState, TrackedState, encode
-from .steps import Output, Steps
+from .steps import Output, Steps, dead_letter
 
 log = logging.getLogger("kibitz.eos")
 #: How long the broker may hold a fetch for more data. aiokafka's default 500 ms shows as latency here: records of a
@@ -85,6 +86,7 @@ class StageConfig:
     window: int = 1                  # records run at once (different keys only); 1 = strictly in order
     max_records: int = 1000
     commit_seconds: float = 0.25     # a transaction closes after this long even if the batch is not done
+    max_aborts: int = 3              # a record whose transaction aborts this often is dead-lettered unapplied
     state: dict[int, TrackedState] = field(default_factory=dict)
 
 
@@ -112,8 +114,9 @@ class Stage:
     """One consume-transform-produce loop; see the module docstring."""
 
     def __init__(self, settings: KafkaSettings, cfg: StageConfig, instance_id: str, *,
-                 transaction_timeout_ms: int = 30000, store_dir: Path | None = None) -> None:
+                 transaction_timeout_ms: int = 30000, store_dir: Path | None = None, metrics: Any = None) -> None:
         self.settings, self.cfg = settings, cfg
+        self.metrics = metrics  # streamer.metrics.Metrics: poison records count as rejections with reason "poison"
         self.store_dir = store_dir  # None: state in memory; else one RocksDB per partition under it
         self.group = f"{settings.app_id}.{cfg.name}"
         kw = settings.aiokafka_kwargs()
@@ -126,6 +129,12 @@ class Stage:
             linger_ms=2, transaction_timeout_ms=transaction_timeout_ms, **kw)
         self.lock = asyncio.Lock()
         self.generation = 0  # bumped by every rebalance callback
+        # Poison records. After a transaction aborts, the records it held are suspects: they are retried one per
+        # transaction up to the last offset it held, so the one that aborts again is known; after max_aborts it is
+        # dead-lettered unapplied and its partition moves on (instead of rewinding and retrying forever).
+        self.suspects: dict[TopicPartition, int] = {}
+        self.aborts: dict[tuple[TopicPartition, int], tuple[int, str]] = {}
+        self.poisoned = 0
 
     def _open(self, partition: int, *, fresh: bool = False) -> TrackedState:
         if self.store_dir is None:
@@ -249,9 +258,15 @@ class Stage:
                 self.cfg.state[tp.partition] = await self.restore(tp.partition)
         if not owned:
             return
+        fetched = owned
+        single = self._suspect(owned)
+        if single is not None:
+            owned = single  # one suspect record alone in its transaction; the rest of the batch is read again
         await self.producer.begin_transaction()
         try:
-            nxt, outputs = await self._run(owned)
+            poison = self._poison(owned) if single is not None else None
+            nxt, outputs = ({tp: recs[0].offset + 1 for tp, recs in owned.items()}, [[poison]]) if poison \
+                else await self._run(owned)
             futures = []
             topics = self.settings.topics
             for outs in outputs:
@@ -275,6 +290,11 @@ class Stage:
             raise
         except Exception as e:
             log.error("transaction aborted", extra={"stage": self.cfg.name, "error": repr(e)})
+            for tp, recs in owned.items():
+                self.suspects[tp] = max(self.suspects.get(tp, -1), recs[-1].offset)
+                if single is not None:
+                    n, _ = self.aborts.get((tp, recs[0].offset), (0, ""))
+                    self.aborts[(tp, recs[0].offset)] = (n + 1, repr(e))
             await self._abort_and_rewind()
             return
         except BaseException:  # shutting down: nothing of this batch is committed; the next owner redoes it
@@ -284,11 +304,39 @@ class Stage:
         for partition, state in self.cfg.state.items():  # a local store follows only what is committed
             offsets = [f.result().offset for f in changelog.get(partition, [])]
             state.committed(written.get(partition, []), max(offsets) + 1 if offsets else None)
+        for tp, offset in nxt.items():
+            if tp in self.suspects and offset > self.suspects[tp]:
+                del self.suspects[tp]  # every suspect of this partition has committed (or been dead-lettered)
+            for done in [k for k in self.aborts if k[0] == tp and k[1] < offset]:
+                del self.aborts[done]
         for tp, offset in nxt.items():  # records fetched but left for the next transaction
-            if offset <= owned[tp][-1].offset:
+            if offset <= fetched[tp][-1].offset:
                 self.consumer.seek(tp, offset)
-        for tp in owned.keys() - nxt.keys():
-            self.consumer.seek(tp, owned[tp][0].offset)
+        for tp in fetched.keys() - nxt.keys():
+            self.consumer.seek(tp, fetched[tp][0].offset)
+
+    def _suspect(self, owned: dict[TopicPartition, list]) -> dict[TopicPartition, list] | None:
+        """The first suspect record of the batch alone ({tp: [record]}), or None when no partition has suspects."""
+        for tp, recs in owned.items():
+            if tp in self.suspects and recs[0].offset <= self.suspects[tp]:
+                return {tp: recs[:1]}
+        return None
+
+    def _poison(self, owned: dict[TopicPartition, list]) -> Output | None:
+        """The dead letter of a lone suspect that has aborted ``max_aborts`` times, else None (try it again)."""
+        ((tp, (rec,)),) = owned.items()
+        n, error = self.aborts.get((tp, rec.offset), (0, ""))
+        if n < self.cfg.max_aborts:
+            return None
+        self.poisoned += 1
+        if self.metrics is not None:
+            self.metrics.rejected.labels(PoisonRecord.reason).inc()
+        source = f"{rec.topic}/{rec.partition}@{rec.offset}"
+        log.error("poison record dead-lettered unapplied", extra={"stage": self.cfg.name, "source": source, "aborts": n,
+                                                                "error": error})
+        err = PoisonRecord(f"its transaction aborted {n} times; last error: {error}")
+        key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
+        return Output(rec.key, dead_letter(err, rec.value if rec.value is not None else b"", source=source, key=key))
 
     async def _abort_and_rewind(self) -> None:
         try:
@@ -345,7 +393,7 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
         if unknown or not stages:
             raise ValueError(f"stages must be among {', '.join(STAGES)}; got {', '.join(stages) or 'none'}")
         runners = [Stage(settings, configs[name], instance_id, transaction_timeout_ms=transaction_timeout_ms,
-                         store_dir=store_dir / name if store_dir else None)
+                         store_dir=store_dir / name if store_dir else None, metrics=metrics)
                    for name in STAGES if name in stages]
         tasks = [asyncio.create_task(s.run(), name=s.cfg.name) for s in runners]
         try:

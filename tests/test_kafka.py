@@ -267,3 +267,56 @@ def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_kille
     assert len(before) < 8, "the survivor joined second and got only its share"
     assert after == {(s, p) for s in STAGES for p in range(4)}, \
         "the survivor took over every partition of the killed worker"
+
+
+def test_a_poison_record_is_dead_lettered_after_max_aborts_and_the_partition_moves_on(broker):
+    """A record whose output the broker refuses (2 MB, over the 1 MB limit) aborts its transaction; after
+    max_aborts tries it is dead-lettered unapplied and every other record's output arrives once."""
+    from analyzers.calibration import load_calibration
+    from analyzers.profiles import get_profile
+    from schemas import DeadLetter, GameResult, PlayerInfo
+    from streamer.kafka_config import KafkaSettings
+    from streamer.kafka_eos import Stage, StageConfig, ensure_topics
+    from streamer.pipeline import PipelineConfig, PlayerState
+    from streamer.steps import Output, Steps
+
+    settings = KafkaSettings(broker=broker, partitions=2, topics=Topics(prefix=fresh_prefix()))
+    t = settings.topics
+    steps = Steps(PipelineConfig(get_profile("fast"), load_calibration("fast")))
+    calls = {"poison": 0}
+
+    async def step(state, key, raw, source):  # noqa: ANN001
+        if raw == b"POISON":
+            calls["poison"] += 1
+            return [Output(key, DeadLetter(source=source, reason="test", error="huge", raw="x" * 2_000_000))]
+        return steps.player_record(state, key, raw, source)
+
+    results = []
+    for i in range(12):
+        me, opp = PlayerInfo(id=f"p{i % 4}", rating=2000), PlayerInfo(id=f"q{i}", rating=1900)
+        r = GameResult(game_id=f"g{i}", player_id=me.id, color="white", score=1.0, player=me, opponent=opp)
+        results.append((me.id.encode(), r.model_dump_json().encode()))
+    records = results[:5] + [(b"p1", b"POISON")] + results[5:]
+
+    async def run():
+        await ensure_topics(settings)
+        await produce(broker, t.assessments, records)
+        stage = Stage(settings, StageConfig("rate", t.assessments, t.state_players, step, PlayerState, max_aborts=3),
+                      "poison-test")
+        task = asyncio.create_task(stage.run())
+        try:
+            out = await consume_until(broker, [t.glicko2, t.deadletter],
+                                      lambda o: len(o[t.glicko2]) >= 12 and len(o[t.deadletter]) >= 1, timeout=120)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        return stage, out
+
+    stage, out = asyncio.run(run())
+    games = sorted(json.loads(v)["game_id"] for v in out[t.glicko2])
+    assert games == sorted(f"g{i}" for i in range(12)), "every other record's update, once"
+    (dl,) = [json.loads(v) for v in out[t.deadletter]]
+    assert dl["reason"] == "poison" and dl["raw"] == "POISON" and "aborted 3 times" in dl["error"]
+    assert "MessageSizeTooLarge" in dl["error"]
+    # once inside the batch that first aborted (which makes its records suspects), then 3 times alone
+    assert stage.poisoned == 1 and calls["poison"] == 1 + 3
