@@ -81,6 +81,20 @@ def _move_loglik(grid: np.ndarray, deltas: np.ndarray, played: int, k: float) ->
     return -grid * d[played] - np.log(s)
 
 
+_INITIAL: dict[tuple[float, float, int], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _initial(c_min: float, c_max: float, points: int) -> tuple[np.ndarray, np.ndarray]:
+    """The shared, read-only grid and flat log density of a new posterior."""
+    key = (c_min, c_max, points)
+    hit = _INITIAL.get(key)
+    if hit is None:
+        grid, flat = np.linspace(c_min, c_max, points), np.zeros(points)
+        grid.flags.writeable = flat.flags.writeable = False
+        hit = _INITIAL[key] = (grid, flat)
+    return hit
+
+
 #: After this many moves the grid is checked for refinement every ADAPT_EVERY moves, not after each one: the
 #: posterior sd shrinks like 1/sqrt(n), so a few moves' delay changes nothing and saves most of the bookkeeping.
 ADAPT_EVERY = 8
@@ -101,8 +115,10 @@ class SkillPosterior:
         if not c_max > c_min >= 0 or points < 3:
             raise ValueError("need 0 <= c_min < c_max and at least 3 grid points")
         self.c_min, self.c_max, self.k = c_min, c_max, k
-        self.grid = np.linspace(c_min, c_max, points)
-        self.logp = np.zeros(points)               # flat prior, unnormalised log density
+        # a new posterior shares one read-only grid and flat density per (c_min, c_max, points): a player's state
+        # holds a posterior per scope, most never counted a move, and each array is 2.4 KB. The first update replaces
+        # the shared density (see update_all); a refinement replaces the grid.
+        self.grid, self.logp = _initial(c_min, c_max, points)
         self.n = 0
         self._moments: tuple[float, float] | None = None  # (mean, sd) until the density changes: one pass per move
 
@@ -130,7 +146,10 @@ class SkillPosterior:
         # np.array of equal-length rows stacks them at a quarter of np.stack's cost
         loglik = _move_loglik(np.array([p.grid for p in posteriors]), v.max() - v, played_index, posteriors[0].k)
         for p, ll in zip(posteriors, loglik):
-            p.logp += ll
+            if p.logp.flags.writeable:
+                p.logp += ll
+            else:  # the shared flat density of a new posterior: 0 + ll
+                p.logp = ll.copy()
             p.n += 1
             p._moments = None
             if p.n < 2 * ADAPT_EVERY or p.n % ADAPT_EVERY == 0:

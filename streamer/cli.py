@@ -27,6 +27,7 @@ from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from analyzers.ratingmodel import Prior, load_move_model
 from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, RatingUpdate, export_json_schemas
 
+from .embedded import MAX_GAMES, MAX_PLAYERS
 from .kafka_config import STAGES, wait_for_broker
 from .logs import setup_logging
 
@@ -86,7 +87,9 @@ def build_config(args: argparse.Namespace):
         print(f"note: limits {profile.name} differ from the calibrated profile; ratings are not calibrated for them", file=sys.stderr)
         calibration = replace(calibration, provisional=True)
         model = replace(model, provisional=True, _cache={}) if model else None
-    return PipelineConfig(profile, calibration, model=model)
+    idle = getattr(args, "idle_game_seconds", None)
+    extra = {"idle_game_seconds": idle} if idle else {}
+    return PipelineConfig(profile, calibration, model=model, **extra)
 
 
 class JsonLines:
@@ -195,7 +198,7 @@ async def _stream(args: argparse.Namespace) -> int:
 
     stdin = sys.stdin.buffer
     async with EnginePool(args.engine, size=args.engines, cache_path=args.cache) as pool:
-        async with EmbeddedRuntime(pool, config, out, on_reject) as rt:
+        async with EmbeddedRuntime(pool, config, out, on_reject, max_games=args.max_games, max_players=args.max_players) as rt:
             if args.metrics_port:
                 rt.metrics.serve(args.metrics_port, args.metrics_host)
             loop = asyncio.get_running_loop()
@@ -418,6 +421,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "Read GameStarted / MoveEvent / GameEnded events, one JSON object per line, from stdin; write "
                        "PerceivedRating, RatingUpdate and FairPlayAlert as JSON lines to stdout (or --out).")
     s.add_argument("--out", type=Path, help="write here instead of stdout")
+    s.add_argument("--max-games", type=int, default=MAX_GAMES, help="games kept in memory; the least recently "
+                   "active beyond this are evicted, counted in kibitz_evicted_total (default %(default)s)")
+    s.add_argument("--max-players", type=int, default=MAX_PLAYERS, help="players kept in memory, likewise "
+                   "(default %(default)s; with the games' default about 200 MB of state)")
+    s.add_argument("--idle-game-seconds", type=float, default=None, help="evict an open game with no event for this "
+                   "long (default 6 h)")
     add_engine_options(s)
     s.set_defaults(func=lambda a: asyncio.run(_stream(a)))
 

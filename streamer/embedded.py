@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 import zlib
 from collections.abc import Callable
 
@@ -19,7 +21,8 @@ from analyzers.engine import EnginePool
 from analyzers.errors import KibitzError
 from schemas import DeadLetter, MoveAssessment
 
-from .pipeline import GameState, PipelineConfig, PlayerState
+from .bounded import LruMap
+from .pipeline import GameState, PipelineConfig
 from .steps import GameEvent, Output, Route, Steps
 
 log = logging.getLogger("kibitz.embedded")
@@ -27,16 +30,32 @@ Sink = Callable[[BaseModel], None]
 Reject = Callable[[DeadLetter], None]
 
 
+#: Default limits of the embedded runtime's memory: at most this many games and players (least recently used go
+#: first, counted in ``kibitz_evicted_total``). Measured with tracemalloc (tests/test_embedded.py): 20,000 games that
+#: never end hold about 20 KB per game with its player (three scopes of a player, each a 2.4 KB posterior over c and a
+#: 1.2 KB rating likelihood, and a board), so the defaults keep this state near 200 MB.
+MAX_GAMES = 10_000
+MAX_PLAYERS = 10_000
+#: The stated bound the test checks: bytes of state per game plus one player, with every scope holding counted moves.
+STATE_BYTES_PER_GAME = 24_000
+#: How often the open games are swept for idle ones and old end markers (Steps.sweep_games).
+SWEEP_SECONDS = 60.0
+#: Evictions are logged once per this many seconds, with how many there were.
+EVICTION_LOG_SECONDS = 10.0
+
+
 class EmbeddedRuntime:
-    def __init__(self, pool: EnginePool, config: PipelineConfig, sink: Sink, on_reject: Reject, *, partitions: int = 8) -> None:
+    def __init__(self, pool: EnginePool, config: PipelineConfig, sink: Sink, on_reject: Reject, *, partitions: int = 8,
+                 max_games: int = MAX_GAMES, max_players: int = MAX_PLAYERS) -> None:
         self.pool = pool
         self.config = config
         self.sink = sink
         self.on_reject = on_reject
         self.steps = Steps(config, pool)
         self.metrics = self.steps.metrics
-        self.games: dict[str, GameState] = {}
-        self.players: dict[str, PlayerState] = {}
+        self.games = LruMap(max_games, self._evicted("game"))
+        self.players = LruMap(max_players, self._evicted("player"))
+        self._last_sweep = time.monotonic()
         self._queues: list[asyncio.Queue[tuple[GameEvent, bytes | str | None, str]]] = [
             asyncio.Queue() for _ in range(partitions)
         ]
@@ -51,6 +70,23 @@ class EmbeddedRuntime:
         for w in self._workers:
             w.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
+
+    def _evicted(self, what: str) -> Callable[[str, object], None]:
+        unlogged, last_log = 0, -math.inf
+
+        def on_evict(key: str, state: object) -> None:
+            nonlocal unlogged, last_log
+            if what == "game" and isinstance(state, GameState) and state.ended:
+                self.metrics.evicted.labels("end_marker").inc()  # nothing lost but the check for late events
+                return
+            self.metrics.evicted.labels(what).inc()
+            unlogged += 1
+            if time.monotonic() - last_log >= EVICTION_LOG_SECONDS:  # one line per interval, not one per eviction
+                log.warning("state evicted at the memory limit", extra={"what": what, "last_key": key, "evicted": unlogged,
+                                                                        "limit": self.games.max_items if what == "game"
+                                                                        else self.players.max_items})
+                unlogged, last_log = 0, time.monotonic()
+        return on_evict
 
     # -- input ----------------------------------------------------------------------------------------
     def submit_raw(self, raw: bytes | str, source: str) -> None:
@@ -79,6 +115,9 @@ class EmbeddedRuntime:
             try:
                 for out in await self.steps.game(self.games, ev, raw, source, ev.game_id):
                     self._route(out)
+                if time.monotonic() - self._last_sweep > SWEEP_SECONDS:
+                    self._last_sweep = time.monotonic()
+                    self.steps.sweep_games(self.games)
             finally:
                 queue.task_done()
 

@@ -87,6 +87,8 @@ class StageConfig:
     max_records: int = 1000
     commit_seconds: float = 0.25     # a transaction closes after this long even if the batch is not done
     max_aborts: int = 3              # a record whose transaction aborts this often is dead-lettered unapplied
+    sweep: Callable[[TrackedState], Any] | None = None  # run on each partition's state every sweep_seconds
+    sweep_seconds: float = 300.0
     state: dict[int, TrackedState] = field(default_factory=dict)
 
 
@@ -135,6 +137,7 @@ class Stage:
         self.suspects: dict[TopicPartition, int] = {}
         self.aborts: dict[tuple[TopicPartition, int], tuple[int, str]] = {}
         self.poisoned = 0
+        self.last_sweep = time.monotonic()
 
     def _open(self, partition: int, *, fresh: bool = False) -> TrackedState:
         if self.store_dir is None:
@@ -267,6 +270,10 @@ class Stage:
             poison = self._poison(owned) if single is not None else None
             nxt, outputs = ({tp: recs[0].offset + 1 for tp, recs in owned.items()}, [[poison]]) if poison \
                 else await self._run(owned)
+            if self.cfg.sweep is not None and time.monotonic() - self.last_sweep > self.cfg.sweep_seconds:
+                self.last_sweep = time.monotonic()
+                for state in self.cfg.state.values():  # deletions go to the changelog in this transaction
+                    self.cfg.sweep(state)
             futures = []
             topics = self.settings.topics
             for outs in outputs:
@@ -386,7 +393,8 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
             metrics.serve(metrics_port, metrics_host)
         analyse, rate = STAGES
         configs = {
-            analyse: StageConfig(analyse, t.moves, t.state_games, steps.game_record, GameState, window=2 * engines),
+            analyse: StageConfig(analyse, t.moves, t.state_games, steps.game_record, GameState, window=2 * engines,
+                                 sweep=steps.sweep_games),
             rate: StageConfig(rate, t.assessments, t.state_players, _sync(steps.player_record), PlayerState),
         }
         unknown = set(stages) - configs.keys()

@@ -92,6 +92,11 @@ class PipelineConfig:
     #: that bounds a player's state near (32 + 8 + 1) scopes x about 6 KB (see PLAYER_STATE_BOUND).
     max_open_games: int = 32
     max_events: int = 8
+    #: The game step's sweep (Steps.sweep_games): an open game with no event for this long is evicted (a game
+    #: abandoned without an end), and an ended game's end marker, which rejects late events and re-used ids, is kept
+    #: this long.
+    idle_game_seconds: float = 6 * 3600.0
+    ended_game_seconds: float = 24 * 3600.0
 
     @property
     def limits(self) -> Limits:
@@ -113,6 +118,8 @@ class GameState:
     #: the base time (the larger of the first two clocks) and each side's last clock, for the move model's clock inputs
     clock_base: float | None = None
     last_clock: list[float | None] = field(default_factory=lambda: [None, None])  # white, black
+    #: wall-clock time of the game's last event: open games idle too long and old end markers are swept
+    touched: float = 0.0
     _board: chess.Board | None = field(default=None, repr=False, compare=False)
 
     def board(self) -> chess.Board:
@@ -124,11 +131,15 @@ class GameState:
         return self._board
 
     def to_dict(self) -> dict[str, Any]:
+        if self.ended:  # an end marker: enough to reject a late event or a re-used id, a few hundred bytes
+            return {"format": STATE_FORMAT, "game_id": self.game_id, "white": self.white.model_dump(),
+                    "black": self.black.model_dump(), "event": self.event, "ended": True, "touched": self.touched}
         return {
             "format": STATE_FORMAT, "game_id": self.game_id, "white": self.white.model_dump(), "black": self.black.model_dump(),
             "event": self.event, "initial_fen": self.initial_fen, "moves": list(self.moves),
             "pending_end": self.pending_end.model_dump() if self.pending_end else None, "ended": self.ended,
             "time_class": self.time_class, "clock_base": self.clock_base, "last_clock": list(self.last_clock),
+            "touched": self.touched,
             # the current position, so a stored game is restored in O(1) instead of replaying every move
             "fen": self.board().fen(),
         }
@@ -136,10 +147,12 @@ class GameState:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GameState:
         _check_format(d, "game")
+        pending = d.get("pending_end")
         state = cls(
-            d["game_id"], PlayerInfo(**d["white"]), PlayerInfo(**d["black"]), d["event"], d["initial_fen"],
-            list(d["moves"]), GameEnded(**d["pending_end"]) if d["pending_end"] else None, d["ended"],
+            d["game_id"], PlayerInfo(**d["white"]), PlayerInfo(**d["black"]), d["event"], d.get("initial_fen"),
+            list(d.get("moves", ())), GameEnded(**pending) if pending else None, d["ended"],
             d.get("time_class", UNKNOWN_CLASS), d.get("clock_base"), list(d.get("last_clock") or [None, None]),
+            float(d.get("touched", 0.0)),
         )
         if d.get("fen"):
             # the engine sees positions without history (see analyzers.engine.analysis), so the FEN is all it needs
@@ -148,8 +161,10 @@ class GameState:
 
 
 def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch | None, config: PipelineConfig) -> GameState:
-    if existing is not None and not existing.ended:
-        raise DuplicateGame("game already started", game_id=ev.game_id)
+    if existing is not None:
+        # an id names one game: a start after its end is late or a re-used id, and would open a game that never ends
+        raise DuplicateGame("game already ended: a game id is used once" if existing.ended else "game already started",
+                            game_id=ev.game_id)
     try:
         state = GameState(ev.game_id, ev.white, ev.black, ev.event, ev.initial_fen,
                           time_class=parse_time_control(ev.time_control))

@@ -57,6 +57,13 @@ class TrackedState(dict):
         self.dirty.add(key)
         return super().pop(key, *default)
 
+    def __delitem__(self, key: str) -> None:
+        self.pop(key)
+
+    def scan(self) -> list[tuple[str, Any]]:
+        """Every (key, state) of the partition, for a sweep (the in-memory store: its dict)."""
+        return list(dict.items(self))
+
     def changes(self) -> list[tuple[str, Any]]:
         """(key, state or None for deleted) of every changed key, and forget them."""
         out = [(k, self.get(k)) for k in sorted(self.dirty)]
@@ -147,6 +154,15 @@ class RocksState(TrackedState):
         self._deleted.add(key)
         dict.pop(self, key, None)
         return value
+
+    def scan(self) -> list[tuple[str, Any]]:
+        """Every (key, state): the live ones and the rest of the DB's (decoded, not kept live)."""
+        live = dict(dict.items(self))
+        out = list(live.items())
+        for key, raw in self.db.items():
+            if key != OFFSET_KEY and key not in live and key not in self._deleted:
+                out.append((key, decode(raw, self.codec)))
+        return out
 
     def load(self, key: str, raw: bytes | None, codec: type) -> None:
         self._pending.append((key, raw))

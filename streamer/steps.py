@@ -168,7 +168,7 @@ class Steps:
     async def game(self, games: StateMap, ev: GameEvent, raw: bytes | str | None = None, source: str = "api",
                    key: Key = None) -> list[Output]:
         """Apply one game event: assessments and game results keyed by player, or the dead letter of ``raw`` (the
-        event's JSON when not given, made only then). An ended game's state is deleted."""
+        event's JSON when not given, made only then). An ended game's state shrinks to an end marker."""
         try:
             return await self._game(games, ev, raw, source, key)
         except Exception as e:  # noqa: BLE001
@@ -204,11 +204,31 @@ class Steps:
         except InputError as e:
             return [self.reject(e, _raw(raw, ev), source, key)]
         if state is not None:
-            if state.ended:
-                games.pop(gid, None)
-            else:
-                games[gid] = state
+            # an ended game stays as a small end marker (GameState.to_dict) until swept: see sweep_games
+            state.touched = time.time()
+            games[gid] = state
         return out
+
+    def sweep_games(self, games: StateMap, now: float | None = None) -> tuple[int, int]:
+        """Drop open games idle for ``config.idle_game_seconds`` (counted, logged) and end markers older than
+        ``config.ended_game_seconds``; returns (idle games evicted, end markers expired). O(games)."""
+        now = time.time() if now is None else now
+        idle, expired = [], []
+        scan = getattr(games, "scan", None)  # a RocksDB store holds more than its live items
+        for gid, state in (scan() if scan is not None else list(games.items())):
+            age = now - state.touched
+            if state.ended:
+                if age > self.config.ended_game_seconds:
+                    expired.append(gid)
+            elif age > self.config.idle_game_seconds:
+                idle.append(gid)
+        for gid in idle + expired:
+            del games[gid]
+        if idle:
+            self.metrics.evicted.labels("idle_game").inc(len(idle))
+            log.warning("idle games evicted", extra={"games": len(idle), "idle_seconds": self.config.idle_game_seconds,
+                                                     "first": idle[0]})
+        return len(idle), len(expired)
 
     # -- player step --------------------------------------------------------------------------------------
     def player_record(self, players: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:

@@ -122,3 +122,69 @@ async def test_second_replay_with_persistent_cache_makes_no_engine_calls_and_met
     assert first == second
     assert "kibitz_engine_searches_total 0.0" in text2 and "kibitz_engine_cache_hit_ratio 1.0" in text2
     assert 'kibitz_outputs_total{type="perceived"}' in text2 and "kibitz_move_seconds_count" in text2
+
+
+async def test_games_that_never_end_stay_under_the_memory_bound_and_later_games_are_rated(stockfish):
+    """20,000 games that start, move and never end, through a runtime limited to 2,000 games and players: state
+    memory stays under the stated bound, the evictions are counted, and a game after them is rated."""
+    import tracemalloc
+
+    from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
+    from streamer.embedded import STATE_BYTES_PER_GAME
+
+    limit, n = 2_000, 20_000
+    profile = EngineProfile("test", depth=2, multipv=4, skip_plies=0)
+    config = PipelineConfig(profile, CAL)
+    out, dead = [], []
+    async with EnginePool(None, size=1) as pool:
+        keep = lambda m: out.append(m) if isinstance(m, RatingUpdate) else None  # noqa: E731 - outputs are not state
+        async with EmbeddedRuntime(pool, config, keep, dead.append, max_games=limit, max_players=limit) as rt:
+            tracemalloc.start()
+            base = tracemalloc.get_traced_memory()[0]
+            peak = 0
+            for i in range(n):
+                rt.submit(GameStarted(game_id=f"open{i}", white=PlayerInfo(id=f"w{i}"), black=PlayerInfo(id=f"b{i}")))
+                rt.submit(MoveEvent(game_id=f"open{i}", ply=0, uci="e2e4", clock=180.0))
+                if i % 1000 == 999:
+                    await rt.drain()
+                    peak = max(peak, tracemalloc.get_traced_memory()[0] - base)
+            tracemalloc.stop()
+            later = [GameStarted(game_id="later", white=PlayerInfo(id="x"), black=PlayerInfo(id="y")),
+                     MoveEvent(game_id="later", ply=0, uci="d2d4"), MoveEvent(game_id="later", ply=1, uci="d7d5"),
+                     GameEnded(game_id="later", result="1-0", plies=2)]
+            for ev in later:
+                rt.submit(ev)
+            await rt.drain()
+            evicted = {s.labels["what"]: s.value for s in rt.metrics.evicted.collect()[0].samples if s.name.endswith("_total")}
+    assert not dead
+    assert len(rt.games) <= limit and len(rt.players) <= limit
+    assert evicted["game"] >= n - limit and evicted["player"] >= n - limit
+    assert peak < limit * STATE_BYTES_PER_GAME, f"{peak / 1e6:.1f} MB for {limit} games"
+    assert {m.player_id for m in out if isinstance(m, RatingUpdate)} == {"x", "y"}
+
+
+async def test_a_start_after_the_end_and_a_reused_id_are_rejected(stockfish):
+    lines = demo_lines(1)
+    g = json.loads(lines[0])["game_id"]
+    again = [lines[0], lines[1],  # the same id started again (a late start, or a re-used id), then a move for it
+             json.dumps({"type": "game_ended", "game_id": g, "result": "1-0"})]
+    out, dead, rt = await run(lines + again)
+    assert [d.reason for d in dead] == ["duplicate_game", "unknown_game", "unknown_game"]
+    assert "used once" in dead[0].error and "has ended" in dead[1].error
+    assert len([m for m in out if isinstance(m, RatingUpdate)]) == 2  # the game was rated once
+    assert rt.games[g].ended and "moves" not in rt.games[g].to_dict()  # what stays is a small end marker
+
+
+def test_sweep_drops_idle_games_and_old_end_markers_and_counts_them():
+    from schemas import PlayerInfo
+    from streamer.pipeline import GameState
+    from streamer.steps import Steps
+
+    steps = Steps(PipelineConfig(PROFILE, CAL, idle_game_seconds=100, ended_game_seconds=1000))
+    w, b = PlayerInfo(id="w"), PlayerInfo(id="b")
+    games = {"fresh": GameState("fresh", w, b, touched=950), "idle": GameState("idle", w, b, touched=800),
+             "ended": GameState("ended", w, b, ended=True, touched=500),
+             "old-end": GameState("old-end", w, b, ended=True, touched=-100)}
+    assert steps.sweep_games(games, now=1000) == (1, 1)
+    assert sorted(games) == ["ended", "fresh"]
+    assert steps.metrics.evicted.labels("idle_game")._value.get() == 1

@@ -123,3 +123,17 @@ def test_a_player_with_1000_open_games_stays_under_the_stated_bound(caplog):
     assert size < PLAYER_STATE_BOUND, size
     assert state.overall.rating.n == 1000  # the player scope keeps every move
     assert any("scope limit" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("kind", ["memory", "rocksdb"])
+def test_a_sweep_sees_every_key_and_its_deletions_reach_the_changelog(tmp_path, kind):
+    s = TrackedState() if kind == "memory" else RocksState(tmp_path / "p0", Box, cache_size=2)
+    for i in range(6):
+        s[f"k{i}"] = Box(i)
+    commit(s, 6)  # the RocksDB store keeps 2 live, the rest on disk only
+    assert sorted((k, v.n) for k, v in s.scan()) == [(f"k{i}", i) for i in range(6)]
+    for k, v in s.scan():
+        if v.n % 2:
+            del s[k]
+    assert [(k, v) for k, v in commit(s, 9)] == [("k1", None), ("k3", None), ("k5", None)]
+    assert sorted(k for k, _ in s.scan()) == ["k0", "k2", "k4"]
