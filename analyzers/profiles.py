@@ -26,6 +26,9 @@ class EngineProfile:
     multipv: int = 10
     skip_plies: int = 16
     decided_cp: int = 500
+    #: mean seconds per search on the reference machine (2 cores; bench/warm_cache.py's totals): the engine
+    #: pool's default deadline per search is derived from it (:attr:`search_timeout`)
+    search_seconds: float = 0.05
 
     def __post_init__(self) -> None:
         self.limits  # noqa: B018 - Limits validates (exactly one of depth or nodes, multipv >= 1)
@@ -37,10 +40,20 @@ class EngineProfile:
         return self.multipv == 1
 
     @property
+    def search_timeout(self) -> float:
+        """The default deadline of one search: 50x its mean cost, at least MIN_SEARCH_TIMEOUT. A hung engine holds
+        its game (and its stage's transaction) this long, twice at most (the pool retries once on a fresh process),
+        instead of a fixed minute; a slow but sound search on a loaded machine is still far inside it."""
+        return max(MIN_SEARCH_TIMEOUT, 50.0 * self.search_seconds)
+
+    @property
     def limits(self) -> Limits:
         """The search limits of this profile; ``limits.key`` is their short form in cache keys and messages."""
         return Limits(depth=self.depth, nodes=self.nodes, multipv=self.multipv)
 
+
+#: The shortest default search deadline, seconds (see EngineProfile.search_timeout).
+MIN_SEARCH_TIMEOUT = 5.0
 
 #: The profiles kibitz ships.
 #: - ``standard``: the Bayesian paper's setting as docs/accuracy.md uses it (depth 10, multipv 10).
@@ -55,9 +68,10 @@ class EngineProfile:
 PROFILES: dict[str, EngineProfile] = {
     p.name: p
     for p in (
-        EngineProfile("fast", depth=8, multipv=5),
-        EngineProfile("standard", depth=10, multipv=10),
-        EngineProfile("deep", depth=12, multipv=1),
+        # fast: 5,500 engine-seconds for 130,638 searches of rated games (bench/warm_cache.py, 2 engines)
+        EngineProfile("fast", depth=8, multipv=5, search_seconds=0.042),
+        EngineProfile("standard", depth=10, multipv=10, search_seconds=0.21),
+        EngineProfile("deep", depth=12, multipv=1, search_seconds=0.067),
     )
 }
 DEFAULT_PROFILE = "fast"

@@ -47,6 +47,9 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--engines", type=int, default=2, help="engine processes (one core each); default %(default)s")
     g.add_argument("--engine", default=None, help="engine binary (default: $KIBITZ_ENGINE or stockfish)")
     g.add_argument("--cache", type=Path, default=None, help="SQLite file caching analyses across runs")
+    g.add_argument("--search-timeout", type=float, default=None, metavar="SECONDS",
+                   help="deadline of one engine search before the engine is replaced and the search retried once "
+                        "(default: 50x the profile's mean search time, at least 5 s)")
     g.add_argument("--prior", type=population_prior, metavar="MEAN:SD", default=None,
                    help="the population the moves-only estimate starts from, e.g. 2600:150 for an elite event (default: "
                         "the move model's prior per time-control class, fitted on rated online events)")
@@ -87,9 +90,9 @@ def build_config(args: argparse.Namespace):
         print(f"note: limits {profile.name} differ from the calibrated profile; ratings are not calibrated for them", file=sys.stderr)
         calibration = replace(calibration, provisional=True)
         model = replace(model, provisional=True, _cache={}) if model else None
+    config = PipelineConfig(profile, calibration, model=model, search_timeout=getattr(args, "search_timeout", None))
     idle = getattr(args, "idle_game_seconds", None)
-    extra = {"idle_game_seconds": idle} if idle else {}
-    return PipelineConfig(profile, calibration, model=model, **extra)
+    return replace(config, idle_game_seconds=idle) if idle else config
 
 
 class JsonLines:
@@ -155,7 +158,7 @@ async def _replay(args: argparse.Namespace) -> int:
             out(msg)
             view.publish(msg)
 
-        async with EnginePool(args.engine, size=args.engines, cache_path=args.cache) as pool:
+        async with EnginePool(args.engine, size=args.engines, cache_path=args.cache, timeout=config.timeout) as pool:
             async with EmbeddedRuntime(pool, config, sink, on_reject) as rt:
                 if args.metrics_port:
                     rt.metrics.serve(args.metrics_port, args.metrics_host)
@@ -197,7 +200,7 @@ async def _stream(args: argparse.Namespace) -> int:
         print_rejection(d)
 
     stdin = sys.stdin.buffer
-    async with EnginePool(args.engine, size=args.engines, cache_path=args.cache) as pool:
+    async with EnginePool(args.engine, size=args.engines, cache_path=args.cache, timeout=config.timeout) as pool:
         async with EmbeddedRuntime(pool, config, out, on_reject, max_games=args.max_games, max_players=args.max_players) as rt:
             if args.metrics_port:
                 rt.metrics.serve(args.metrics_port, args.metrics_host)

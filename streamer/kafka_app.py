@@ -25,6 +25,7 @@ import faust
 import mode
 
 from analyzers.engine import EnginePool
+from analyzers.engine.pool import DEFAULT_TIMEOUT
 
 from .kafka_config import KafkaSettings
 from .metrics import Metrics
@@ -37,13 +38,13 @@ RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer":
 class PoolHolder:
     """The worker's one engine pool, shared by every partition's actor."""
 
-    def __init__(self, engine: str | None, size: int, cache_path: Path | None) -> None:
-        self.engine, self.size, self.cache_path = engine, size, cache_path
+    def __init__(self, engine: str | None, size: int, cache_path: Path | None, timeout: float | None = None) -> None:
+        self.engine, self.size, self.cache_path, self.timeout = engine, size, cache_path, timeout
         self.pool: EnginePool | None = None
         self.ready = asyncio.Event()
 
     async def start(self) -> None:
-        self.pool = EnginePool(self.engine, size=self.size, cache_path=self.cache_path)
+        self.pool = EnginePool(self.engine, size=self.size, cache_path=self.cache_path, timeout=self.timeout or DEFAULT_TIMEOUT)
         await self.pool.__aenter__()
         self.ready.set()
 
@@ -80,7 +81,7 @@ def create_app(
     games = app.Table("games", default=None, partitions=settings.partitions, key_type=str)
     players = app.Table("players", default=None, partitions=settings.partitions, key_type=str)
     game_states, player_states = ObjectTable(games, GameState), ObjectTable(players, PlayerState)
-    holder = PoolHolder(engine, engines, cache_path)
+    holder = PoolHolder(engine, engines, cache_path, config.timeout)
     steps = Steps(config, None)  # the pool is set once the Engines service has started it
 
     class Engines(mode.Service):

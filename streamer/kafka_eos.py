@@ -386,7 +386,8 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
     await ensure_topics(settings)
     t = settings.topics
     async with contextlib.AsyncExitStack() as stack:
-        pool = await stack.enter_async_context(EnginePool(engine, size=engines, cache_path=cache_path)) if "analyse" in stages else None
+        pool = await stack.enter_async_context(EnginePool(engine, size=engines, cache_path=cache_path,
+                                                                       timeout=config.timeout)) if "analyse" in stages else None
         steps = Steps(config, pool)
         metrics = steps.metrics
         if metrics_port:

@@ -97,6 +97,12 @@ class PipelineConfig:
     #: this long.
     idle_game_seconds: float = 6 * 3600.0
     ended_game_seconds: float = 24 * 3600.0
+    #: The engine pool's deadline per search; None: the profile's (EngineProfile.search_timeout).
+    search_timeout: float | None = None
+
+    @property
+    def timeout(self) -> float:
+        return self.search_timeout or self.profile.search_timeout
 
     @property
     def limits(self) -> Limits:

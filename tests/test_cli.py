@@ -158,3 +158,18 @@ def test_metrics_bind_where_asked(stockfish):
     finally:
         p.kill()
         p.wait()
+
+
+def test_search_deadline_comes_from_the_profile_unless_given():
+    import argparse
+
+    from analyzers.profiles import MIN_SEARCH_TIMEOUT, get_profile
+    from streamer.cli import build_config
+
+    base = dict(profile="fast", depth=None, nodes=None, multipv=None, prior=None)
+    assert build_config(argparse.Namespace(**base)).timeout == MIN_SEARCH_TIMEOUT  # fast: 50 x 42 ms is under the floor
+    assert build_config(argparse.Namespace(**base, search_timeout=2.5)).timeout == 2.5
+    standard = get_profile("standard")
+    assert standard.search_timeout == 50 * standard.search_seconds > MIN_SEARCH_TIMEOUT
+    stream = build_config(argparse.Namespace(**base, idle_game_seconds=60.0))
+    assert stream.idle_game_seconds == 60.0
