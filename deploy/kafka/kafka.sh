@@ -3,7 +3,8 @@
 #   deploy/kafka/kafka.sh fetch|start|stop|status|reset
 # fetch: Kafka's jars from Maven Central into .cache/kafka (once). start: format the storage if it is empty (the data
 # of an earlier start is kept), start the broker, wait until it accepts connections. reset: stop, wipe the data. Env: KIBITZ_KAFKA_PORT (9092), KIBITZ_KAFKA_CONTROLLER_PORT (9093),
-# KIBITZ_CACHE (.cache), KIBITZ_KAFKA_PARTITIONS (4).
+# KIBITZ_CACHE (.cache), KIBITZ_KAFKA_PARTITIONS (4), KIBITZ_KAFKA_SASL_USERS ("user:password ..."; clients then
+# authenticate with SASL/PLAIN on the port, and the broker's own traffic uses a plaintext listener on port + 2).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -39,15 +40,28 @@ start() {
   fi
   accepting && die "something else already listens on 127.0.0.1:$port"
   mkdir -p "$run/data"
+  local listeners
+  if [ -n "${KIBITZ_KAFKA_SASL_USERS:-}" ]; then
+    local users="" u
+    for u in $KIBITZ_KAFKA_SASL_USERS; do users="$users user_${u%%:*}=\"${u#*:}\""; done
+    listeners="listeners=SASL_PLAINTEXT://127.0.0.1:$port,INTERNAL://127.0.0.1:$((port + 2)),CONTROLLER://127.0.0.1:$cport
+advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$port,INTERNAL://127.0.0.1:$((port + 2))
+inter.broker.listener.name=INTERNAL
+listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required$users;"
+  else
+    listeners="listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  fi
   cat >"$run/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+$listeners
 log.dirs=$run/data
 num.partitions=${KIBITZ_KAFKA_PARTITIONS:-4}
 auto.create.topics.enable=true

@@ -1,0 +1,77 @@
+"""No credential in any log: a worker at DEBUG against a real broker that requires SASL/PLAIN (own ports)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+
+import pytest
+
+from streamer.devkafka import ROOT, fresh_prefix
+from streamer.kafka_config import KafkaSettings, Topics
+
+pytestmark = pytest.mark.kafka
+PORT = 19292
+PASSWORD = "kbz-" + secrets.token_hex(12)
+BROKER_ENV = {**os.environ, "KIBITZ_KAFKA_PORT": str(PORT), "KIBITZ_KAFKA_CONTROLLER_PORT": str(PORT + 1),
+              "KIBITZ_KAFKA_SASL_USERS": f"kibitz:{PASSWORD}"}
+CLIENT_ENV = {**os.environ, "KIBITZ_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KIBITZ_KAFKA_SASL_MECHANISM": "PLAIN",
+              "KIBITZ_KAFKA_SASL_USERNAME": "kibitz", "KIBITZ_KAFKA_SASL_PASSWORD": PASSWORD}
+
+
+def kafka_sh(cmd: str) -> None:
+    r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), cmd], env=BROKER_ENV, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+
+
+async def read(settings: KafkaSettings, topic: str, want: int, timeout: float = 180) -> list[dict]:
+    from aiokafka import AIOKafkaConsumer
+
+    c = AIOKafkaConsumer(topic, group_id=None, auto_offset_reset="earliest", isolation_level="read_committed",
+                         **settings.aiokafka_kwargs())
+    await c.start()
+    out: list[dict] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(out) < want and time.monotonic() < deadline:
+            for recs in (await c.getmany(timeout_ms=500)).values():
+                out += [json.loads(r.value) for r in recs]
+    finally:
+        await c.stop()
+    return out
+
+
+def test_a_worker_at_debug_on_a_sasl_broker_works_and_never_logs_the_password(tmp_path):
+    broker, prefix = f"127.0.0.1:{PORT}", fresh_prefix()
+    kafka_sh("reset")
+    kafka_sh("start")
+    log = tmp_path / "worker.log"
+    worker = subprocess.Popen([sys.executable, "-m", "streamer.cli", "--log-level", "DEBUG", "worker", "--broker", broker,
+                               "--topic-prefix", prefix, "--app-id", prefix, "--depth", "5", "--multipv", "3",
+                               "--engines", "1", "--store", "memory"],
+                              cwd=ROOT, env=CLIENT_ENV, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        produce = subprocess.run([sys.executable, "-m", "streamer.cli", "--log-level", "DEBUG", "produce",
+                                  str(ROOT / "tests/fixtures/anonymous.pgn"), "--broker", broker, "--topic-prefix", prefix,
+                                  "--max-speed"], cwd=ROOT, env=CLIENT_ENV, capture_output=True, text=True, timeout=180)
+        assert produce.returncode == 0, produce.stderr[-2000:]
+        with pytest.MonkeyPatch.context() as mp:  # the same settings as the worker, from the environment
+            for k, v in CLIENT_ENV.items():
+                mp.setenv(k, v)
+            settings = KafkaSettings.from_env(broker=broker, topics=Topics(prefix=prefix))
+        updates = asyncio.run(read(settings, settings.topics.glicko2, 4))
+        assert len(updates) == 4, "the worker authenticated and rated both games"
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        kafka_sh("reset")
+    text = log.read_text() + produce.stdout + produce.stderr
+    assert len(text.splitlines()) > 500, "DEBUG logging was on (aiokafka's request dumps included)"
+    assert PASSWORD not in text
+    assert "SASL" in text or "sasl" in text
