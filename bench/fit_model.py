@@ -178,10 +178,10 @@ def fit(m: Moves, sel: np.ndarray, spec: Spec) -> tuple[np.ndarray, float]:
 
 
 # -- step 3: posterior corrections ---------------------------------------------------------------------------
-def loglik_grids(model: MoveModel, m: Moves) -> np.ndarray:
-    """log P(played | R) on the rating grid for every move (moves x grid)."""
-    out = np.empty((len(m.played), len(RATING_GRID)))
-    for i in range(len(m.played)):
+def loglik_grids(model: MoveModel, m: Moves, only: np.ndarray | None = None) -> np.ndarray:
+    """log P(played | R) on the rating grid for every move (moves x grid); with ``only``, the other rows stay 0."""
+    out = np.zeros((len(m.played), len(RATING_GRID)))
+    for i in (np.flatnonzero(only) if only is not None else range(len(m.played))):
         k = int(np.isfinite(m.deltas[i]).sum())
         out[i] = model.move_loglik(m.deltas[i, :k], int(m.played[i]), str(m.tclass[i]), model.clock_shift(m.clock[i]))
     return out
@@ -242,38 +242,6 @@ def main() -> None:
     m, pg_groups, pe_groups = extract(complete, results)
     print(f"{len(m.played)} counted moves, {len(pg_groups)} player-games, {len(pe_groups)} player-events")
 
-    # held-in split for the ablation: every fifth player-event is scored, the others fit
-    test = (m.pe % 5) == 0
-    print("\nablation (fit on 4/5 of the player-events, mean log-likelihood per move on the other 1/5; higher is better):")
-    print("| move model | log-lik per move | vs full |")
-    print("|---|---|---|")
-    full_ll = 0.0
-    kept = {"win": True, "classes": True, "quadratic": True, "time_left": True, "time_spent": True}
-    for name, input_, spec in (("full: win-probability losses, class offsets, quadratic, clocks", None, Spec()),
-                               ("centipawn losses instead of win probability", "win", Spec(win=False)),
-                               ("no time-control offsets", "classes", Spec(classes=False)),
-                               ("no quadratic term in log s", "quadratic", Spec(quadratic=False)),
-                               ("no time left on the clock", "time_left", Spec(time_left=False)),
-                               ("no time spent on the move", "time_spent", Spec(time_spent=False))):
-        theta, _ = fit(m, ~test, spec)
-        ll = -nll(theta, m, test, spec)
-        if input_ is None:
-            full_ll = ll
-        else:
-            kept[input_] = ll < full_ll  # removing it made the held-in log-likelihood worse: it helps
-        print(f"| {name} | {ll:.5f} | {ll - full_ll:+.5f} |")
-    uniform = float(np.mean(-np.log(np.isfinite(m.deltas[test]).sum(axis=1))))
-    print(f"| uniform over the candidates (reference) | {uniform:.5f} | {uniform - full_ll:+.5f} |")
-
-    # the published model keeps an input only where the ablation shows it helps on these games
-    spec = Spec(**kept)
-    theta, f = fit(m, np.ones(len(m.played), bool), spec)
-    a, b, offsets, clock = unpack(theta, spec)
-    print(f"inputs kept: {', '.join(k for k, v in kept.items() if v) or 'none'}")
-    print(f"\nmove model on all {len(m.played)} moves: mean log-lik {-f:.5f}; log s = {a[0]:.3f} {a[1]:+.3f} z {a[2]:+.3f} z^2 "
-          f"+ class ({', '.join(f'{k} {v:+.3f}' for k, v in offsets.items())}) {clock[0]:+.3f} x_left {clock[1]:+.3f} x_spent; "
-          f"log c = {b[0]:.3f} {b[1]:+.3f} z")
-
     # a class seen in rated-dev gets rated-dev's players of that class; a class it lacks, and an unknown one, get every
     # fitting player-game (rated-dev and elite-otb): a broad prior where the population is not known
     priors: dict[str, Prior] = {}
@@ -289,6 +257,55 @@ def main() -> None:
             priors[tc] = priors[UNKNOWN_CLASS]
             print(f"no rated-dev {tc} games: the {tc} prior is the one of every fitting player-game")
     print("priors (rated-dev player-games): " + ", ".join(f"{k} {p.mean:.0f} +/- {p.sd:.0f}" for k, p in priors.items()))
+
+    # Held-in split for the ablation: every fifth player-event is scored, the others fit. An input can predict moves
+    # better and still rate players worse (a clock habit that differs between populations shifts every rating), so
+    # an input is kept when removing it makes the *ratings* of the held-in players worse: the mean log density of
+    # their FIDE rating under the posterior, over the checkpoints (one game; 10 ... 160 moves of a player-event).
+    test = (m.pe % 5) == 0
+    held_in = checkpoints([g for g in pg_groups if g.moves and test[g.moves[0]]],
+                          [g for g in pe_groups if g.moves and test[g.moves[0]]])
+    print("\nablation (fit on 4/5 of the player-events; scored on the other 1/5: log-likelihood per move, and the ratings "
+          "with temperature 1, person sd 350; higher is better):")
+    print("| move model | log-lik per move | vs full | log density of the true rating | vs full | MAE, one game | "
+          "MAE, 40 moves of an event |")
+    print("|---|---|---|---|---|---|---|")
+    full_ll = full_r = 0.0
+    kept = {"win": True, "classes": True, "quadratic": True, "time_left": True, "time_spent": True}
+    for name, input_, spec in (("full: win-probability losses, class offsets, quadratic, clocks", None, Spec()),
+                               ("centipawn losses instead of win probability", "win", Spec(win=False)),
+                               ("no time-control offsets", "classes", Spec(classes=False)),
+                               ("no quadratic term in log s", "quadratic", Spec(quadratic=False)),
+                               ("no time left on the clock", "time_left", Spec(time_left=False)),
+                               ("no time spent on the move", "time_spent", Spec(time_spent=False))):
+        theta, _ = fit(m, ~test, spec)
+        ll = -nll(theta, m, test, spec)
+        a_, b_, off_, clk_ = unpack(theta, spec)
+        trial = MoveModel(profile.name, a_, b_, off_, priors, clock=clk_, temperature=1.0, person_sd=350.0)
+        if not spec.win:  # the model's grids take win-probability losses; this variant is scored on move log-lik only
+            sc = None
+        else:
+            sc = score(trial, loglik_grids(trial, m, test), held_in)
+        r = float(np.mean([v[0] for v in sc.values()])) if sc else float("nan")
+        if input_ is None:
+            full_ll, full_r = ll, r
+        else:
+            # removing it made the held-in ratings worse (or, for the loss scale, the move log-likelihood): it helps
+            kept[input_] = r < full_r if sc else ll < full_ll
+        mae1 = f"{sc['game'][2]:.0f}" if sc else "-"
+        mae40 = f"{sc['40'][2]:.0f}" if sc and "40" in sc else "-"
+        print(f"| {name} | {ll:.5f} | {ll - full_ll:+.5f} | {r:.4f} | {r - full_r:+.4f} | {mae1} | {mae40} |")
+    uniform = float(np.mean(-np.log(np.isfinite(m.deltas[test]).sum(axis=1))))
+    print(f"| uniform over the candidates (reference) | {uniform:.5f} | {uniform - full_ll:+.5f} | | | | |")
+
+    # the published model keeps an input only where the ablation shows it helps on these games
+    spec = Spec(**kept)
+    theta, f = fit(m, np.ones(len(m.played), bool), spec)
+    a, b, offsets, clock = unpack(theta, spec)
+    print(f"inputs kept: {', '.join(k for k, v in kept.items() if v) or 'none'}")
+    print(f"\nmove model on all {len(m.played)} moves: mean log-lik {-f:.5f}; log s = {a[0]:.3f} {a[1]:+.3f} z {a[2]:+.3f} z^2 "
+          f"+ class ({', '.join(f'{k} {v:+.3f}' for k, v in offsets.items())}) {clock[0]:+.3f} x_left {clock[1]:+.3f} x_spent; "
+          f"log c = {b[0]:.3f} {b[1]:+.3f} z")
 
     model = MoveModel(profile.name, a, b, offsets, priors, clock=clock)
     grids = loglik_grids(model, m)
