@@ -82,13 +82,16 @@ class StageConfig:
     source: str
     changelog: str
     step: Step
-    codec: type                      # the state class: from_dict on restore, to_dict into the changelog
+    codec: Any                       # the state class: from_dict on restore, to_dict into the changelog
     window: int = 1                  # records run at once (different keys only); 1 = strictly in order
     max_records: int = 1000
     commit_seconds: float = 0.25     # a transaction closes after this long even if the batch is not done
     max_aborts: int = 3              # a record whose transaction aborts this often is dead-lettered unapplied
     sweep: Callable[[TrackedState], Any] | None = None  # run on each partition's state every sweep_seconds
     sweep_seconds: float = 300.0
+    #: window > 1: how long after ``commit_seconds`` the transaction waits for records still running (a slow or hung
+    #: engine search) before it commits what is ready and leaves the rest for the next one (see Stage._run)
+    straggler_seconds: float = 1.0
     state: dict[int, TrackedState] = field(default_factory=dict)
 
 
@@ -138,6 +141,7 @@ class Stage:
         self.aborts: dict[tuple[TopicPartition, int], tuple[int, str]] = {}
         self.poisoned = 0
         self.last_sweep = time.monotonic()
+        self.stragglers = 0  # transactions' partitions cut short by a record still running (see _cut)
 
     def _open(self, partition: int, *, fresh: bool = False) -> TrackedState:
         if self.store_dir is None:
@@ -218,11 +222,17 @@ class Stage:
         running: set[asyncio.Task] = set()
         started: list[asyncio.Task] = []
 
+        snapshots: dict[int, tuple[str, Any]] = {}  # slot -> (state key, its to_dict() before the record ran)
+
         async def one(rec, slot: int, before: asyncio.Task | None) -> None:  # noqa: ANN001
             if before is not None:
                 await before
-            outputs[slot] = await self.cfg.step(self.cfg.state[rec.partition], rec.key, rec.value,
-                                                f"{rec.topic}/{rec.partition}@{rec.offset}")
+            state = self.cfg.state[rec.partition]
+            if rec.key is not None:  # a game's records are keyed by its id, the key of its state
+                key = rec.key.decode("utf-8", "replace")
+                current = state.get(key)
+                snapshots[slot] = (key, current.to_dict() if current is not None else None)
+            outputs[slot] = await self.cfg.step(state, rec.key, rec.value, f"{rec.topic}/{rec.partition}@{rec.offset}")
 
         queues = [list(recs) for recs in owned.values()]
         order = [rec for row in zip_longest(*queues) for rec in row if rec is not None]
@@ -234,6 +244,7 @@ class Stage:
                                                    f"{rec.topic}/{rec.partition}@{rec.offset}"))
                 nxt[TopicPartition(rec.topic, rec.partition)] = rec.offset + 1
             return nxt, outputs
+        records: list = []
         try:
             for rec in order:
                 if outputs and time.monotonic() > deadline:
@@ -245,13 +256,55 @@ class Stage:
                 last[(rec.partition, rec.key)] = task
                 running.add(task)
                 started.append(task)
+                records.append(rec)
                 nxt[TopicPartition(rec.topic, rec.partition)] = rec.offset + 1
-            await asyncio.gather(*started)
+            wait = max(0.0, deadline - time.monotonic()) + self.cfg.straggler_seconds
+            if started:
+                await asyncio.wait(started, timeout=wait)
+            if any(not t.done() for t in started):
+                await self._cut(records, started, outputs, snapshots, nxt)
+            await asyncio.gather(*(t for t in started if not t.cancelled()))
         except BaseException:
             for t in started:
                 t.cancel()
             raise
         return nxt, outputs
+
+    async def _cut(self, records: list, tasks: list[asyncio.Task], outputs: list[list[Output]],
+                   snapshots: dict[int, tuple[str, Any]], nxt: dict[TopicPartition, int]) -> None:
+        """Commit what is ready: in each partition, the records from the first one still running onwards are undone
+        (cancelled; their outputs dropped; the state of every key they touched put back as it was before the first of
+        them ran) and left for the next transaction, which starts at that offset. The engine search they waited for
+        goes on in the pool, so the record finds it running or cached when it runs again. Other games are not held
+        up by one slow search for longer than ``straggler_seconds``."""
+        cut: dict[TopicPartition, int] = {}
+        for rec, task in zip(records, tasks):
+            tp = TopicPartition(rec.topic, rec.partition)
+            if tp not in cut and not task.done():
+                cut[tp] = rec.offset
+        undone = [i for i, rec in enumerate(records)
+                  if (tp := TopicPartition(rec.topic, rec.partition)) in cut and rec.offset >= cut[tp]]
+        for i in undone:
+            tasks[i].cancel()
+        await asyncio.gather(*(tasks[i] for i in undone), return_exceptions=True)
+        restored: set[tuple[int, str]] = set()
+        for i in undone:  # in start order: a key's first undone record has the state from before all of them
+            outputs[i] = []
+            snap = snapshots.get(i)
+            if snap is None or (records[i].partition, snap[0]) in restored:
+                continue
+            restored.add((records[i].partition, snap[0]))
+            state, (key, before) = self.cfg.state[records[i].partition], snap
+            if before is None:
+                state.pop(key, None)
+            else:
+                state[key] = self.cfg.codec.from_dict(before)
+        for tp, offset in cut.items():
+            nxt[tp] = offset
+        self.stragglers += len(cut)
+        log.warning("slow records left for the next transaction", extra={
+            "stage": self.cfg.name, "partitions": len(cut), "records_undone": len(undone),
+            "waited_seconds": self.cfg.commit_seconds + self.cfg.straggler_seconds})
 
     async def _process(self, batch: dict[TopicPartition, list]) -> None:
         assigned = self.consumer.assignment()

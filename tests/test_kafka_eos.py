@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from types import SimpleNamespace
 
 from aiokafka import TopicPartition
@@ -144,3 +145,49 @@ async def test_a_batch_fetched_across_a_rebalance_is_dropped_and_reread_from_the
     except asyncio.CancelledError:
         pass
     assert calls == [] and s.consumer.seeks == [(tp, 100)]
+
+
+class Counter:
+    """A minimal state: how many records of its key were applied."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def to_dict(self) -> dict:
+        return {"n": self.n}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Counter":
+        return cls(d["n"])
+
+
+async def test_a_hung_record_is_left_for_the_next_transaction_and_the_rest_commits():
+    """One record never finishes: after commit_seconds + straggler_seconds the transaction commits, in its partition,
+    the records before it; it and everything after it in that partition are undone (outputs dropped, state put back);
+    the other partition commits in full."""
+    hang = asyncio.Event()
+
+    async def step(state, key, raw, source):  # noqa: ANN001
+        k = key.decode()
+        state[k] = Counter((state.get(k).n if state.get(k) else 0) + 1)
+        if source == "in/0@105":
+            await hang.wait()  # a search that never answers
+        await asyncio.sleep(0.001)
+        return [("out", key, source)]
+
+    s = stage(step, window=4, commit_seconds=0.05)
+    s.cfg.codec, s.cfg.straggler_seconds, s.stragglers = Counter, 0.2, 0
+    b = batch(3, n=12)
+    started = time.monotonic()
+    nxt, outputs = await s._run(b)
+    assert time.monotonic() - started < 1.0
+    p0, p1 = TopicPartition("in", 0), TopicPartition("in", 1)
+    assert nxt[p0] == 105 and nxt[p1] == 112 and s.stragglers == 1
+    done = sorted(src for outs in outputs for _, _, src in outs)
+    assert [x for x in done if x.startswith("in/0")] == [f"in/0@{100 + i}" for i in range(5)]
+    assert len([x for x in done if x.startswith("in/1")]) == 12
+    # partition 0's state counts exactly the committed records of each key
+    applied = {}
+    for r in b[p0][:5]:
+        applied[r.key.decode()] = applied.get(r.key.decode(), 0) + 1
+    assert {k: v.n for k, v in s.cfg.state[0].items()} == applied

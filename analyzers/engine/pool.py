@@ -254,21 +254,26 @@ class EnginePool:
         if running is not None:
             self.stats.joined += 1
             return await asyncio.shield(running)
-        fut: asyncio.Future[PositionAnalysis] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = fut
+        # The search is the pool's task, not the caller's: a caller that gives up (a stage cutting a transaction short
+        # to commit what is ready) leaves it running, and whoever asks for the position next joins it or hits the cache.
+        task = asyncio.ensure_future(self._search_and_cache(key, canonical_board(board), limits))
+        self._inflight[key] = task
+        self._background.add(task)
+        task.add_done_callback(self._search_done)
+        return await asyncio.shield(task)
+
+    async def _search_and_cache(self, key: str, board: chess.Board, limits: Limits) -> PositionAnalysis:
         try:
-            result = await self._search(canonical_board(board), limits)
-        except BaseException as e:
-            if not fut.done():
-                fut.set_exception(e if isinstance(e, Exception) else EngineError("search cancelled"))
-                fut.exception()  # joined waiters get it; mark it retrieved so asyncio does not warn
-            raise
-        else:
+            result = await self._search(board, limits)
             self.cache.put(key, result)
-            fut.set_result(result)
             return result
         finally:
             self._inflight.pop(key, None)
+
+    def _search_done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled():
+            task.exception()  # its callers got it (or none is left): mark it retrieved so asyncio does not warn
 
     def prefetch(self, board: chess.Board, limits: Limits) -> None:
         """Start analysing ``board`` now without waiting; a later :meth:`analyse` joins it or hits the cache."""
