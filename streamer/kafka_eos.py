@@ -58,6 +58,8 @@ FETCH_WAIT_MS = 10
 #: one small response each (fewer round trips, less protocol decoding in Python): p50 at 500 moves/s 41 -> 33 ms,
 #: p99 70 -> 57-68 ms (bench/throughput.py). At a trickle it waits at most FETCH_WAIT_MS, as before.
 FETCH_MIN_BYTES = 32 * 1024
+#: How long a transaction waits, after its new records, for records it re-runs after a cut (see Stage._cut).
+REPEAT_GRACE_SECONDS = 0.05
 Step = Callable[[TrackedState, bytes | None, bytes, str], Awaitable[list[Output]]]
 #: For a few ms after a commit the broker answers a new transaction's AddPartitionsToTxn with CONCURRENT_TRANSACTIONS
 #: (its commit markers are still being written; KAFKA-5477), and aiokafka retries after a fixed 20 ms
@@ -91,7 +93,7 @@ class StageConfig:
     sweep_seconds: float = 300.0
     #: window > 1: how long after ``commit_seconds`` the transaction waits for records still running (a slow or hung
     #: engine search) before it commits what is ready and leaves the rest for the next one (see Stage._run)
-    straggler_seconds: float = 1.0
+    straggler_seconds: float = 0.25
     state: dict[int, TrackedState] = field(default_factory=dict)
 
 
@@ -142,6 +144,7 @@ class Stage:
         self.poisoned = 0
         self.last_sweep = time.monotonic()
         self.stragglers = 0  # transactions' partitions cut short by a record still running (see _cut)
+        self.repeats: set[tuple[int, int]] = set()  # (partition, offset) of records cut and not yet done
 
     def _open(self, partition: int, *, fresh: bool = False) -> TrackedState:
         if self.store_dir is None:
@@ -228,11 +231,19 @@ class Stage:
             if before is not None:
                 await before
             state = self.cfg.state[rec.partition]
-            if rec.key is not None:  # a game's records are keyed by its id, the key of its state
-                key = rec.key.decode("utf-8", "replace")
-                current = state.get(key)
-                snapshots[slot] = (key, current.to_dict() if current is not None else None)
+            if rec.key is None:
+                outputs[slot] = await self.cfg.step(state, rec.key, rec.value, f"{rec.topic}/{rec.partition}@{rec.offset}")
+                return
+            key = rec.key.decode("utf-8", "replace")  # a game's records are keyed by its id, the key of its state
+            current = state.get(key)
+            if current is not None and getattr(current, "input_offset", -1) >= rec.offset:
+                return  # applied, with its outputs, in a transaction that committed before a cut (see _cut)
+            snapshots[slot] = (key, current.to_dict() if current is not None else None)
             outputs[slot] = await self.cfg.step(state, rec.key, rec.value, f"{rec.topic}/{rec.partition}@{rec.offset}")
+            after = state.get(key)
+            if after is not None and hasattr(after, "input_offset"):
+                after.input_offset = rec.offset
+                state[key] = after  # written even when the step rejected the record, so a re-read skips it too
 
         queues = [list(recs) for recs in owned.values()]
         order = [rec for row in zip_longest(*queues) for rec in row if rec is not None]
@@ -258,11 +269,20 @@ class Stage:
                 started.append(task)
                 records.append(rec)
                 nxt[TopicPartition(rec.topic, rec.partition)] = rec.offset + 1
+            # wait for the records started here, but not again for one already cut for being slow: its search is still
+            # running in the pool, and waiting for it would hold every other game up at each transaction until it ends
+            fresh = [t for t, rec in zip(started, records) if (rec.partition, rec.offset) not in self.repeats]
             wait = max(0.0, deadline - time.monotonic()) + self.cfg.straggler_seconds
-            if started:
-                await asyncio.wait(started, timeout=wait)
+            if fresh or started:
+                await asyncio.wait(fresh or started, timeout=wait)
+            pending = [t for t in started if not t.done()]
+            if pending:  # a repeat whose search has ended since needs only a moment
+                await asyncio.wait(pending, timeout=REPEAT_GRACE_SECONDS)
             if any(not t.done() for t in started):
                 await self._cut(records, started, outputs, snapshots, nxt)
+            for t, rec in zip(started, records):
+                if not t.cancelled():
+                    self.repeats.discard((rec.partition, rec.offset))
             await asyncio.gather(*(t for t in started if not t.cancelled()))
         except BaseException:
             for t in started:
@@ -272,20 +292,22 @@ class Stage:
 
     async def _cut(self, records: list, tasks: list[asyncio.Task], outputs: list[list[Output]],
                    snapshots: dict[int, tuple[str, Any]], nxt: dict[TopicPartition, int]) -> None:
-        """Commit what is ready: in each partition, the records from the first one still running onwards are undone
-        (cancelled; their outputs dropped; the state of every key they touched put back as it was before the first of
-        them ran) and left for the next transaction, which starts at that offset. The engine search they waited for
-        goes on in the pool, so the record finds it running or cached when it runs again. Other games are not held
-        up by one slow search for longer than ``straggler_seconds``."""
+        """Commit what is ready. Records still running are undone: cancelled, their state put back as it was before
+        they ran (a game's later records wait for its earlier ones, so they are among them). Everything that finished
+        commits, outputs and state, and each partition's offset stops at its first undone record; the finished records
+        after it are read again by the next transaction and skipped, because their game's state holds the offset of the
+        last record applied to it (GameState.input_offset). The engine search an undone record waited for goes on in
+        the pool, so the record finds it running or cached when it runs again. One slow search holds up other games
+        for at most ``straggler_seconds``."""
         cut: dict[TopicPartition, int] = {}
         for rec, task in zip(records, tasks):
             tp = TopicPartition(rec.topic, rec.partition)
             if tp not in cut and not task.done():
                 cut[tp] = rec.offset
-        undone = [i for i, rec in enumerate(records)
-                  if (tp := TopicPartition(rec.topic, rec.partition)) in cut and rec.offset >= cut[tp]]
+        undone = [i for i, task in enumerate(tasks) if not task.done()]
         for i in undone:
             tasks[i].cancel()
+            self.repeats.add((records[i].partition, records[i].offset))
         await asyncio.gather(*(tasks[i] for i in undone), return_exceptions=True)
         restored: set[tuple[int, str]] = set()
         for i in undone:  # in start order: a key's first undone record has the state from before all of them

@@ -126,6 +126,9 @@ class GameState:
     last_clock: list[float | None] = field(default_factory=lambda: [None, None])  # white, black
     #: wall-clock time of the game's last event: open games idle too long and old end markers are swept
     touched: float = 0.0
+    #: the input offset of the last record applied to this game (set by the transactional stage): a record at or
+    #: before it was applied and committed already, and is skipped when a cut transaction re-reads it
+    input_offset: int = -1
     _board: chess.Board | None = field(default=None, repr=False, compare=False)
 
     def board(self) -> chess.Board:
@@ -139,13 +142,14 @@ class GameState:
     def to_dict(self) -> dict[str, Any]:
         if self.ended:  # an end marker: enough to reject a late event or a re-used id, a few hundred bytes
             return {"format": STATE_FORMAT, "game_id": self.game_id, "white": self.white.model_dump(),
-                    "black": self.black.model_dump(), "event": self.event, "ended": True, "touched": self.touched}
+                    "black": self.black.model_dump(), "event": self.event, "ended": True, "touched": self.touched,
+                    "input_offset": self.input_offset}
         return {
             "format": STATE_FORMAT, "game_id": self.game_id, "white": self.white.model_dump(), "black": self.black.model_dump(),
             "event": self.event, "initial_fen": self.initial_fen, "moves": list(self.moves),
             "pending_end": self.pending_end.model_dump() if self.pending_end else None, "ended": self.ended,
             "time_class": self.time_class, "clock_base": self.clock_base, "last_clock": list(self.last_clock),
-            "touched": self.touched,
+            "touched": self.touched, "input_offset": self.input_offset,
             # the current position, so a stored game is restored in O(1) instead of replaying every move
             "fen": self.board().fen(),
         }
@@ -158,7 +162,7 @@ class GameState:
             d["game_id"], PlayerInfo(**d["white"]), PlayerInfo(**d["black"]), d["event"], d.get("initial_fen"),
             list(d.get("moves", ())), GameEnded(**pending) if pending else None, d["ended"],
             d.get("time_class", UNKNOWN_CLASS), d.get("clock_base"), list(d.get("last_clock") or [None, None]),
-            float(d.get("touched", 0.0)),
+            float(d.get("touched", 0.0)), int(d.get("input_offset", -1)),
         )
         if d.get("fen"):
             # the engine sees positions without history (see analyzers.engine.analysis), so the FEN is all it needs

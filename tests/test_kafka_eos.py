@@ -16,6 +16,7 @@ from streamer.pipeline import GameState
 
 def stage(step, *, window: int, commit_seconds: float) -> Stage:
     s = Stage.__new__(Stage)  # no Kafka clients: only the batch logic is under test
+    s.repeats = set()
     s.cfg = StageConfig("t", "in", "log", step, GameState, window=window, commit_seconds=commit_seconds,
                         state={0: TrackedState(), 1: TrackedState()})
     return s
@@ -148,46 +149,54 @@ async def test_a_batch_fetched_across_a_rebalance_is_dropped_and_reread_from_the
 
 
 class Counter:
-    """A minimal state: how many records of its key were applied."""
+    """A minimal state: how many records of its key were applied, and the offset of the last one."""
 
-    def __init__(self, n: int) -> None:
-        self.n = n
+    def __init__(self, n: int, input_offset: int = -1) -> None:
+        self.n, self.input_offset = n, input_offset
 
     def to_dict(self) -> dict:
-        return {"n": self.n}
+        return {"n": self.n, "input_offset": self.input_offset}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Counter":
-        return cls(d["n"])
+    def from_dict(cls, d: dict) -> Counter:
+        return cls(d["n"], d["input_offset"])
 
 
 async def test_a_hung_record_is_left_for_the_next_transaction_and_the_rest_commits():
-    """One record never finishes: after commit_seconds + straggler_seconds the transaction commits, in its partition,
-    the records before it; it and everything after it in that partition are undone (outputs dropped, state put back);
-    the other partition commits in full."""
+    """One record never finishes: after commit_seconds + straggler_seconds the transaction commits everything that
+    finished; the hung record and its game's later records are undone (state put back) and its partition's offset
+    stops there. Re-reading from that offset applies exactly the undone records: the others are skipped."""
     hang = asyncio.Event()
+    applied: list[str] = []
 
     async def step(state, key, raw, source):  # noqa: ANN001
         k = key.decode()
-        state[k] = Counter((state.get(k).n if state.get(k) else 0) + 1)
+        old = state.get(k)
+        state[k] = Counter((old.n if old else 0) + 1, old.input_offset if old else -1)
         if source == "in/0@105":
             await hang.wait()  # a search that never answers
         await asyncio.sleep(0.001)
+        applied.append(source)
         return [("out", key, source)]
 
     s = stage(step, window=4, commit_seconds=0.05)
-    s.cfg.codec, s.cfg.straggler_seconds, s.stragglers = Counter, 0.2, 0
+    s.cfg.codec, s.cfg.straggler_seconds, s.stragglers, s.repeats = Counter, 0.2, 0, set()
     b = batch(3, n=12)
+    p0, p1 = TopicPartition("in", 0), TopicPartition("in", 1)
+    hung_key = b[p0][5].key
+    held = [r for r in b[p0] if r.key == hung_key and r.offset >= 105]
     started = time.monotonic()
     nxt, outputs = await s._run(b)
     assert time.monotonic() - started < 1.0
-    p0, p1 = TopicPartition("in", 0), TopicPartition("in", 1)
     assert nxt[p0] == 105 and nxt[p1] == 112 and s.stragglers == 1
-    done = sorted(src for outs in outputs for _, _, src in outs)
-    assert [x for x in done if x.startswith("in/0")] == [f"in/0@{100 + i}" for i in range(5)]
-    assert len([x for x in done if x.startswith("in/1")]) == 12
-    # partition 0's state counts exactly the committed records of each key
-    applied = {}
-    for r in b[p0][:5]:
-        applied[r.key.decode()] = applied.get(r.key.decode(), 0) + 1
-    assert {k: v.n for k, v in s.cfg.state[0].items()} == applied
+    done = {src for outs in outputs for _, _, src in outs}
+    assert done == {f"in/{r.partition}@{r.offset}" for recs in b.values() for r in recs if r not in held}
+    # the next transaction re-reads partition 0 from 105: only the undone records run again
+    hang.set()
+    applied.clear()
+    again, outputs = await s._run({p0: b[p0][5:]})
+    assert again[p0] == 112 and sorted(applied) == sorted(f"in/0@{r.offset}" for r in held)
+    for key in {r.key for r in b[p0]}:
+        mine = [r for r in b[p0] if r.key == key]
+        assert s.cfg.state[0][key.decode()].n == len(mine), "each record applied exactly once"
+        assert s.cfg.state[0][key.decode()].input_offset == mine[-1].offset
