@@ -216,6 +216,8 @@ class Steps:
         idle, expired = [], []
         scan = getattr(games, "scan", None)  # a RocksDB store holds more than its live items
         for gid, state in (scan() if scan is not None else list(games.items())):
+            if not state.touched:
+                continue  # stored before games kept the time of their last event: its next event sets it
             age = now - state.touched
             if state.ended:
                 if age > self.config.ended_game_seconds:
