@@ -417,3 +417,64 @@ def test_an_engine_that_hangs_every_50th_search_holds_up_only_its_own_game(broke
     # On this 2-core machine the tail is set by the lost engine (one engine carries the load while the other is hung
     # and restarted): p99 measured 2.0-2.1 s, p90 1.0-1.7 s (README). The median stays where it is without faults.
     assert q["p50"] < 1.0, q
+
+
+def test_a_player_with_1000_open_games_does_not_stop_the_rate_stage(broker):
+    """One player's 1,000 unfinished games in 1,000 events, interleaved with other players' moves: every assessment
+    is rated once, nothing is dead-lettered, and every changelog record of that player stays under the stated bound."""
+    from aiokafka import AIOKafkaConsumer
+
+    from analyzers.calibration import load_calibration
+    from analyzers.profiles import get_profile
+    from analyzers.ratingmodel import load_move_model
+    from schemas import MoveAssessment
+    from streamer.kafka_config import KafkaSettings
+    from streamer.kafka_eos import Stage, StageConfig, _sync, ensure_topics
+    from streamer.pipeline import PLAYER_STATE_BOUND, PipelineConfig, PlayerState
+    from streamer.steps import Steps
+
+    settings = KafkaSettings(broker=broker, partitions=2, topics=Topics(prefix=fresh_prefix()))
+    t = settings.topics
+    steps = Steps(PipelineConfig(get_profile("fast"), load_calibration("fast"), model=load_move_model("fast")))
+    cands = [{"uci": "e2e4", "cp": 30, "mate": None}, {"uci": "d2d4", "cp": 20, "mate": None}, {"uci": "g1f3", "cp": -40, "mate": None}]
+    records = []
+    for i in range(1000):
+        for player, game, event in (("hoarder", f"g{i}", f"e{i}"), (f"other{i % 20}", f"o{i % 20}", "open")):
+            a = MoveAssessment(game_id=game, ply=20 + 2 * (i // 20 if player != "hoarder" else 0), player_id=player,
+                               color="white", uci="d2d4", event=event, reference_rating=1800, eval_before=30, eval_after=20,
+                               gain=-10, loss=10, candidates=cands, played_rank=1, played_value=20, counted=True,
+                               engine="test", limits="d8-mpv5", time_class="rapid")
+            records.append((player.encode(), a.model_dump_json().encode()))
+
+    async def run():
+        await ensure_topics(settings)
+        await produce(broker, t.assessments, records)
+        stage = Stage(settings, StageConfig("rate", t.assessments, t.state_players, _sync(steps.player_record), PlayerState),
+                      "hoard-test")
+        task = asyncio.create_task(stage.run())
+        try:
+            out = await consume_until(broker, [t.perceived, t.deadletter], lambda o: len(o[t.perceived]) >= 2000, timeout=240)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        c = AIOKafkaConsumer(t.state_players, bootstrap_servers=broker, group_id=None, auto_offset_reset="earliest",
+                             isolation_level="read_committed")
+        await c.start()
+        sizes: list[int] = []
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                batch = await c.getmany(timeout_ms=1000)
+                if not batch and sizes:
+                    break
+                sizes += [len(r.value) for recs in batch.values() for r in recs if r.key == b"hoarder" and r.value]
+        finally:
+            await c.stop()
+        return stage, out, sizes
+
+    stage, out, sizes = asyncio.run(run())
+    rated = [json.loads(v) for v in out[t.perceived]]
+    assert not out[t.deadletter] and stage.poisoned == 0
+    assert len(rated) == 2000 and len({(m["player_id"], m["game_id"], m["ply"]) for m in rated}) == 2000
+    assert sum(m["player_id"].startswith("other") for m in rated) == 1000, "bystanders are rated throughout"
+    assert sizes and max(sizes) < PLAYER_STATE_BOUND, (len(sizes), max(sizes or [0]))
