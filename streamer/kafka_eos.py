@@ -84,7 +84,8 @@ class StageConfig:
     source: str
     changelog: str
     step: Step
-    codec: Any                       # the state class: from_dict on restore, to_dict into the changelog
+    codec: Any                       # the state class: from_dict on restore, to_dict into the changelog (and copy()
+                                     # of a state, to undo a record, when window > 1)
     window: int = 1                  # records run at once (different keys only); 1 = strictly in order
     max_records: int = 1000
     commit_seconds: float = 0.25     # a transaction closes after this long even if the batch is not done
@@ -225,23 +226,22 @@ class Stage:
         running: set[asyncio.Task] = set()
         started: list[asyncio.Task] = []
 
-        snapshots: dict[int, tuple[str, Any]] = {}  # slot -> (state key, its to_dict() before the record ran)
+        snapshots: dict[int, tuple[str, Any]] = {}  # slot -> (state key, a copy of its state before the record ran)
 
         async def one(rec, slot: int, before: asyncio.Task | None) -> None:  # noqa: ANN001
             if before is not None:
                 await before
             state = self.cfg.state[rec.partition]
-            if rec.key is None:
-                outputs[slot] = await self.cfg.step(state, rec.key, rec.value, f"{rec.topic}/{rec.partition}@{rec.offset}")
-                return
-            key = rec.key.decode("utf-8", "replace")  # a game's records are keyed by its id, the key of its state
-            current = state.get(key)
-            if current is not None and getattr(current, "input_offset", -1) >= rec.offset:
-                return  # applied, with its outputs, in a transaction that committed before a cut (see _cut)
-            snapshots[slot] = (key, current.to_dict() if current is not None else None)
-            outputs[slot] = await self.cfg.step(state, rec.key, rec.value, f"{rec.topic}/{rec.partition}@{rec.offset}")
-            after = state.get(key)
-            if after is not None and hasattr(after, "input_offset"):
+            # a game's records are keyed by its id, the key of its state
+            key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
+            if key is not None:
+                current = state.get(key)
+                if current is not None and getattr(current, "input_offset", -1) >= rec.offset:
+                    return  # applied, with its outputs, in a transaction that committed before a cut (see _cut)
+                snapshots[slot] = (key, current.copy() if current is not None else None)
+            outputs[slot] = await self.cfg.step(state, rec.key, rec.value, _source(rec))
+            after = state.get(key) if key is not None else None
+            if key is not None and after is not None and hasattr(after, "input_offset"):
                 after.input_offset = rec.offset
                 state[key] = after  # written even when the step rejected the record, so a re-read skips it too
 
@@ -251,8 +251,7 @@ class Stage:
             for rec in order:
                 if outputs and time.monotonic() > deadline:
                     break
-                outputs.append(await self.cfg.step(self.cfg.state[rec.partition], rec.key, rec.value,
-                                                   f"{rec.topic}/{rec.partition}@{rec.offset}"))
+                outputs.append(await self.cfg.step(self.cfg.state[rec.partition], rec.key, rec.value, _source(rec)))
                 nxt[TopicPartition(rec.topic, rec.partition)] = rec.offset + 1
             return nxt, outputs
         records: list = []
@@ -320,7 +319,7 @@ class Stage:
             if before is None:
                 state.pop(key, None)
             else:
-                state[key] = self.cfg.codec.from_dict(before)
+                state[key] = before
         for tp, offset in cut.items():
             nxt[tp] = offset
         self.stragglers += len(cut)
@@ -413,7 +412,7 @@ class Stage:
         self.poisoned += 1
         if self.metrics is not None:
             self.metrics.rejected.labels(PoisonRecord.reason).inc()
-        source = f"{rec.topic}/{rec.partition}@{rec.offset}"
+        source = _source(rec)
         log.error("poison record dead-lettered unapplied", extra={"stage": self.cfg.name, "source": source, "aborts": n,
                                                                 "error": error})
         err = PoisonRecord(f"its transaction aborted {n} times; last error: {error}")
@@ -440,6 +439,11 @@ class Stage:
                 self.consumer.seek(tp, committed)
 
 
+
+
+def _source(rec: Any) -> str:
+    """Where a record came from, as dead letters and logs name it: ``topic/partition@offset``."""
+    return f"{rec.topic}/{rec.partition}@{rec.offset}"
 
 
 def _sync(step: Callable[[Any, bytes | None, bytes, str], list[Output]]) -> Step:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import chess
@@ -138,6 +138,11 @@ class GameState:
                 b.push_uci(m)
             self._board = b
         return self._board
+
+    def copy(self) -> GameState:
+        """An independent copy (its own move and clock lists; the board is rebuilt from the moves if it is needed),
+        for a stage that may have to put a game back as it was before a record: a few us, where to_dict costs 30."""
+        return replace(self, moves=list(self.moves), last_clock=list(self.last_clock), _board=None)
 
     def to_dict(self) -> dict[str, Any]:
         if self.ended:  # an end marker: enough to reject a late event or a re-used id, a few hundred bytes

@@ -157,6 +157,9 @@ class Counter:
     def to_dict(self) -> dict:
         return {"n": self.n, "input_offset": self.input_offset}
 
+    def copy(self) -> Counter:
+        return Counter(self.n, self.input_offset)
+
     @classmethod
     def from_dict(cls, d: dict) -> Counter:
         return cls(d["n"], d["input_offset"])
