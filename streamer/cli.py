@@ -274,7 +274,9 @@ def kafka_settings(args: argparse.Namespace):
     from .kafka_config import KafkaSettings, Topics
 
     return KafkaSettings.from_env(broker=args.broker, app_id=getattr(args, "app_id", None),
-                                  partitions=getattr(args, "partitions", None), topics=Topics(prefix=args.topic_prefix))
+                                  partitions=getattr(args, "partitions", None),
+                                  replication_factor=getattr(args, "replication_factor", None),
+                                  topics=Topics(prefix=args.topic_prefix))
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -449,7 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def kafka_options(p: argparse.ArgumentParser) -> None:
         g = p.add_argument_group("kafka")
-        g.add_argument("--broker", default=None, help="bootstrap server host:port (default $KIBITZ_KAFKA or 127.0.0.1:9092); "
+        g.add_argument("--broker", default=None, help="bootstrap servers host:port[,host:port...] (default $KIBITZ_KAFKA or 127.0.0.1:9092); "
                        "security settings come from KIBITZ_KAFKA_SECURITY_PROTOCOL, _SASL_MECHANISM, _SASL_USERNAME, "
                        "_SASL_PASSWORD, _SSL_CAFILE")
         g.add_argument("--topic-prefix", default="", help="prefix for every topic name (default none: kibitz.moves, ...)")
@@ -461,14 +463,17 @@ def build_parser() -> argparse.ArgumentParser:
     kafka_options(w)
     w.add_argument("--app-id", default=None, help="faust application id = consumer group (default kibitz)")
     w.add_argument("--partitions", type=int, default=None, help="partitions for topics this worker creates (default 4)")
+    w.add_argument("--replication-factor", type=int, default=None, help="replicas of the topics this worker creates "
+                   "(default 1, or $KIBITZ_KAFKA_REPLICATION_FACTOR; 3 on a production cluster)")
     w.add_argument("--runtime", choices=["transactional", "faust"], default="transactional",
                    help="transactional: aiokafka transactions, exactly once (default); faust: the faust-streaming app")
     w.add_argument("--instance-id", default=None, help="stable id of this worker, unique among workers (transactional "
-                   "runtime; default $KIBITZ_INSTANCE_ID or the host name): a restart with the same id fences the old one")
+                   "runtime; default $KIBITZ_INSTANCE_ID or the host name): names its local state directory and client id")
     w.add_argument("--stages", default=",".join(STAGES), help="which stages this process runs (transactional runtime): "
                    "both (default), or one, with another process running the other, each on its own core")
     w.add_argument("--transaction-timeout", type=float, default=30.0, help="seconds before the broker aborts the open "
-                   "transaction of a worker that died (its partitions wait that long for readers); default %(default)s")
+                   "transaction of a worker that died and whose partitions no other worker took over (readers of what it "
+                   "wrote wait that long); default %(default)s")
     w.add_argument("--store", choices=["auto", "memory", "rocksdb"], default="auto", help="where game and player state "
                    "lives: rocksdb (local RocksDB under --data-dir, caught up from the changelogs on assignment; needs "
                    "pip install 'kibitz[rocksdb]') or memory (rebuilt from the changelogs whenever partitions are "

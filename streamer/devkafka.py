@@ -3,6 +3,7 @@ produce/consume helpers. Used by the integration tests and bench/throughput.py; 
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import socket
@@ -52,6 +53,49 @@ class Broker:
         if self.started:
             env = {**os.environ, "KIBITZ_KAFKA_PORT": str(TEST_PORT)}
             subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "stop"], env=env, capture_output=True, timeout=120)
+
+
+class Cluster:
+    """A KRaft cluster of ``nodes`` brokers on loopback (each node broker and controller, started by
+    deploy/kafka/kafka.sh with its own ports: 19200 + 10 * i and the next one), replication factor 3 and
+    min.insync.replicas 2 for internal topics; the fault tests kill one node with :meth:`kill`."""
+
+    def __init__(self, nodes: int = 3, base_port: int = 19200) -> None:
+        self.ports = [base_port + 10 * i for i in range(nodes)]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{p + 1}" for i, p in enumerate(self.ports))
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.envs = [{**os.environ, "KIBITZ_KAFKA_PORT": str(p), "KIBITZ_KAFKA_CONTROLLER_PORT": str(p + 1),
+                      "KIBITZ_KAFKA_NODE_ID": str(i + 1), "KIBITZ_KAFKA_VOTERS": voters,
+                      "KIBITZ_KAFKA_CLUSTER_ID": cluster_id, "KIBITZ_KAFKA_REPLICATION": str(min(3, nodes))}
+                     for i, p in enumerate(self.ports)]
+        self.address = ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def _script(self, i: int, command: str) -> subprocess.Popen:
+        return subprocess.Popen(["bash", str(ROOT / "deploy/kafka/kafka.sh"), command], env=self.envs[i],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def start(self) -> str:
+        """Start every node at once (a node accepts clients only once a majority of controllers is up)."""
+        for proc in [self._script(i, "reset") for i in range(len(self.ports))]:
+            proc.wait(120)
+        starts = [self._script(i, "start") for i in range(len(self.ports))]
+        out = [(p.communicate(timeout=600)[0], p.returncode) for p in starts]
+        if any(rc != 0 for _, rc in out):
+            self.stop()
+            raise RuntimeError("could not start the Kafka cluster:\n" + "\n".join(o for o, _ in out))
+        return self.address
+
+    def pid(self, i: int) -> int:
+        cache = Path(os.environ.get("KIBITZ_CACHE", ROOT / ".cache"))
+        return int((cache / "kafka" / f"run-{self.ports[i]}" / "pid").read_text())
+
+    def kill(self, i: int) -> None:
+        """SIGKILL node ``i`` (0-based), like a machine that died."""
+        os.kill(self.pid(i), signal.SIGKILL)
+
+    def stop(self) -> None:
+        for proc in [self._script(i, "stop") for i in range(len(self.ports))]:
+            proc.wait(120)
 
 
 def fresh_prefix() -> str:

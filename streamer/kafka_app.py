@@ -67,7 +67,8 @@ def create_app(
         data_dir.mkdir(parents=True, exist_ok=True)  # faust creates only the last level
     extra: dict[str, Any] = {"datadir": str(data_dir)} if data_dir else {}
     app = faust.App(
-        settings.app_id, broker=f"kafka://{settings.broker}", broker_credentials=settings.faust_credentials(),
+        settings.app_id, broker=[f"kafka://{b}" for b in settings.broker.split(",")],
+        broker_credentials=settings.faust_credentials(), topic_replication_factor=settings.replication_factor,
         processing_guarantee=guarantee, store="rocksdb://" if store == "rocksdb" else "memory://",
         topic_partitions=settings.partitions, web_enabled=False, producer_acks=-1,
         consumer_auto_offset_reset="earliest", autodiscover=False, table_cleanup_interval=3600.0,

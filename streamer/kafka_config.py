@@ -87,6 +87,9 @@ class KafkaSettings(BaseModel):
     broker: str = Field(default_factory=lambda: os.environ.get("KIBITZ_KAFKA", DEFAULT_BROKER))
     app_id: str = "kibitz"
     partitions: int = Field(default=4, ge=1)
+    #: replicas of each topic kibitz creates: 1 for a single dev broker; 3 on a production cluster (with the brokers'
+    #: min.insync.replicas at 2, a topic stays writable with one broker down and no acknowledged record is lost)
+    replication_factor: int = Field(default=1, ge=1)
     topics: Topics = Topics()
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None

@@ -8,22 +8,24 @@ Two stages run in one worker, each a consume-transform-produce loop on aiokafka:
   ``kibitz.state.players``.
 
 One loop turn: fetch a batch; run :mod:`streamer.steps` on it (a game's records in order, different games at once,
-so every engine of the pool has work); then in **one Kafka transaction** publish the outputs and dead letters, the
-new state of every key the batch touched (once per key, to the changelog partition equal to the input partition),
-and the input offsets. A crash before the commit leaves nothing visible to ``read_committed`` readers; the next
-owner of the partition rebuilds its state from the changelog up to the last committed transaction and re-reads the
-batch from the committed offset, so outputs have no gap and no duplicate, and state equals an uninterrupted run.
+so every engine of the pool has work); then, for each input partition of the batch, in **one Kafka transaction**
+publish its records' outputs and dead letters, the new state of every key they touched (once per key, to the changelog
+partition equal to the input partition), and its input offset (the partitions' transactions commit side by side).
+A crash before the commit leaves nothing visible to ``read_committed`` readers; the next owner of the partition
+rebuilds its state from the changelog up to the last committed transaction and re-reads the batch from the committed
+offset, so outputs have no gap and no duplicate, and state equals an uninterrupted run.
 
 Why not faust's ``exactly_once``: in faust-streaming 0.15.3 it lost a whole game's outputs with input offsets
 committed (measured, README). Its consumer picks the transactional producer from the partition of the *output*
 record's key (``faust/transport/consumer.py``, ``send``), not from the input partition whose offsets the
 transaction commits, so outputs and offsets of one record can land in different transactions.
 
-Limits (documented, not hidden): aiokafka commits offsets in a transaction by group id only (no KIP-447 group
-generation), so a worker that is alive but cut off (a zombie) is fenced only by its transactional id: give each
-worker a stable, unique ``--instance-id`` (a StatefulSet pod name). A worker restarted with the same id aborts its
-predecessor's open transaction at once; otherwise that transaction holds back ``read_committed`` readers of the
-partitions it wrote until ``transaction_timeout_ms`` expires.
+Zombies: aiokafka commits offsets in a transaction by group id only (no KIP-447 group generation), so the group
+cannot fence a worker that is alive but was cut off (frozen past its session timeout, a network partition). The
+transactional id therefore names the stage's input *partition*, not the worker: each stage keeps one producer per
+partition it owns, and the worker taking a partition over starts that producer before it restores the state, which
+fences the earlier owner and aborts its open transaction (:meth:`Stage.acquire`). A zombie's commit then fails with
+``ProducerFenced``; it drops the partition until the group assigns it again.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import ProducerFenced
+from aiokafka.errors import KafkaTimeoutError, ProducerFenced
 
 from analyzers.engine import EnginePool
 from analyzers.errors import PoisonRecord
@@ -60,6 +62,8 @@ FETCH_WAIT_MS = 10
 FETCH_MIN_BYTES = 32 * 1024
 #: How long a transaction waits, after its new records, for records it re-runs after a cut (see Stage._cut).
 REPEAT_GRACE_SECONDS = 0.05
+#: How long a partition waits before retrying a transaction that failed on a retriable Kafka error.
+RETRIABLE_BACKOFF_SECONDS = 1.0
 Step = Callable[[TrackedState, bytes | None, bytes, str], Awaitable[list[Output]]]
 #: For a few ms after a commit the broker answers a new transaction's AddPartitionsToTxn with CONCURRENT_TRANSACTIONS
 #: (its commit markers are still being written; KAFKA-5477), and aiokafka retries after a fixed 20 ms
@@ -106,16 +110,13 @@ class _Listener(ConsumerRebalanceListener):
         async with self.stage.lock:  # the batch in flight commits first
             self.stage.generation += 1
             for tp in revoked:
-                state = self.stage.cfg.state.pop(tp.partition, None)
-                if state is not None:
-                    state.close()
+                await self.stage.release(tp.partition)
 
     async def on_partitions_assigned(self, assigned) -> None:  # noqa: ANN001
-        async with self.stage.lock:  # a batch may have restored some already (see Stage._process)
+        async with self.stage.lock:  # a batch may have acquired some already (see Stage._process)
             self.stage.generation += 1
-            for tp in assigned:
-                if tp.partition not in self.stage.cfg.state:
-                    self.stage.cfg.state[tp.partition] = await self.stage.restore(tp.partition)
+            self.stage.fenced.difference_update(tp.partition for tp in assigned)
+            await asyncio.gather(*(self.stage.acquire(tp.partition) for tp in assigned))
 
 
 class Stage:
@@ -132,9 +133,10 @@ class Stage:
             group_id=self.group, enable_auto_commit=False, isolation_level="read_committed",
             auto_offset_reset="earliest", max_poll_records=cfg.max_records, fetch_max_wait_ms=FETCH_WAIT_MS,
             fetch_min_bytes=FETCH_MIN_BYTES, consumer_timeout_ms=FETCH_WAIT_MS, **kw)
-        self.producer = AIOKafkaProducer(
-            transactional_id=f"{settings.app_id}.{cfg.name}.{instance_id}", enable_idempotence=True, acks="all",
-            linger_ms=2, transaction_timeout_ms=transaction_timeout_ms, **kw)
+        self.instance_id, self.transaction_timeout_ms = instance_id, transaction_timeout_ms
+        # One transactional producer per input partition (see acquire): owning a partition means holding its producer.
+        self.producers: dict[int, AIOKafkaProducer] = {}
+        self.fenced: set[int] = set()  # partitions another worker took from this one; ignored until assigned again
         self.lock = asyncio.Lock()
         self.generation = 0  # bumped by every rebalance callback
         # Poison records. After a transaction aborts, the records it held are suspects: they are retried one per
@@ -146,6 +148,38 @@ class Stage:
         self.last_sweep = time.monotonic()
         self.stragglers = 0  # transactions' partitions cut short by a record still running (see _cut)
         self.repeats: set[tuple[int, int]] = set()  # (partition, offset) of records cut and not yet done
+
+    async def acquire(self, partition: int) -> None:
+        """Own one input partition: start its transactional producer, then restore its state.
+
+        The producer's transactional id names the stage's *partition*, not the worker (the pre-KIP-447 pattern; aiokafka
+        commits offsets by group id only, without the group generation that would fence a stale member). Starting it
+        (InitProducerId) bumps the id's epoch: a worker that owned the partition before and is still alive (a zombie:
+        frozen past its session timeout, cut off by a network partition) can no longer write or commit anything for it,
+        and the broker aborts that worker's open transaction at once, so the restore below reads every committed state
+        and nothing the zombie had pending."""
+        if partition in self.producers:
+            return
+        producer = AIOKafkaProducer(
+            transactional_id=f"{self.settings.app_id}.{self.cfg.name}.p{partition}", client_id=f"kibitz-{self.instance_id}",
+            enable_idempotence=True, acks="all", linger_ms=2, transaction_timeout_ms=self.transaction_timeout_ms,
+            **self.settings.aiokafka_kwargs())
+        await producer.start()
+        self.producers[partition] = producer
+        old = self.cfg.state.pop(partition, None)
+        if old is not None:
+            old.close()
+        self.cfg.state[partition] = await self.restore(partition)
+
+    async def release(self, partition: int) -> None:
+        """Give one input partition up: drop its state and stop its producer."""
+        state = self.cfg.state.pop(partition, None)
+        if state is not None:
+            state.close()
+        producer = self.producers.pop(partition, None)
+        if producer is not None:
+            with contextlib.suppress(Exception):  # a fenced producer's sender has died; there is nothing to flush
+                await producer.stop()
 
     def _open(self, partition: int, *, fresh: bool = False) -> TrackedState:
         if self.store_dir is None:
@@ -189,7 +223,6 @@ class Stage:
         return state
 
     async def run(self) -> None:
-        await self.producer.start()
         await self.consumer.start()
         self.consumer.subscribe([self.cfg.source], listener=_Listener(self))
         try:
@@ -207,18 +240,17 @@ class Stage:
                         await self._process(batch)
         finally:
             await self.consumer.stop()
-            await self.producer.stop()
-            for state in self.cfg.state.values():
-                state.close()
+            for partition in list(self.producers.keys() | self.cfg.state.keys()):
+                await self.release(partition)
 
-    async def _run(self, owned: dict[TopicPartition, list]) -> tuple[dict[TopicPartition, int], list[list[Output]]]:
+    async def _run(self, owned: dict[TopicPartition, list]) -> tuple[dict[TopicPartition, int], dict[int, list[Output]]]:
         """Run the step on a prefix of every partition's records: those started before ``commit_seconds`` ran out.
 
         Records start in offset order (partitions interleaved); a record waits for the one before it with the same
         key, and at most ``window`` run at once (1 = strictly in order). Because starts stop at the deadline and
         every started record finishes, what is processed is an unbroken prefix of each partition: its offsets can
-        be committed with no gap and nothing replayed twice. Returns the next offset per partition and the outputs
-        in start order."""
+        be committed with no gap and nothing replayed twice. Returns the next offset per partition and each
+        partition's outputs in start order."""
         deadline = time.monotonic() + self.cfg.commit_seconds
         outputs: list[list[Output]] = []
         nxt: dict[TopicPartition, int] = {}
@@ -247,14 +279,15 @@ class Stage:
 
         queues = [list(recs) for recs in owned.values()]
         order = [rec for row in zip_longest(*queues) for rec in row if rec is not None]
+        records: list = []
         if self.cfg.window == 1:  # strictly in order: no task per record (a task and a wait cost more than a rating)
             for rec in order:
                 if outputs and time.monotonic() > deadline:
                     break
                 outputs.append(await self.cfg.step(self.cfg.state[rec.partition], rec.key, rec.value, _source(rec)))
+                records.append(rec)
                 nxt[TopicPartition(rec.topic, rec.partition)] = rec.offset + 1
-            return nxt, outputs
-        records: list = []
+            return nxt, _by_partition(records, outputs)
         try:
             for rec in order:
                 if outputs and time.monotonic() > deadline:
@@ -287,7 +320,7 @@ class Stage:
             for t in started:
                 t.cancel()
             raise
-        return nxt, outputs
+        return nxt, _by_partition(records, outputs)
 
     async def _cut(self, records: list, tasks: list[asyncio.Task], outputs: list[list[Output]],
                    snapshots: dict[int, tuple[str, Any]], nxt: dict[TopicPartition, int]) -> None:
@@ -328,73 +361,124 @@ class Stage:
             "waited_seconds": self.cfg.commit_seconds + self.cfg.straggler_seconds})
 
     async def _process(self, batch: dict[TopicPartition, list]) -> None:
+        """Run one batch and commit it: one transaction per input partition, by that partition's producer, holding the
+        outputs of its records, its state changes and its next offset. The transactions commit side by side; one that
+        fails is undone alone (its partition's state restored, its records read again, they become suspects)."""
         assigned = self.consumer.assignment()
-        owned = {tp: recs for tp, recs in batch.items() if tp in assigned}  # revoked meanwhile: the new owner reads them
-        for tp in owned:
-            if tp.partition not in self.cfg.state:  # records can arrive before the assignment callback restored it
-                self.cfg.state[tp.partition] = await self.restore(tp.partition)
+        # revoked meanwhile: the new owner reads them; fenced: another worker owns them until the group says otherwise
+        owned = {tp: recs for tp, recs in batch.items() if tp in assigned and tp.partition not in self.fenced}
+        for tp in owned:  # records can arrive before the assignment callback acquired their partition
+            await self.acquire(tp.partition)
         if not owned:
             return
         fetched = owned
         single = self._suspect(owned)
         if single is not None:
             owned = single  # one suspect record alone in its transaction; the rest of the batch is read again
-        await self.producer.begin_transaction()
+        for tp in owned:
+            await self.producers[tp.partition].begin_transaction()
         try:
             poison = self._poison(owned) if single is not None else None
-            nxt, outputs = ({tp: recs[0].offset + 1 for tp, recs in owned.items()}, [[poison]]) if poison \
-                else await self._run(owned)
+            if poison:
+                ((tp, (rec,)),) = owned.items()
+                nxt, outputs = {tp: rec.offset + 1}, {tp.partition: [poison]}
+            else:
+                nxt, outputs = await self._run(owned)
             if self.cfg.sweep is not None and time.monotonic() - self.last_sweep > self.cfg.sweep_seconds:
                 self.last_sweep = time.monotonic()
-                for state in self.cfg.state.values():  # deletions go to the changelog in this transaction
-                    self.cfg.sweep(state)
-            futures = []
-            topics = self.settings.topics
-            for outs in outputs:
-                for o in outs:
-                    futures.append(await self.producer.send(topics.for_route(o.route), o.message.model_dump_json().encode(),
-                                                            key=o.key_bytes))
-            written: dict[int, list[tuple[str, bytes | None]]] = {}
-            changelog: dict[int, list[asyncio.Future]] = {}
-            for partition, state in self.cfg.state.items():
-                for key, value in state.changes():
-                    v = encode(value)
-                    written.setdefault(partition, []).append((key, v))
-                    fut = await self.producer.send(self.cfg.changelog, v, key=key.encode(), partition=partition)
-                    changelog.setdefault(partition, []).append(fut)
-                    futures.append(fut)
-            await asyncio.gather(*futures)
-            await self.producer.send_offsets_to_transaction(dict(nxt), self.group)
-            await self.producer.commit_transaction()
-        except ProducerFenced:
-            log.error("fenced: another worker uses this instance id", extra={"stage": self.cfg.name})
-            raise
-        except Exception as e:
-            log.error("transaction aborted", extra={"stage": self.cfg.name, "error": repr(e)})
-            for tp, recs in owned.items():
-                self.suspects[tp] = max(self.suspects.get(tp, -1), recs[-1].offset)
-                if single is not None:
-                    n, _ = self.aborts.get((tp, recs[0].offset), (0, ""))
-                    self.aborts[(tp, recs[0].offset)] = (n + 1, repr(e))
-            await self._abort_and_rewind()
+                for tp in owned:  # deletions go to the changelog in the partition's transaction
+                    self.cfg.sweep(self.cfg.state[tp.partition])
+        except Exception as e:  # noqa: BLE001 - a step that raised: nothing of the batch commits
+            await asyncio.gather(*(self._undo(tp, recs, e, single is not None) for tp, recs in owned.items()))
             return
         except BaseException:  # shutting down: nothing of this batch is committed; the next owner redoes it
-            with contextlib.suppress(Exception):
-                await self.producer.abort_transaction()
+            for tp in owned:
+                with contextlib.suppress(Exception):
+                    await self.producers[tp.partition].abort_transaction()
             raise
-        for partition, state in self.cfg.state.items():  # a local store follows only what is committed
-            offsets = [f.result().offset for f in changelog.get(partition, [])]
-            state.committed(written.get(partition, []), max(offsets) + 1 if offsets else None)
+        results = await asyncio.gather(*(self._commit(tp, nxt.get(tp), outputs.get(tp.partition, [])) for tp in owned),
+                                       return_exceptions=True)
+        dropped: set[TopicPartition] = set()  # undone (read again from the committed offset) or fenced
+        for (tp, recs), result in zip(owned.items(), results):
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                dropped.add(tp)
+                nxt.pop(tp, None)
+            if isinstance(result, ProducerFenced):
+                log.warning("fenced: another worker owns this partition now; dropping it until the group assigns it "
+                            "again", extra={"stage": self.cfg.name, "partition": tp.partition})
+                self.fenced.add(tp.partition)
+                await self.release(tp.partition)
+            elif isinstance(result, asyncio.CancelledError):
+                raise result
+            elif isinstance(result, BaseException):
+                await self._undo(tp, recs, result, single is not None)
         for tp, offset in nxt.items():
             if tp in self.suspects and offset > self.suspects[tp]:
                 del self.suspects[tp]  # every suspect of this partition has committed (or been dead-lettered)
             for done in [k for k in self.aborts if k[0] == tp and k[1] < offset]:
                 del self.aborts[done]
-        for tp, offset in nxt.items():  # records fetched but left for the next transaction
-            if offset <= fetched[tp][-1].offset:
+            if offset <= fetched[tp][-1].offset:  # records fetched but left for the next transaction
                 self.consumer.seek(tp, offset)
-        for tp in fetched.keys() - nxt.keys():
+        for tp in fetched.keys() - nxt.keys() - dropped:  # none of its records ran (a suspect ran alone, or time ran out)
             self.consumer.seek(tp, fetched[tp][0].offset)
+
+    async def _commit(self, tp: TopicPartition, offset: int | None, outputs: list[Output]) -> None:
+        """One input partition's transaction: its records' outputs, its state changes (to the changelog partition of the
+        same number), its next input offset; then commit, and tell a local store what is now committed."""
+        producer, state, topics = self.producers[tp.partition], self.cfg.state[tp.partition], self.settings.topics
+        futures: list[asyncio.Future] = []
+        written: list[tuple[str, bytes | None]] = []
+        changelog: list[asyncio.Future] = []
+        failed: list[BaseException] = []
+        try:
+            for o in outputs:
+                futures.append(await producer.send(topics.for_route(o.route), o.message.model_dump_json().encode(),
+                                                   key=o.key_bytes))
+            for key, value in state.changes():
+                v = encode(value)
+                written.append((key, v))
+                changelog.append(await producer.send(self.cfg.changelog, v, key=key.encode(), partition=tp.partition))
+        except Exception as e:  # noqa: BLE001 - raised below, after every future sent so far is collected
+            failed.append(e)
+        results = await asyncio.gather(*futures, *changelog, return_exceptions=True)
+        failed += [r for r in results if isinstance(r, Exception)]
+        if failed:
+            # once fenced, the producer's sender has stopped: the first record failed with ProducerFenced, later sends
+            # with IllegalOperation. Name the fence, so that the caller drops the partition instead of retrying it.
+            raise next((e for e in failed if isinstance(e, ProducerFenced)), failed[0])
+        if offset is not None:
+            await producer.send_offsets_to_transaction({tp: offset}, self.group)
+        await producer.commit_transaction()
+        offsets = [f.result().offset for f in changelog]
+        state.committed(written, max(offsets) + 1 if offsets else None)  # a local store follows only what is committed
+
+    async def _undo(self, tp: TopicPartition, recs: list, error: BaseException, alone: bool) -> None:
+        """A partition's transaction failed: abort it, make its records suspects, restore its state, read it again."""
+        log.error("transaction aborted", extra={"stage": self.cfg.name, "partition": tp.partition, "error": repr(error)})
+        self.suspects[tp] = max(self.suspects.get(tp, -1), recs[-1].offset)
+        # A retriable error (a broker down, a leader moving, a timeout) says nothing about the record: it does not count
+        # towards max_aborts, or a broker outage would dead-letter good records; the retry waits a moment instead.
+        retriable = bool(getattr(error, "retriable", False)) or isinstance(error, (KafkaTimeoutError, TimeoutError))
+        if alone and not retriable:
+            n, _ = self.aborts.get((tp, recs[0].offset), (0, ""))
+            self.aborts[(tp, recs[0].offset)] = (n + 1, repr(error))
+        if retriable:
+            await asyncio.sleep(RETRIABLE_BACKOFF_SECONDS)
+        producer = self.producers[tp.partition]
+        try:
+            await producer.abort_transaction()
+        except ProducerFenced:
+            self.fenced.add(tp.partition)
+            await self.release(tp.partition)
+            return
+        except Exception:  # noqa: BLE001 - the producer may be unusable: start a new one, which also aborts
+            log.exception("abort failed", extra={"stage": self.cfg.name, "partition": tp.partition})
+            await self.release(tp.partition)
+            await self.acquire(tp.partition)
+        else:
+            self.cfg.state[tp.partition].close()
+            self.cfg.state[tp.partition] = await self.restore(tp.partition)
+        await self._rewind([tp])
 
     def _suspect(self, owned: dict[TopicPartition, list]) -> dict[TopicPartition, list] | None:
         """The first suspect record of the batch alone ({tp: [record]}), or None when no partition has suspects."""
@@ -419,16 +503,6 @@ class Stage:
         key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
         return Output(rec.key, dead_letter(err, rec.value if rec.value is not None else b"", source=source, key=key))
 
-    async def _abort_and_rewind(self) -> None:
-        try:
-            await self.producer.abort_transaction()
-        except Exception:  # noqa: BLE001 - the producer may be unusable; the rewind below is what matters
-            log.exception("abort failed", extra={"stage": self.cfg.name})
-        for p in list(self.cfg.state):
-            self.cfg.state[p].close()
-            self.cfg.state[p] = await self.restore(p)
-        await self._rewind([TopicPartition(self.cfg.source, p) for p in self.cfg.state])
-
     async def _rewind(self, tps: list[TopicPartition]) -> None:
         """Read these partitions again from their committed offsets."""
         for tp in tps:
@@ -439,6 +513,14 @@ class Stage:
                 self.consumer.seek(tp, committed)
 
 
+
+
+def _by_partition(records: list, outputs: list[list[Output]]) -> dict[int, list[Output]]:
+    """The outputs of each record (``outputs[i]`` of ``records[i]``) gathered by input partition, in record order."""
+    grouped: dict[int, list[Output]] = {}
+    for rec, outs in zip(records, outputs):
+        grouped.setdefault(rec.partition, []).extend(outs)
+    return grouped
 
 
 def _source(rec: Any) -> str:
@@ -506,7 +588,8 @@ CHANGELOG_CONFIG = {
 
 
 async def ensure_topics(settings: KafkaSettings) -> None:
-    """Create kibitz's topics (``settings.partitions`` partitions) and its compacted state changelogs if missing."""
+    """Create kibitz's topics (``settings.partitions`` partitions, ``settings.replication_factor`` replicas) and its
+    compacted state changelogs if missing."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs())
@@ -514,7 +597,7 @@ async def ensure_topics(settings: KafkaSettings) -> None:
     try:
         existing = set(await admin.list_topics())
         compacted = set(settings.topics.changelogs())
-        new = [NewTopic(n, settings.partitions, 1, topic_configs=CHANGELOG_CONFIG if n in compacted else {})
+        new = [NewTopic(n, settings.partitions, settings.replication_factor, topic_configs=CHANGELOG_CONFIG if n in compacted else {})
                for n in settings.topics.all() + settings.topics.changelogs() if n not in existing]
         if new:
             await admin.create_topics(new)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import re
 import signal
@@ -16,7 +17,7 @@ from pathlib import Path
 import chess
 import pytest
 
-from streamer.devkafka import ROOT, Broker, WorkerProcess, consume_until, fresh_prefix, produce, start_workers
+from streamer.devkafka import ROOT, Broker, Cluster, WorkerProcess, consume_until, fresh_prefix, produce, start_workers
 from streamer.ingest import DEMO_PGN, read_pgn_games
 from streamer.kafka_config import STAGES, Topics
 
@@ -478,3 +479,113 @@ def test_a_player_with_1000_open_games_does_not_stop_the_rate_stage(broker):
     assert len(rated) == 2000 and len({(m["player_id"], m["game_id"], m["ply"]) for m in rated}) == 2000
     assert sum(m["player_id"].startswith("other") for m in rated) == 1000, "bystanders are rated throughout"
     assert sizes and max(sizes) < PLAYER_STATE_BOUND, (len(sizes), max(sizes or [0]))
+
+
+def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(broker, london, tmp_path, monkeypatch):
+    """Worker a is frozen (SIGSTOP) mid-stream, past its 10 s session timeout, with transactions open (their timeout is
+    60 s, so the broker does not abort them for it); worker b takes over every partition; then a is resumed. Nothing
+    a held open may commit (b re-did those records), and a rejoins and takes its share again: no gap, no duplicate."""
+    monkeypatch.setenv("KIBITZ_WORKER_LOG", "info")
+    games = list(read_pgn_games(london))
+    plies = sum(len(g.moves) for g in games)
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    extra = [*LIMITS, "--engines", "1", "--transaction-timeout", "60"]
+
+    def wait_restored(proc, count=1, since=0.0, timeout=90.0):
+        deadline = time.time() + timeout
+        while len([r for r in restored(proc) if r[0] > since]) < count:
+            proc.check()
+            assert time.time() < deadline, f"{proc.log.name}: fewer than {count} partitions restored in {timeout} s"
+            time.sleep(0.2)
+
+    a = WorkerProcess(broker, prefix, *extra, "--instance-id", "a")
+    procs = [a]
+    emb, emb_out = embedded_outputs(london, tmp_path)
+    try:
+        wait_restored(a, 8)
+        b = WorkerProcess(broker, prefix, *extra, "--instance-id", "b")
+        procs.append(b)
+        wait_restored(b)  # the group shared the partitions
+        r = cli("produce", str(london), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+        assert r.returncode == 0, r.stderr
+
+        def game_scope(o):
+            return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
+
+        asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= 0.3 * plies, timeout=300, workers=procs))
+        os.killpg(a.proc.pid, signal.SIGSTOP)
+        frozen_at = time.time()
+        wait_restored(b, 8, since=frozen_at, timeout=120)  # b owns every partition of both stages
+        time.sleep(3)  # and works on them for a while
+        os.killpg(a.proc.pid, signal.SIGCONT)
+        frozen = time.time() - frozen_at
+
+        def done(o):
+            return game_scope(o) >= plies and len(o[t.glicko2]) >= 2 * len(games)
+
+        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420,
+                                        workers=procs))
+        a_back = [r for r in restored(a) if r[0] > frozen_at]
+    finally:
+        for p in procs:
+            p.stop()
+    assert emb.wait(420) == 0, emb.stderr.read()
+    print(f"a frozen {frozen:.1f} s; after it resumed a restored {len(a_back)} partitions")
+    assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
+    assert a_back, "the resumed worker rejoined and took partitions again"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(3)
+    c.start()
+    yield c
+    c.stop()
+
+
+def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(cluster, london, tmp_path):
+    """The London 2011 end-to-end test on three KRaft brokers (replication factor 3, min.insync.replicas 2): one broker
+    is SIGKILLed once 30 % of the plies are rated. The worker rides through the leader elections: every output once,
+    no dead letter, ratings equal the embedded runtime's."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    games = list(read_pgn_games(london))
+    plies = sum(len(g.moves) for g in games)
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    worker = WorkerProcess(cluster.address, prefix, *LIMITS, "--engines", "1", "--replication-factor", "3")
+    emb, emb_out = embedded_outputs(london, tmp_path)
+    try:
+        r = cli("produce", str(london), "--max-speed", "--broker", cluster.address, "--topic-prefix", prefix)
+        assert r.returncode == 0, r.stderr
+
+        def game_scope(o):
+            return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
+
+        async def replicas():
+            admin = AIOKafkaAdminClient(bootstrap_servers=cluster.address)
+            await admin.start()
+            try:
+                described = await admin.describe_topics([t.perceived, t.state_games])
+            finally:
+                await admin.close()
+            return {len(p["replicas"]) for d in described for p in d["partitions"]}
+
+        asyncio.run(consume_until(cluster.address, [t.perceived], lambda o: game_scope(o) >= 0.3 * plies, timeout=300,
+                                  workers=[worker]))
+        assert asyncio.run(replicas()) == {3}
+        cluster.kill(0)
+        killed_at = time.time()
+
+        def done(o):
+            return game_scope(o) >= plies and len(o[t.glicko2]) >= 2 * len(games)
+
+        out = asyncio.run(consume_until(cluster.address, [t.assessments, t.perceived, t.glicko2, t.deadletter], done,
+                                        timeout=600, workers=[worker]))
+        finished = time.time() - killed_at
+    finally:
+        worker.stop()
+    assert emb.wait(420) == 0, emb.stderr.read()
+    print(f"after the kill the rest of the stream took {finished:.0f} s")
+    assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)

@@ -5,6 +5,10 @@
 # of an earlier start is kept), start the broker, wait until it accepts connections. reset: stop, wipe the data. Env: KIBITZ_KAFKA_PORT (9092), KIBITZ_KAFKA_CONTROLLER_PORT (9093),
 # KIBITZ_CACHE (.cache), KIBITZ_KAFKA_PARTITIONS (4), KIBITZ_KAFKA_SASL_USERS ("user:password ..."; clients then
 # authenticate with SASL/PLAIN on the port, and the broker's own traffic uses a plaintext listener on port + 2).
+# A cluster (as the fault tests start one, streamer/devkafka.py Cluster): one start per node, each with its own ports
+# and KIBITZ_KAFKA_NODE_ID (1), the same KIBITZ_KAFKA_VOTERS ("1@127.0.0.1:9093,2@...") and KIBITZ_KAFKA_CLUSTER_ID
+# (a base64 UUID; default a new one), and KIBITZ_KAFKA_REPLICATION (1): the replication factor of internal and new
+# topics, with min.insync.replicas 2 when it is above 1.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -14,6 +18,10 @@ libs="$cache/libs-$version"
 port="${KIBITZ_KAFKA_PORT:-9092}"
 cport="${KIBITZ_KAFKA_CONTROLLER_PORT:-9093}"
 run="$cache/run-$port"
+node="${KIBITZ_KAFKA_NODE_ID:-1}"
+voters="${KIBITZ_KAFKA_VOTERS:-$node@127.0.0.1:$cport}"
+replication="${KIBITZ_KAFKA_REPLICATION:-1}"
+min_isr=$(( replication > 1 ? 2 : 1 ))
 
 die() { echo "kafka.sh: $*" >&2; exit 1; }
 
@@ -58,17 +66,19 @@ listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
   fi
   cat >"$run/server.properties" <<PROPS
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$cport
+node.id=$node
+controller.quorum.voters=$voters
 controller.listener.names=CONTROLLER
 $listeners
 log.dirs=$run/data
 num.partitions=${KIBITZ_KAFKA_PARTITIONS:-4}
 auto.create.topics.enable=true
-offsets.topic.replication.factor=1
+default.replication.factor=$replication
+min.insync.replicas=$min_isr
+offsets.topic.replication.factor=$replication
 offsets.topic.num.partitions=4
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+transaction.state.log.replication.factor=$replication
+transaction.state.log.min.isr=$min_isr
 transaction.state.log.num.partitions=4
 group.initial.rebalance.delay.ms=0
 # a dead worker's open transaction is aborted within a second of its timeout (default 10 s), so the partitions it
@@ -84,7 +94,8 @@ log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
 PROPS
   local cp="$libs/*" jopts=(-Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true "-Dlog4j.configuration=file:$run/log4j.properties")
   if [ ! -f "$run/data/meta.properties" ]; then  # format only an empty directory: a restart keeps the topics
-    local cluster; cluster="$(java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool random-uuid)"
+    local cluster="${KIBITZ_KAFKA_CLUSTER_ID:-}"
+    [ -n "$cluster" ] || cluster="$(java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool random-uuid)"
     java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool format -t "$cluster" -c "$run/server.properties" >"$run/format.log" 2>&1 \
       || { cat "$run/format.log" >&2; die "formatting KRaft storage failed"; }
   fi
