@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from aiokafka import TopicPartition
+
 from .kafka_config import STAGES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,3 +186,29 @@ async def consume_until(broker: str, topics: list[str], done, timeout: float = 2
     return out
 
 
+async def read_topic(broker: str, topic: str) -> dict[bytes | None, list[bytes | None]]:
+    """Every record of ``topic`` (read_committed, from the beginning to the end offsets when called), as each key's
+    values in offset order: what a reader restoring a changelog reads, and so what compaction leaves."""
+    from aiokafka import AIOKafkaConsumer
+
+    c = AIOKafkaConsumer(bootstrap_servers=broker, group_id=None, auto_offset_reset="earliest",
+                         isolation_level="read_committed", enable_auto_commit=False)
+    await c.start()
+    out: dict[bytes | None, list[bytes | None]] = {}
+    try:
+        cluster = await c._client.fetch_all_metadata()  # a fresh metadata response (topics() does not keep it)
+        tps = [TopicPartition(topic, p) for p in sorted(cluster.partitions_for_topic(topic) or [])]
+        if not tps:
+            raise LookupError(f"topic {topic} not found on {broker}")
+        c.assign(tps)
+        ends = await c.end_offsets(tps)
+        await c.seek_to_beginning(*tps)
+        behind = set(tps)
+        while behind:
+            for recs in (await c.getmany(timeout_ms=500)).values():
+                for r in recs:
+                    out.setdefault(r.key, []).append(r.value)
+            behind = {tp for tp in behind if await c.position(tp) < ends[tp]}
+    finally:
+        await c.stop()
+    return out

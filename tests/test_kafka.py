@@ -17,7 +17,7 @@ from pathlib import Path
 import chess
 import pytest
 
-from streamer.devkafka import ROOT, Broker, Cluster, WorkerProcess, consume_until, fresh_prefix, produce, start_workers
+from streamer.devkafka import ROOT, Broker, Cluster, WorkerProcess, consume_until, fresh_prefix, produce, read_topic, start_workers
 from streamer.ingest import DEMO_PGN, read_pgn_games
 from streamer.kafka_config import STAGES, Topics
 
@@ -94,6 +94,40 @@ def test_london_2011_end_to_end_matches_the_embedded_runtime(broker, london, tmp
     scores = {(m["game_id"], m["player_id"]): m["score"] for m in map(json.loads, out[t.glicko2])}
     emb_msgs = [json.loads(x) for x in emb_out.read_text().splitlines()]
     assert scores == {(m["game_id"], m["player_id"]): m["score"] for m in emb_msgs if m["type"] == "glicko2"}
+    # what the state changelogs hold after the run (before compaction: their segments are still open)
+    for topic in t.changelogs():
+        held = asyncio.run(read_topic(broker, topic))
+        values = [v for vs in held.values() for v in vs]
+        live = [vs[-1] for vs in held.values() if vs[-1] is not None]
+        print(f"{topic}: {len(values)} records, {sum(len(v or b'') for v in values) / 1e6:.2f} MB; live state "
+              f"{len(live)} keys, {sum(map(len, live)) / 1e3:.0f} KB")
+
+
+def test_changelogs_are_created_so_that_compaction_runs(broker):
+    """A changelog created by ensure_topics (CHANGELOG_CONFIG: 8 MB segments, dirty ratio 0.1) that receives 26 MB of
+    versions of 9 states: once segments close, the broker's cleaner keeps only the last version of each key in them,
+    so a restore reads a fraction of what was written, and every key's last state."""
+    from streamer.kafka_config import KafkaSettings
+    from streamer.kafka_eos import ensure_topics
+
+    settings = KafkaSettings(broker=broker, partitions=1, topics=Topics(prefix=fresh_prefix()))
+    topic = settings.topics.state_players
+    asyncio.run(ensure_topics(settings))
+    versions = 360
+    records = [(f"player{k}".encode(), f"{k}:{v}:".encode().ljust(8_000, b"x")) for v in range(versions) for k in range(9)]
+    asyncio.run(produce(broker, topic, records))
+    written = sum(len(v) for _, v in records)
+    deadline = time.monotonic() + 120
+    while True:  # the cleaner wakes every 15 s (log.cleaner.backoff.ms)
+        held = asyncio.run(read_topic(broker, topic))
+        kept = sum(len(v) for vs in held.values() for v in vs)
+        if kept < written / 2 or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    print(f"changelog: {written / 1e6:.1f} MB written, {kept / 1e6:.1f} MB left to restore after compaction")
+    assert kept < written / 2, "compaction ran on the closed segments"
+    assert {k: vs[-1].split(b":")[1] for k, vs in held.items()} == {f"player{k}".encode(): str(versions - 1).encode()
+                                                                     for k in range(9)}, "every key's last state kept"
 
 
 def garbage_stream(seed: int = 7):
