@@ -358,9 +358,10 @@ def test_a_poison_record_is_dead_lettered_after_max_aborts_and_the_partition_mov
 
 
 def test_an_engine_that_hangs_every_50th_search_holds_up_only_its_own_game(broker, london, tmp_path, stockfish):
-    """Every 50th search of each engine never answers (the engine is killed at the 1 s deadline and the search
-    retried). Every move is rated once or dead-lettered (engine_timeout, when both tries hang), and games that never
-    met a hung search keep their median latency from a move's send to its rating (p90, p99 printed).
+    """Every 50th search of each engine never answers (the engine is killed at the 0.5 s deadline, 25x a depth-4
+    search's cost, and the search retried). Every move is rated once or dead-lettered (engine_timeout, when both tries
+    hang), and in games that never met a hung search the time from a move's send to its rating stays under 2 s at the
+    99th percentile.
     The load (18 moves a second) leaves room for what two engines lose: a second, and a restart, in every 50
     searches."""
     hung_log = tmp_path / "hung.txt"
@@ -374,7 +375,7 @@ def test_an_engine_that_hangs_every_50th_search_holds_up_only_its_own_game(broke
     for g in games:
         g.moves, g.clocks, g.result = g.moves[:36], g.clocks[:36], "*"
     # shallow searches (depth 4), so that one engine alone carries the load while the other is hung or restarting
-    (worker,) = start_workers(broker, prefix, "--depth", "4", "--multipv", "3", "--engines", "2", "--engine", str(wrapper), "--search-timeout", "1.0",
+    (worker,) = start_workers(broker, prefix, "--depth", "4", "--multipv", "3", "--engines", "2", "--engine", str(wrapper), "--search-timeout", "0.5",
                               "--store", "memory")
     sent: dict[tuple[str, int], float] = {}
     got: dict[tuple[str, int], float] = {}
@@ -450,8 +451,8 @@ def test_an_engine_that_hangs_every_50th_search_holds_up_only_its_own_game(broke
     print(f"games not hit by a hung search: {len(others)} moves of {len(games) - len(hit)} games, latency {q}; "
           f"{len(hung)} hung searches, {len(dead)} moves dead-lettered")
     # On this 2-core machine the tail is set by the lost engine (one engine carries the load while the other is hung
-    # and restarted): p99 measured 2.0-2.1 s, p90 1.0-1.7 s (README). The median stays where it is without faults.
-    assert q["p50"] < 1.0, q
+    # and restarted): p99 measured 1.39-1.42 s over three runs at a 0.5 s deadline (2.0-2.1 s at 1 s; README)
+    assert q["p99"] < 2.0, q
 
 
 def test_a_player_with_1000_open_games_does_not_stop_the_rate_stage(broker):
