@@ -1,0 +1,224 @@
+"""Would a learned combination on top of the move model rate players better? Cross-validated on rated-dev only.
+
+    python bench/stacking_cv.py [--profile fast] [--dev 6400] [--seed 0] [--folds 5]
+
+Takes the rated-dev player-events that ``bench/warm_cache.py`` analysed (drawn as it draws them; games not in the
+analysis cache are left out and counted) and, per player-game and per player-event (5+ games), computes features that
+a scope can keep as running sums, so that a combination of them still updates per move:
+
+- the played move's win-probability loss delta (docs/models.md s. 9): its mean, the mean of sqrt(delta), the share
+  of moves with delta = 0 and above 0.02, 0.05, 0.1, 0.2;
+- position difficulty: the mean loss of the second candidate, the mean number of candidates within 0.05 of the best,
+  the share of best moves where the second candidate is more than 0.1 worse;
+- the move model itself: mean and sd of the tempered likelihood convolved with the person effect (no prior);
+- clocks (:func:`analyzers.ratingmodel.clock_inputs`): mean and sd of x_spent, the last x_left, the share of moves
+  played in under e^-2 of base / 40; the time-control class;
+- for a player-game, the opponent's features in the same game (moves only; no rating of either player is used).
+
+Each learner is fitted on four fifths of the **events** and predicts the fifth (event-disjoint, hence player-disjoint:
+no event and no player is on both sides of a split). Printed against the published estimate (the move model's
+posterior with its time-control population prior) and a constant (the sample mean: an oracle) on the same rows.
+Needs scikit-learn (``pip install -e '.[bench]'``). Nothing here touches rated-holdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+
+import numpy as np
+from common import ANALYSIS_CACHE, add_data_argument, data_dir
+from fit_model import CacheOnlyPool, extract, game_class
+
+from analyzers.profiles import get_profile
+from analyzers.ratingmodel import RATING_GRID, TIME_CLASSES, UNKNOWN_CLASS, MoveModel, choice_loglik, load_move_model
+from streamer.batch import assess_games, sample_player_events
+from streamer.pipeline import PipelineConfig
+
+CLASSES = (*TIME_CLASSES, UNKNOWN_CLASS)
+FEATURES = ("moves", "mean delta", "mean sqrt delta", "best", "delta>0.02", "delta>0.05", "delta>0.1", "delta>0.2",
+            "second's loss", "playable", "model mean", "model sd", "x_spent mean", "x_spent sd", "last x_left",
+            "fast moves", "best when only one")
+CLOCK = ("x_spent mean", "x_spent sd", "last x_left", "fast moves")
+
+
+def move_grids(model: MoveModel, m) -> np.ndarray:  # noqa: ANN001
+    """log P(played | R) on the rating grid for every move (moves x grid), in chunks, each move with its class's
+    parameters and clock shift (as the live player step computes it)."""
+    out = np.zeros((len(m.played), RATING_GRID.size), np.float32)
+    with np.errstate(divide="ignore"):
+        log_d = np.log(m.deltas)
+    shift = m.clock @ np.asarray(model.clock)
+    for tc in np.unique(m.tclass):
+        rows = np.flatnonzero(m.tclass == tc)
+        log_s, c = model._grid_params(str(tc))
+        for a in range(0, rows.size, 20000):
+            r = rows[a:a + 20000]
+            out[r] = choice_loglik(log_d[r, None, :], np.broadcast_to(m.played[r, None], (r.size, RATING_GRID.size)),
+                                   log_s[None, :] + shift[r, None], c[None, :])
+    return out
+
+
+class Featurizer:
+    def __init__(self, model: MoveModel, m) -> None:  # noqa: ANN001
+        self.model, self.m = model, m
+        self.grids = move_grids(model, m)
+        n = len(m.played)
+        self.delta = m.deltas[np.arange(n), m.played]
+        ordered = np.sort(np.where(np.isfinite(m.deltas), m.deltas, 1.0), axis=1)
+        self.second = np.minimum(ordered[:, 1], 1.0)
+        self.playable = (ordered < 0.05).sum(axis=1)
+
+    def loglik(self, idx: np.ndarray) -> np.ndarray:
+        return self.grids[idx].sum(axis=0).astype(float)
+
+    def __call__(self, idx: list[int]) -> list[float]:
+        i = np.asarray(idx)
+        d, xs = self.delta[i], self.m.clock[i, 1]
+        post = self.model.posterior(self.loglik(i), _FLAT)
+        mean = float(post @ RATING_GRID)
+        only = self.second[i] > 0.1
+        return [i.size, d.mean(), np.sqrt(d).mean(), (d == 0).mean(), (d > 0.02).mean(), (d > 0.05).mean(),
+                (d > 0.1).mean(), (d > 0.2).mean(), self.second[i].mean(), self.playable[i].mean(), mean,
+                float(np.sqrt(post @ (RATING_GRID - mean) ** 2)), xs.mean(), xs.std(), self.m.clock[i[-1], 0],
+                (xs < -2).mean(), (d[only] == 0).mean() if only.any() else 0.5]
+
+
+class _Flat:
+    """A prior that adds nothing (the likelihood alone)."""
+
+    mean, sd = 0.0, float("inf")
+
+    @staticmethod
+    def log_density(grid: np.ndarray = RATING_GRID) -> np.ndarray:
+        return np.zeros_like(grid)
+
+
+_FLAT = _Flat()
+
+
+def cross_validated(make, X: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int) -> np.ndarray:  # noqa: ANN001
+    from sklearn.model_selection import GroupKFold
+
+    pred = np.zeros_like(y)
+    for train, test in GroupKFold(folds).split(X, y, groups):
+        pred[test] = make().fit(X[train], y[train]).predict(X[test])
+    return pred
+
+
+def ridge():  # noqa: ANN201
+    from sklearn.linear_model import RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-2, 3, 12)))
+
+
+def boosting():  # noqa: ANN201
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    return HistGradientBoostingRegressor(loss="absolute_error", max_iter=300, learning_rate=0.05, max_leaf_nodes=15,
+                                         min_samples_leaf=40, random_state=0)
+
+
+def with_shrinkage(X: np.ndarray) -> np.ndarray:
+    """Each feature also multiplied by 1 / sqrt(1 + moves / 20): a linear learner can then trust a scope's features
+    more as its moves add up (column 0 is the number of moves)."""
+    return np.hstack([X, X / np.sqrt(1.0 + X[:, :1] / 20.0)])
+
+
+def report(name: str, pred: np.ndarray, y: np.ndarray) -> None:
+    err = pred - y
+    mae, const = np.mean(np.abs(err)), np.mean(np.abs(y - y.mean()))
+    r = f"{np.corrcoef(pred, y)[0, 1]:.2f}" if np.std(pred) > 0 else "   -"
+    print(f"| {name:<52} | {mae:4.0f} | {1 - mae / const:+6.1%} | {err.mean():+5.0f} | {r} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="fast")
+    ap.add_argument("--dev", type=int, default=6400, help="rated-dev games, as whole player-events (as warm_cache draws them)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--folds", type=int, default=5)
+    add_data_argument(ap)
+    args = ap.parse_args()
+    logging.getLogger("kibitz").setLevel(logging.ERROR)  # each unanalysed game is a rejection; counted below instead
+    data = data_dir(args, "pgn/rated-dev")
+    profile = get_profile(args.profile)
+    model = load_move_model(profile.name)
+    if model is None:
+        sys.exit(f"profile {profile.name} has no move model")
+    t0 = time.time()
+    dev = sample_player_events(data / "pgn" / "rated-dev", args.dev, seed=args.seed)
+
+    async def run():  # noqa: ANN202
+        async with CacheOnlyPool(size=1, cache_path=ANALYSIS_CACHE) as pool:
+            return await assess_games(dev, pool, PipelineConfig(profile))
+
+    results = asyncio.run(run())
+    games = [g for g in dev if len(results.get(g.game_id, [])) == len(g.moves)]
+    m, pg_groups, pe_groups = extract([(g, False) for g in games], results)
+    feat = Featurizer(model, m)
+    print(f"stacking_cv: profile {profile.name}, move model {model.fitted_on}; {len(games)} of {len(dev)} rated-dev "
+          f"games analysed, {len(m.played)} counted moves; {time.time() - t0:.0f} s to load")
+
+    # per player-game: extract() appends white then black for each game
+    X, y, groups, published = [], [], [], []
+    for gi, g in enumerate(games):
+        sides = (pg_groups[2 * gi], pg_groups[2 * gi + 1])
+        if not all(s.moves for s in sides):
+            continue
+        f = [feat(s.moves) for s in sides]
+        tc = game_class(g, False)
+        for me, (mine, theirs) in enumerate(((f[0], f[1]), (f[1], f[0]))):
+            X.append(mine + theirs + [c == tc for c in CLASSES])
+            y.append(sides[me].truth)
+            groups.append(g.event)
+            est = model.estimate(feat.loglik(np.asarray(sides[me].moves)), len(sides[me].moves), model.prior_for(tc))
+            published.append(est.rating)
+    X, y, groups = np.asarray(X, float), np.asarray(y, float), np.asarray(groups)
+    k = len(FEATURES)
+    own = [*range(k), *range(2 * k, 2 * k + len(CLASSES))]
+    no_clock = [c for c in own if c >= k or FEATURES[c] not in CLOCK]
+    print(f"\nper player-game: {len(y)} player-games in {len(set(groups))} events; FIDE mean {y.mean():.0f}, sd {y.std():.0f}; "
+          f"{args.folds}-fold cross-validation, event-disjoint")
+    print("\n| estimate | MAE | cut vs constant | bias | r |\n|---|---|---|---|---|")
+    report("move model, moves only (published)", np.asarray(published), y)
+    report("ridge on own features", cross_validated(ridge, with_shrinkage(X[:, own]), y, groups, args.folds), y)
+    report("ridge on own features, no clock", cross_validated(ridge, with_shrinkage(X[:, no_clock]), y, groups, args.folds), y)
+    report("ridge on own and the opponent's features", cross_validated(ridge, with_shrinkage(X), y, groups, args.folds), y)
+    report("gradient boosting, own and the opponent's features", cross_validated(boosting, X, y, groups, args.folds), y)
+    report("constant = sample mean (oracle)", np.full_like(y, y.mean()), y)
+
+    # per player-event with 5+ games: the same own features over all the player's moves in the event
+    Xe, ye, ge, pub_e = [], [], [], []
+    games_of: dict[int, set[str]] = {}
+    for gi, g in enumerate(games):
+        for side in (2 * gi, 2 * gi + 1):
+            for mv in pg_groups[side].moves[:1]:
+                games_of.setdefault(int(m.pe[mv]), set()).add(g.game_id)
+    event_of = {int(m.pe[mv]): g.event for gi, g in enumerate(games) for mv in pg_groups[2 * gi].moves[:1] + pg_groups[2 * gi + 1].moves[:1]}
+    for pe, grp in enumerate(pe_groups):
+        if len(games_of.get(pe, ())) < 5:
+            continue
+        tc = grp.tclass
+        Xe.append(feat(grp.moves) + [c == tc for c in CLASSES])
+        ye.append(grp.truth)
+        ge.append(event_of[pe])
+        pub_e.append(model.estimate(feat.loglik(np.asarray(grp.moves)), len(grp.moves), model.prior_for(tc)).rating)
+    Xe, ye, ge = np.asarray(Xe, float), np.asarray(ye, float), np.asarray(ge)
+    print(f"\nper player-event (5+ games): {len(ye)} player-events in {len(set(ge))} events; FIDE mean {ye.mean():.0f}, "
+          f"sd {ye.std():.0f}")
+    print("\n| estimate | MAE | cut vs constant | bias | r |\n|---|---|---|---|---|")
+    report("move model, moves only (published)", np.asarray(pub_e), ye)
+    report("ridge on own features", cross_validated(ridge, with_shrinkage(Xe), ye, ge, args.folds), ye)
+    e_no_clock = [c for c in range(Xe.shape[1]) if c >= k or FEATURES[c] not in CLOCK]
+    report("ridge on own features, no clock", cross_validated(ridge, with_shrinkage(Xe[:, e_no_clock]), ye, ge, args.folds), ye)
+    report("constant = sample mean (oracle)", np.full_like(ye, ye.mean()), ye)
+
+
+if __name__ == "__main__":
+    main()
