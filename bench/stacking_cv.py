@@ -195,19 +195,18 @@ def main() -> None:
 
     # per player-event with 5+ games: the same own features over all the player's moves in the event
     Xe, ye, ge, pub_e = [], [], [], []
-    games_of: dict[int, set[str]] = {}
+    seen_in: dict[int, tuple[str, set[str]]] = {}  # player-event -> (its event, its games)
     for gi, g in enumerate(games):
-        for side in (2 * gi, 2 * gi + 1):
-            for mv in pg_groups[side].moves[:1]:
-                games_of.setdefault(int(m.pe[mv]), set()).add(g.game_id)
-    event_of = {int(m.pe[mv]): g.event for gi, g in enumerate(games) for mv in pg_groups[2 * gi].moves[:1] + pg_groups[2 * gi + 1].moves[:1]}
+        for side in (pg_groups[2 * gi], pg_groups[2 * gi + 1]):
+            if side.moves:
+                seen_in.setdefault(int(m.pe[side.moves[0]]), (g.event, set()))[1].add(g.game_id)
     for pe, grp in enumerate(pe_groups):
-        if len(games_of.get(pe, ())) < 5:
+        if pe not in seen_in or len(seen_in[pe][1]) < 5:
             continue
         tc = grp.tclass
         Xe.append(feat(grp.moves) + [c == tc for c in CLASSES])
         ye.append(grp.truth)
-        ge.append(event_of[pe])
+        ge.append(seen_in[pe][0])
         pub_e.append(model.estimate(feat.loglik(np.asarray(grp.moves)), len(grp.moves), model.prior_for(tc)).rating)
     Xe, ye, ge = np.asarray(Xe, float), np.asarray(ye, float), np.asarray(ge)
     print(f"\nper player-event (5+ games): {len(ye)} player-events in {len(set(ge))} events; FIDE mean {ye.mean():.0f}, "
