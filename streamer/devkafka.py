@@ -14,8 +14,6 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from aiokafka import TopicPartition
-
 from .kafka_config import STAGES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,7 +187,7 @@ async def consume_until(broker: str, topics: list[str], done, timeout: float = 2
 async def read_topic(broker: str, topic: str) -> dict[bytes | None, list[bytes | None]]:
     """Every record of ``topic`` (read_committed, from the beginning to the end offsets when called), as each key's
     values in offset order: what a reader restoring a changelog reads, and so what compaction leaves."""
-    from aiokafka import AIOKafkaConsumer
+    from aiokafka import AIOKafkaConsumer, TopicPartition
 
     c = AIOKafkaConsumer(bootstrap_servers=broker, group_id=None, auto_offset_reset="earliest",
                          isolation_level="read_committed", enable_auto_commit=False)

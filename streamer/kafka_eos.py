@@ -166,20 +166,29 @@ class Stage:
             **self.settings.aiokafka_kwargs())
         await producer.start()
         self.producers[partition] = producer
-        old = self.cfg.state.pop(partition, None)
-        if old is not None:
-            old.close()
+        self._close_state(partition)
         self.cfg.state[partition] = await self.restore(partition)
 
     async def release(self, partition: int) -> None:
         """Give one input partition up: drop its state and stop its producer."""
-        state = self.cfg.state.pop(partition, None)
-        if state is not None:
-            state.close()
+        self._close_state(partition)
         producer = self.producers.pop(partition, None)
         if producer is not None:
             with contextlib.suppress(Exception):  # a fenced producer's sender has died; there is nothing to flush
                 await producer.stop()
+
+    async def _fenced(self, partition: int) -> None:
+        """Another worker has started this partition's producer: it owns the partition now. Drop it until the group
+        assigns it to this worker again (the rebalance listener clears the mark)."""
+        log.warning("fenced: another worker owns this partition now; dropping it until the group assigns it again",
+                    extra={"stage": self.cfg.name, "partition": partition})
+        self.fenced.add(partition)
+        await self.release(partition)
+
+    def _close_state(self, partition: int) -> None:
+        state = self.cfg.state.pop(partition, None)
+        if state is not None:
+            state.close()
 
     def _open(self, partition: int, *, fresh: bool = False) -> TrackedState:
         if self.store_dir is None:
@@ -404,10 +413,7 @@ class Stage:
                 dropped.add(tp)
                 nxt.pop(tp, None)
             if isinstance(result, ProducerFenced):
-                log.warning("fenced: another worker owns this partition now; dropping it until the group assigns it "
-                            "again", extra={"stage": self.cfg.name, "partition": tp.partition})
-                self.fenced.add(tp.partition)
-                await self.release(tp.partition)
+                await self._fenced(tp.partition)
             elif isinstance(result, asyncio.CancelledError):
                 raise result
             elif isinstance(result, BaseException):
@@ -468,15 +474,14 @@ class Stage:
         try:
             await producer.abort_transaction()
         except ProducerFenced:
-            self.fenced.add(tp.partition)
-            await self.release(tp.partition)
+            await self._fenced(tp.partition)
             return
         except Exception:  # noqa: BLE001 - the producer may be unusable: start a new one, which also aborts
             log.exception("abort failed", extra={"stage": self.cfg.name, "partition": tp.partition})
             await self.release(tp.partition)
             await self.acquire(tp.partition)
         else:
-            self.cfg.state[tp.partition].close()
+            self._close_state(tp.partition)
             self.cfg.state[tp.partition] = await self.restore(tp.partition)
         await self._rewind([tp])
 
