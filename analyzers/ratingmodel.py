@@ -156,6 +156,10 @@ class Prior:
         return -0.5 * ((grid - self.mean) / self.sd) ** 2
 
 
+#: A prior that adds nothing: the posterior is the (tempered, convolved) likelihood alone.
+FLAT_PRIOR = Prior(0.0, math.inf)
+
+
 @dataclass(frozen=True)
 class MoveModel:
     """The fitted move model of one engine profile and the corrections of its posterior (see the module docstring)."""
@@ -341,7 +345,7 @@ def load_move_model(profile: str, path: str | Path | None = None) -> MoveModel |
 
 
 __all__ = [
-    "BAND_LEVEL", "DEFAULT_DECLARED_RD", "MoveModel", "Prior", "RATING_GRID", "RatingLikelihood", "TIME_CLASSES", "UNKNOWN_CLASS",
+    "BAND_LEVEL", "DEFAULT_DECLARED_RD", "FLAT_PRIOR", "MoveModel", "Prior", "RATING_GRID", "RatingLikelihood", "TIME_CLASSES", "UNKNOWN_CLASS",
     "choice_loglik", "class_from_clock", "clock_inputs", "log_s_and_c", "load_move_model", "parse_time_control", "summarise",
     "summaries", "time_class", "win_losses", "win_probability",
 ]

@@ -44,16 +44,17 @@ import numpy as np
 from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir, follow_player_events
 
 from analyzers.calibration import Calibration, load_calibration
+from analyzers.combination import Combination, load_combination
 from analyzers.concordance import kendall_tau_a
 from analyzers.engine import EnginePool
 from analyzers.glicko2 import SCALE, Glicko2Config, expected, update_after_game
 from analyzers.perceived import RatingEstimate
 from analyzers.profiles import get_profile
-from analyzers.ratingmodel import DEFAULT_DECLARED_RD, MoveModel, Prior, load_move_model
+from analyzers.ratingmodel import MoveModel, load_move_model
 from schemas import MoveAssessment
 from streamer.batch import assess_games, sample_player_events, sample_rated_games
 from streamer.ingest import PgnGame
-from streamer.pipeline import PipelineConfig, ScopeStats
+from streamer.pipeline import PipelineConfig, ScopeStats, model_estimates
 
 SPLITS = {"holdout": "rated-holdout", "dev": "rated-dev"}
 MOVES_SEEN = (10, 20, 40, 80, 160)
@@ -92,8 +93,9 @@ class Estimates:
     gain: RatingEstimate
     comb: RatingEstimate | None
     family: str = ""
-    model: RatingEstimate | None = None  # the rating-conditioned model, moves only
-    perf: RatingEstimate | None = None   # the same with the FIDE rating (declared) as prior, RD DEFAULT_DECLARED_RD
+    model: RatingEstimate | None = None  # the published moves-only estimate (the combination's, when there is one)
+    perf: RatingEstimate | None = None   # the move model with the FIDE rating (declared) as prior, RD DEFAULT_DECLARED_RD
+    move_model: RatingEstimate | None = None  # the move model's own moves-only estimate
     tclass: str = ""
 
     @property
@@ -105,6 +107,8 @@ class Estimates:
 
 #: The profile's move model (set by main), or None: then the posterior over c is the published estimate.
 MODEL: MoveModel | None = None
+#: The combination on top of it (set by main), or None: then the move model's estimate is the published one.
+COMB: Combination | None = None
 
 
 def rated(s: ScopeStats, cal: Calibration) -> bool:
@@ -115,15 +119,16 @@ def rated(s: ScopeStats, cal: Calibration) -> bool:
 
 
 def main_estimate(s: ScopeStats, cal: Calibration) -> RatingEstimate:
-    if MODEL is not None and s.rating.ll is not None:
-        return MODEL.estimate(s.rating.ll, s.rating.n, MODEL.prior_for(s.rating.tclass))
+    """What the player step publishes (streamer.pipeline.model_estimates, the same function)."""
+    est = model_estimates(s, MODEL, COMB) if MODEL is not None else None
+    if est is not None:
+        return est.moves_only
     return cal.from_posterior(s.post) if cal.has_c_map else cal.from_histogram(s.hist)
 
 
 def performance(s: ScopeStats, declared: float) -> RatingEstimate | None:
-    if MODEL is None or s.rating.ll is None:
-        return None
-    return MODEL.estimate(s.rating.ll, s.rating.n, Prior(declared, DEFAULT_DECLARED_RD))
+    est = model_estimates(s, MODEL, None, declared=(declared, None)) if MODEL is not None else None
+    return est.performance if est else None
 
 
 def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float) -> Estimates:
@@ -135,8 +140,9 @@ def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float) ->
     comb = (w_p * p.rating + w_g * gn.rating) / (w_p + w_g)
     half = 1.96 * math.sqrt(1 / (w_p + w_g))  # treats the two as independent: optimistic, they share the moves
     out = Estimates(truth, opponent, p, gn, RatingEstimate(comb, comb - half, comb + half, p.n))
-    if MODEL is not None and s.rating.ll is not None:
-        out.model, out.perf, out.tclass = main_estimate(s, cal), performance(s, truth), s.rating.tclass
+    est = model_estimates(s, MODEL, COMB, declared=(truth, None)) if MODEL is not None else None
+    if est is not None:
+        out.model, out.perf, out.move_model, out.tclass = est.moves_only, est.performance, est.model, s.rating.tclass
     return out
 
 
@@ -155,11 +161,13 @@ def table(title: str, rows: list[Estimates]) -> None:
     print(f"\n| {title:<36} |   MAE | cut vs constant |   bias |     r | tau_a | in 95 % |")
     print("|---|---|---|---|---|---|---|")
     # (the performance estimate has the FIDE rating as its prior, so it is judged by predicting results, below)
-    for name, attr in (("move model, moves only (published)", "model"), ("posterior over c", "post"),
+    published = "combination, moves only (published)" if COMB else "move model, moves only (published)"
+    for name, attr in ((published, "model"), *((("move model alone, moves only", "move_model"),) if COMB else ()),
+                       ("posterior over c", "post"),
                        ("gain histogram (Ferreira Alg. 4)", "gain"), ("combination (inverse variance)", "comb")):
         es = [getattr(e, attr) for e in rows]
         if any(x is None for x in es):
-            why = "no move model: --no-model, or none for this profile" if attr == "model" else "no c map: one-PV profile"
+            why = "no move model: --no-model, or none for this profile" if attr in ("model", "move_model") else "no c map: one-PV profile"
             print(f"| {name:<36} |     - |      - |      - |     - |     - |      - |  ({why})")
             continue
         print(row(name, [x.rating for x in es], truth, [x.low for x in es], [x.high for x in es]))
@@ -295,6 +303,8 @@ def main() -> None:
     ap.add_argument("--sample", choices=("random", "events"), default="random",
                     help="random games, or whole player-events (players with 5+ games in an event, all their games)")
     ap.add_argument("--no-model", action="store_true", help="publish from the posterior over c, as without a move model")
+    ap.add_argument("--no-combination", action="store_true", help="publish the move model's estimate, without the "
+                    "learned combination on top")
     ap.add_argument("--plots", action="store_true", help="write the two PNGs into docs/img")
     ap.add_argument("--warm", action="store_true", help="only fill the analysis cache (no calibration needed); an "
                     "interrupted run keeps every finished search")
@@ -303,8 +313,9 @@ def main() -> None:
     data = data_dir(args, f"pgn/{SPLITS[args.split]}", "pgn/rated-dev")
     profile = get_profile(args.profile)
     cal = None if args.warm else load_calibration(profile.name)
-    global MODEL
+    global MODEL, COMB
     MODEL = None if args.no_model else load_move_model(profile.name)
+    COMB = None if args.no_model or args.no_combination else load_combination(profile.name)
     config = PipelineConfig(profile, cal)
     sampler = sample_player_events if args.sample == "events" else sample_rated_games
     games = sampler(data / "pgn" / SPLITS[args.split], args.games, seed=args.seed)
@@ -330,16 +341,18 @@ def main() -> None:
           f"({stats.search_seconds:.0f} engine-s), {stats.cache_hits} cache hits, {time.time() - t:.0f} s")
     print(f"FIDE ratings (per player-game): mean {truth.mean():.0f}, sd {truth.std():.0f}")
     table("per player-game", game_rows)
-    if event_rows:
+    if len(event_rows) >= 10:  # a random sample holds few players with 5+ games in one event: no table of one or two
         table("per player-event (5+ games)", event_rows)
     if MODEL is not None:
         print(f"move model: {MODEL.fitted_on} ({'PROVISIONAL' if MODEL.provisional else 'final'}); "
               f"temperature {MODEL.temperature}, person sd {MODEL.person_sd}")
-    method = "move model" if MODEL is not None else "posterior over c" if cal.has_c_map else "gain histogram, Alg. 4"
+    if COMB is not None:
+        print(f"combination: {COMB.fitted_on} ({'PROVISIONAL' if COMB.provisional else 'final'}); {COMB.command}")
+    method = "combination" if COMB is not None else "move model" if MODEL is not None else "posterior over c" if cal.has_c_map else "gain histogram, Alg. 4"
     groupings = [("event family", lambda e: e.family)] + ([("time-control class", lambda e: e.tclass)] if MODEL else [])
     for label, key in groupings:
         grouped_table(method, f"{label}, per player-game", key, game_rows)
-        if event_rows:
+        if len(event_rows) >= 10:
             grouped_table(method, f"{label}, per player-event", key, event_rows)
     print(f"\n| {'counted ' if cal.has_c_map else ''}moves seen (player-event) | n | {method} MAE | bias | in 95 % | mean half-width |")
     print("|---|---|---|---|---|---|")

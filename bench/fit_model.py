@@ -53,7 +53,7 @@ from analyzers.ratingmodel import (
 from schemas import MoveAssessment
 from streamer.batch import assess_games, sample_player_events, sample_rated_games_from_file
 from streamer.ingest import PgnGame
-from streamer.pipeline import PipelineConfig, move_choice, move_clock_inputs
+from streamer.pipeline import PipelineConfig, has_clock, move_choice, move_clock_inputs
 
 CHECKPOINTS = (10, 20, 40, 80, 160)
 K_MAX = 7  # candidates per move after padding (multipv 5 + an outside move, with room)
@@ -79,6 +79,7 @@ class Moves:
     pe: np.ndarray          # player-event index
     cp_deltas: np.ndarray   # the same losses in pawns (for the ablation)
     clock: np.ndarray       # (moves, 2) clock inputs of ratingmodel.clock_inputs (0 where the game has no clocks)
+    clocked: np.ndarray     # whether the move's clock (and the game's base) were known
 
 
 @dataclass
@@ -97,7 +98,7 @@ def game_class(g: PgnGame, elite: bool) -> str:
 
 
 def extract(games: list[tuple[PgnGame, bool]], results: dict[str, list[MoveAssessment]]):  # noqa: ANN201
-    rows_d, rows_cp, played, rating, tcls, pgs, pes, clk = [], [], [], [], [], [], [], []
+    rows_d, rows_cp, played, rating, tcls, pgs, pes, clk, clocked = [], [], [], [], [], [], [], [], []
     pg_groups: list[Group] = []
     pe_index: dict[tuple[str, str], int] = {}
     pe_groups: list[Group] = []
@@ -132,10 +133,11 @@ def extract(games: list[tuple[PgnGame, bool]], results: dict[str, list[MoveAsses
                 pgs.append(pg)
                 pes.append(pe)
                 clk.append(move_clock_inputs(a))  # as the live player step computes them
+                clocked.append(has_clock(a))
                 pg_groups[pg].moves.append(i)
                 pe_groups[pe].moves.append(i)
     m = Moves(np.array(rows_d), np.array(played), np.array(rating, float), np.array(tcls), np.array(pgs),
-              np.array(pes), np.array(rows_cp), np.array(clk, float).reshape(-1, 2))
+              np.array(pes), np.array(rows_cp), np.array(clk, float).reshape(-1, 2), np.array(clocked, bool))
     return m, pg_groups, pe_groups
 
 
@@ -211,6 +213,18 @@ def score(model: MoveModel, grids: np.ndarray, points, level: float = 0.95) -> d
                 len(v)) for k, v in acc.items()}
 
 
+def analysed(games: list[tuple[PgnGame, bool]], profile) -> tuple[list[tuple[PgnGame, bool]], dict[str, list[MoveAssessment]]]:  # noqa: ANN001
+    """The games (tagged elite or not) whose every position is in the analysis cache, with their assessments; no
+    engine runs."""
+
+    async def run():  # noqa: ANN202
+        async with CacheOnlyPool(size=1, cache_path=ANALYSIS_CACHE) as pool:
+            return await assess_games([g for g, _ in games], pool, PipelineConfig(profile))
+
+    results = asyncio.run(run())
+    return [(g, e) for g, e in games if len(results.get(g.game_id, [])) == len(g.moves)], results
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="fast")
@@ -227,14 +241,7 @@ def main() -> None:
     t0 = time.time()
     dev = sample_player_events(data / "pgn" / "rated-dev", args.dev, seed=args.seed)
     elite = sample_rated_games_from_file(data.joinpath(*ELITE_FILE), args.elite, seed=args.seed) if args.elite else []
-    tagged = [(g, False) for g in dev] + [(g, True) for g in elite]
-
-    async def run():  # noqa: ANN202
-        async with CacheOnlyPool(size=1, cache_path=ANALYSIS_CACHE) as pool:
-            return await assess_games([g for g, _ in tagged], pool, PipelineConfig(profile))
-
-    results = asyncio.run(run())
-    complete = [(g, e) for g, e in tagged if len(results.get(g.game_id, [])) == len(g.moves)]
+    complete, results = analysed([(g, False) for g in dev] + [(g, True) for g in elite], profile)
     n_dev = sum(1 for _, e in complete if not e)
     print(f"fit_model: profile {profile.name}; analysed {n_dev} of {len(dev)} rated-dev games and "
           f"{len(complete) - n_dev} of {len(elite)} elite-otb games (the rest are not in the cache yet); "

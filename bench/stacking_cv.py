@@ -24,19 +24,17 @@ Needs scikit-learn (``pip install -e '.[bench]'``). Nothing here touches rated-h
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 import time
 
 import numpy as np
-from common import ANALYSIS_CACHE, add_data_argument, data_dir
-from fit_model import CacheOnlyPool, extract, game_class
+from common import add_data_argument, data_dir
+from fit_model import analysed, extract, game_class
 
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import RATING_GRID, TIME_CLASSES, UNKNOWN_CLASS, MoveModel, choice_loglik, load_move_model
-from streamer.batch import assess_games, sample_player_events
-from streamer.pipeline import PipelineConfig
+from streamer.batch import sample_player_events
 
 CLASSES = (*TIME_CLASSES, UNKNOWN_CLASS)
 FEATURES = ("moves", "mean delta", "mean sqrt delta", "best", "delta>0.02", "delta>0.05", "delta>0.1", "delta>0.2",
@@ -153,13 +151,8 @@ def main() -> None:
         sys.exit(f"profile {profile.name} has no move model")
     t0 = time.time()
     dev = sample_player_events(data / "pgn" / "rated-dev", args.dev, seed=args.seed)
-
-    async def run():  # noqa: ANN202
-        async with CacheOnlyPool(size=1, cache_path=ANALYSIS_CACHE) as pool:
-            return await assess_games(dev, pool, PipelineConfig(profile))
-
-    results = asyncio.run(run())
-    games = [g for g in dev if len(results.get(g.game_id, [])) == len(g.moves)]
+    complete, results = analysed([(g, False) for g in dev], profile)
+    games = [g for g, _ in complete]
     m, pg_groups, pe_groups = extract([(g, False) for g in games], results)
     feat = Featurizer(model, m)
     print(f"stacking_cv: profile {profile.name}, move model {model.fitted_on}; {len(games)} of {len(dev)} rated-dev "

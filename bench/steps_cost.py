@@ -22,6 +22,7 @@ from common import ROOT
 from throughput import CACHE, events_of
 
 from analyzers.calibration import load_calibration
+from analyzers.combination import load_combination
 from analyzers.engine import EnginePool
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import load_move_model
@@ -36,7 +37,7 @@ async def run(reps: int) -> None:
     games = list(read_pgn_games(ROOT / "tests/fixtures/london_chess_classic_2011.pgn"))
     # the live configuration: the fast profile's calibration and move model (the searches are shallower, from cache)
     config = PipelineConfig(replace(get_profile("fast"), name="fast*", depth=6, multipv=4), load_calibration("fast"),
-                            model=load_move_model("fast"))
+                            model=load_move_model("fast"), combination=load_combination("fast"))
     rows = []
     async with EnginePool(size=1, cache_path=CACHE) as pool:
         steps = Steps(config, pool)

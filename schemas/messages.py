@@ -172,10 +172,13 @@ def parse_player_event(raw: bytes | str) -> MoveAssessment | GameResult:
 class PerceivedRating(Message):
     """A perceived rating of one scope. Version 2 adds the rating-conditioned model's estimates (``method`` "model"):
     a 68 % band, the prior the moves-only estimate starts from, and ``performance``: the same moves with the
-    player's declared rating as the prior (absent when no rating was declared). Version 1 messages still parse."""
+    player's declared rating as the prior (absent when no rating was declared). Version 3 adds ``method``
+    "combination" (the learned combination on top of the move model gives ``rating``, ``low``, ``high`` and the band)
+    with the move model's own moves-only estimate beside it in ``model_rating``, ``model_low``, ``model_high``.
+    Versions 1 and 2 still parse."""
 
     type: Literal["perceived"] = "perceived"
-    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]  # v2 adds fields; v1 still parses
+    schema_version: Literal[1, 2, 3] = 3  # type: ignore[assignment]  # v2 and v3 add fields; older ones still parse
     player_id: Id
     scope: Literal["game", "event", "player"]
     scope_id: str
@@ -185,11 +188,15 @@ class PerceivedRating(Message):
     low: float
     high: float
     level: float = 0.95
-    method: Literal["model", "posterior", "gain"]
+    method: Literal["combination", "model", "posterior", "gain"]
     band_low: float | None = Field(default=None, description="68 % band (v2)")
     band_high: float | None = None
     prior: str | None = Field(default=None, description="the moves-only estimate's prior, e.g. 'rapid 1729 +/- 377' (v2)")
     time_class: str | None = None
+    model_rating: float | None = Field(default=None, description="the move model's moves-only estimate, when the "
+                                       "combination gives the rating (v3)")
+    model_low: float | None = None
+    model_high: float | None = None
     performance: float | None = Field(default=None, description="the moves with the declared rating as prior (v2)")
     performance_low: float | None = None
     performance_high: float | None = None

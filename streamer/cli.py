@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from analyzers.calibration import load_calibration
+from analyzers.combination import load_combination
 from analyzers.engine import EnginePool
 from analyzers.errors import CalibrationError, EngineError, StateStoreError, UnratablePool, where
 from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
@@ -51,8 +52,9 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                    help="deadline of one engine search before the engine is replaced and the search retried once "
                         "(default: 50x the profile's mean search time, at least 5 s)")
     g.add_argument("--prior", type=population_prior, metavar="MEAN:SD", default=None,
-                   help="the population the moves-only estimate starts from, e.g. 2600:150 for an elite event (default: "
-                        "the move model's prior per time-control class, fitted on rated online events)")
+                   help="the population the moves-only estimate starts from, e.g. 2600:150 for an elite event; the move "
+                        "model's posterior under it is then published, not the combination fitted on rated online events "
+                        "(default: the combination, and the move model's prior per time-control class)")
     g.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on PORT")
     g.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds (default %(default)s; "
                    "0.0.0.0 where a scraper in another container or pod reads it)")
@@ -76,8 +78,12 @@ def build_config(args: argparse.Namespace):
     profile = get_profile(args.profile)
     calibration = load_calibration(profile.name)
     model = load_move_model(profile.name)  # the rating-conditioned move model, where the profile has one
+    # the learned combination on top of it gives the moves-only rating; it was fitted on rated-dev's population, so
+    # a platform that states its own population (--prior) gets the move model's posterior under that prior instead
+    combination = load_combination(profile.name) if model is not None else None
     if model is not None and getattr(args, "prior", None) is not None:
         model = replace(model, priors={k: args.prior for k in model.priors}, _cache={})
+        combination = None
     if profile.gains_only:
         # a gains-only profile publishes no posterior and no fair-play statistics: not a live service
         raise CalibrationError(f"profile {profile.name!r} rates by gains only (one PV); it is for bench/ferreira_tables.py "
@@ -90,7 +96,9 @@ def build_config(args: argparse.Namespace):
         print(f"note: limits {profile.name} differ from the calibrated profile; ratings are not calibrated for them", file=sys.stderr)
         calibration = replace(calibration, provisional=True)
         model = replace(model, provisional=True, _cache={}) if model else None
-    config = PipelineConfig(profile, calibration, model=model, search_timeout=getattr(args, "search_timeout", None))
+        combination = replace(combination, provisional=True) if combination else None
+    config = PipelineConfig(profile, calibration, model=model, combination=combination,
+                            search_timeout=getattr(args, "search_timeout", None))
     idle = getattr(args, "idle_game_seconds", None)
     return replace(config, idle_game_seconds=idle) if idle else config
 

@@ -21,19 +21,23 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import chess
+import numpy as np
 
 from analyzers.calibration import Calibration
+from analyzers.combination import Combination, MoveFeatures, ScopeFeatures
 from analyzers.engine.analysis import Limits, PositionAnalysis
 from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, StateStoreError, UnknownGame
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, REALERT_Z_STEP, FairPlayMove, FairPlayStats
 from analyzers.gain import GainHistogram, gain
 from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
-from analyzers.perceived import DEFAULT_LEVEL
+from analyzers.perceived import DEFAULT_LEVEL, RatingEstimate
 from analyzers.posterior import SkillPosterior, with_played_move
 from analyzers.profiles import EngineProfile
 from analyzers.ratingmodel import (
     BAND_LEVEL,
     DEFAULT_DECLARED_RD,
+    FLAT_PRIOR,
+    RATING_GRID,
     UNKNOWN_CLASS,
     MoveModel,
     Prior,
@@ -84,6 +88,8 @@ class PipelineConfig:
     profile: EngineProfile
     calibration: Calibration | None = None  # needed by the player step only (batch analysis runs without one)
     model: MoveModel | None = None  # the rating-conditioned move model: when set, it gives the published rating
+    #: the learned combination on top of the move model: when set (with ``model``), it gives the moves-only rating
+    combination: Combination | None = None
     glicko: Glicko2Config = Glicko2Config()
     z_threshold: float = DEFAULT_Z_THRESHOLD
     min_alert_moves: int = DEFAULT_MIN_MOVES
@@ -312,6 +318,11 @@ def move_clock_inputs(a: MoveAssessment) -> tuple[float, float]:
     return clock_inputs(a.clock, previous, a.clock_base)
 
 
+def has_clock(a: MoveAssessment) -> bool:
+    """Whether the move's clock inputs are known (the mover's clock and the game's base time)."""
+    return a.clock is not None and a.clock_base is not None
+
+
 def move_choice(a: MoveAssessment) -> tuple[list[float], int]:
     """Candidate values (pawns, mover's view) and the index of the move played, outside moves appended."""
     values = [c.cp / 100.0 for c in a.candidates]
@@ -330,6 +341,7 @@ class ScopeStats:
     last_ply: int = -1
     games: int = 0
     rating: RatingLikelihood = field(default_factory=RatingLikelihood)
+    feats: ScopeFeatures = field(default_factory=ScopeFeatures)
 
     def add(self, a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None) -> None:
         """Count one move (see :func:`count_move`, which counts it in several scopes at once)."""
@@ -337,13 +349,14 @@ class ScopeStats:
 
     def to_dict(self) -> dict[str, Any]:
         return {"hist": self.hist.to_dict(), "post": self.post.to_dict(), "fair": self.fair.to_dict(),
-                "last_ply": self.last_ply, "games": self.games, "rating": self.rating.to_dict()}
+                "last_ply": self.last_ply, "games": self.games, "rating": self.rating.to_dict(), "feats": self.feats.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeStats:
         return cls(GainHistogram.from_dict(d["hist"]), SkillPosterior.from_dict(d["post"]),
                    FairPlayStats.from_dict(d["fair"]), d["last_ply"], d["games"],
-                   RatingLikelihood.from_dict(d["rating"]) if d.get("rating") else RatingLikelihood())
+                   RatingLikelihood.from_dict(d["rating"]) if d.get("rating") else RatingLikelihood(),
+                   ScopeFeatures.from_dict(d["feats"]) if d.get("feats") else ScopeFeatures())
 
 
 def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None) -> None:
@@ -357,10 +370,13 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
         fair = FairPlayMove.of(values, idx, c_ref) if c_ref is not None else None
         if model is not None:
             tclass = a.time_class or UNKNOWN_CLASS
-            shift = model.clock_shift(move_clock_inputs(a)) if model.clock != (0.0, 0.0) else 0.0
-            move_ll = model.move_loglik(win_losses([v * 100.0 for v in values]), idx, tclass, shift)
+            clock = move_clock_inputs(a)
+            deltas = win_losses([v * 100.0 for v in values])
+            move_ll = model.move_loglik(deltas, idx, tclass, model.clock_shift(clock) if model.clock != (0.0, 0.0) else 0.0)
+            features = MoveFeatures.of(deltas, idx, clock, has_clock(a))
             for s in scopes:
                 s.rating.add(move_ll, tclass)
+                s.feats.add(features)
     for s in scopes:
         s.hist.add(a.gain)
         s.fair.add(fair)  # None (not counted, no reference c, or a forced move) adds nothing
@@ -416,28 +432,66 @@ class PlayerState:
         )
 
 
+@dataclass(frozen=True)
+class ModelEstimates:
+    """What the move model (and the combination on top of it, when configured) says of one scope."""
+
+    moves_only: RatingEstimate      # the published rating: the combination's when there is one, else the model's
+    band: RatingEstimate            # the same at BAND_LEVEL (68 %)
+    model: RatingEstimate           # the move model's posterior with the population prior of the scope's class
+    prior: Prior
+    method: str                     # "combination" or "model"
+    performance: RatingEstimate | None = None  # the posterior with the declared rating as prior
+    performance_prior: Prior | None = None
+
+
+def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combination | None = None,
+                    level: float = DEFAULT_LEVEL, declared: tuple[float | None, float | None] = (None, None)) -> ModelEstimates | None:
+    """The moves-only estimate of a scope (docs/models.md s. 9 and 10) and, when a rating was ``declared`` as
+    (rating, rd), the ``performance`` estimate; None before the scope's first counted move. The tempered,
+    convolved likelihood is computed once for all the priors."""
+    lik = stats.rating
+    if lik.ll is None:
+        return None
+    prior = model.prior_for(lik.tclass)
+    rating, rd = declared
+    dprior = Prior(rating, rd or DEFAULT_DECLARED_RD) if rating else None
+    if combination is not None and not combination.applies(stats.feats):
+        combination = None
+    priors = (prior, *((FLAT_PRIOR,) if combination else ()), *((dprior,) if dprior else ()))
+    posts = model.posteriors(lik.ll, priors)
+    m, band = summaries(posts[0], lik.n, (level, BAND_LEVEL))
+    main, method = m, "model"
+    if combination is not None:
+        flat = posts[1]
+        mean = float(flat @ RATING_GRID)
+        x = stats.feats.vector(mean, float(np.sqrt(flat @ (RATING_GRID - mean) ** 2)), lik.tclass)
+        main, band, method = combination.estimate(x, lik.n, level), combination.estimate(x, lik.n, BAND_LEVEL), "combination"
+    perf = summarise(posts[-1], lik.n, level) if dprior else None
+    return ModelEstimates(main, band, m, prior, method, perf, dprior)
+
+
 def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, game_id: str, ply: int,
               config: PipelineConfig, declared: tuple[float | None, float | None] = (None, None)) -> PerceivedRating | None:
-    """The published rating of one scope: from the rating-conditioned model when the profile has one (with the
-    ``performance`` estimate when a rating was ``declared``: (rating, rd)), else from the posterior over c once it
-    has counted moves, else from the gains."""
+    """The published rating of one scope: from the move model (and the combination on top of it) when the profile
+    has one (with the ``performance`` estimate when a rating was ``declared``: (rating, rd)), else from the
+    posterior over c once it has counted moves, else from the gains."""
     cal = config.calibration
     if cal is None:
         raise ValueError("publishing perceived ratings needs a calibration in PipelineConfig")
     g = cal.from_histogram(stats.hist, config.level) if stats.hist.count else None
     extra: dict[str, Any] = {}
     model, lik = config.model, stats.rating
-    m = None
-    if model is not None and lik.ll is not None:
-        prior = model.prior_for(lik.tclass)
-        rating, rd = declared
-        dprior = Prior(rating, rd or DEFAULT_DECLARED_RD) if rating else None
-        posts = model.posteriors(lik.ll, (prior, dprior) if dprior else (prior,))
-        m, b68 = summaries(posts[0], lik.n, (config.level, BAND_LEVEL))
-        extra = {"band_low": round(b68.low, 1), "band_high": round(b68.high, 1), "time_class": lik.tclass,
-                 "prior": f"{lik.tclass} {prior.mean:.0f} +/- {prior.sd:.0f}"}
-        if dprior:
-            perf = summarise(posts[1], lik.n, config.level)
+    est = model_estimates(stats, model, config.combination, config.level, declared) if model is not None else None
+    m = est.moves_only if est else None
+    if est is not None:
+        extra = {"band_low": round(est.band.low, 1), "band_high": round(est.band.high, 1), "time_class": lik.tclass,
+                 "prior": f"{lik.tclass} {est.prior.mean:.0f} +/- {est.prior.sd:.0f}"}
+        if est.method == "combination":
+            extra |= {"model_rating": round(est.model.rating, 1), "model_low": round(est.model.low, 1),
+                      "model_high": round(est.model.high, 1)}
+        if est.performance and est.performance_prior:
+            perf, dprior = est.performance, est.performance_prior
             extra |= {"performance": round(perf.rating, 1), "performance_low": round(perf.low, 1),
                       "performance_high": round(perf.high, 1), "performance_prior": f"declared {dprior.mean:.0f} +/- {dprior.sd:.0f}"}
     # the posterior over c: its Elo reading is published only without a move model; its c always
@@ -446,14 +500,18 @@ def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, g
     main = m or p or g
     if main is None:
         return None
+    provisional = cal.provisional
+    if est is not None and model is not None:
+        provisional = model.provisional or (est.method == "combination" and config.combination is not None
+                                            and config.combination.provisional)
     return PerceivedRating(
         player_id=player_id, scope=scope, scope_id=scope_id, game_id=game_id, ply=max(ply, 0),
         rating=round(main.rating, 1), low=round(main.low, 1), high=round(main.high, 1), level=config.level,
-        method="model" if m else "posterior" if p else "gain", c_mean=round(stats.post.mean, 4) if has_c else None,
+        method=est.method if est else "posterior" if p else "gain", c_mean=round(stats.post.mean, 4) if has_c else None,
         c_sd=round(stats.post.std, 4) if has_c else None, moves=lik.n if m else stats.post.n,
         gain_rating=round(g.rating, 1) if g else None, gain_low=round(g.low, 1) if g else None,
         gain_high=round(g.high, 1) if g else None, gain_moves=stats.hist.count,
-        profile=config.profile.name, provisional=(model.provisional if m and model else cal.provisional), **extra,
+        profile=config.profile.name, provisional=provisional, **extra,
     )
 
 

@@ -1,0 +1,223 @@
+"""A learned combination on top of the move model: the moves-only rating (docs/models.md s. 10).
+
+The move model (:mod:`.ratingmodel`) scores each move alone. What a scope's moves say *together* (how often the
+player found the only move, how they spent their clock, how hard their positions were) it leaves out. A linear
+combination of a few running means, fitted on rated games (``bench/fit_combination.py``), adds it:
+
+    R_hat = w . phi(x) + w0,     phi(x) = (x, x / sqrt(1 + n / 20))
+
+where x (:data:`FEATURES`) holds, for the scope's n counted moves: log(1 + n); the mean win-probability loss delta
+of the played move (s. 9), of sqrt(delta), the shares of delta = 0 and delta > 0.02, 0.05, 0.1, 0.2; the mean loss
+of the second candidate and the mean number of candidates within 0.05 of the best (position difficulty); the mean
+and sd of the move model's likelihood over the rating (tempered and convolved, no prior); the mean and sd of the
+clock's x_spent, the last x_left, the share of moves played in under e^-2 of base / 40 (:func:`.ratingmodel.clock_inputs`);
+the share of best moves where the second candidate was more than 0.1 worse; one indicator per time-control class.
+The second half of phi lets the fit trust the means more as n grows.
+
+The combination rates only scopes whose every counted move had a clock (:meth:`Combination.applies`): it was fitted
+on clocked games, and its clock inputs carry most of what it adds. Elsewhere the move model's estimate is published.
+
+Every input is a running sum, so a scope keeps :class:`ScopeFeatures` (17 numbers) and the estimate still updates
+per move in O(1) plus the posterior the move model computes anyway. The interval is empirical: the quantiles of the
+cross-validated residuals (truth - R_hat) on the fitting data, in bins of n, so it is as wide as the errors were
+at that many moves, at any level between the stored tails.
+
+Neither player's declared rating is an input. The ``performance`` estimate stays the move model's posterior with
+the declared rating as its prior (:meth:`.ratingmodel.MoveModel.posteriors`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import CalibrationError
+from .perceived import RatingEstimate
+from .ratingmodel import RATING_GRID, TIME_CLASSES, UNKNOWN_CLASS
+
+#: The classes one-hot encoded, in order.
+CLASSES = (*TIME_CLASSES, UNKNOWN_CLASS)
+#: The inputs x, in the order of the fitted weights (phi repeats them, shrunk).
+FEATURES = ("log moves", "mean delta", "mean sqrt delta", "best", "delta>0.02", "delta>0.05", "delta>0.1", "delta>0.2",
+            "second's loss", "playable", "model mean", "model sd", "x_spent mean", "x_spent sd", "last x_left",
+            "fast moves", "best when only one", *(f"class {c}" for c in CLASSES))
+#: The inputs that come from the clock (the ablation drops them together).
+CLOCK_FEATURES = ("x_spent mean", "x_spent sd", "last x_left", "fast moves")
+#: Thresholds on the played move's loss delta, on a playable candidate, on an "only move" and on a fast move's x_spent.
+DELTA_STEPS = (0.02, 0.05, 0.1, 0.2)
+PLAYABLE_DELTA, ONLY_MOVE_GAP, FAST_X_SPENT = 0.05, 0.1, -2.0
+#: The n in phi's shrunk half, x / sqrt(1 + n / SHRINK_MOVES).
+SHRINK_MOVES = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class MoveFeatures:
+    """What one counted move adds to :class:`ScopeFeatures`."""
+
+    delta: float                 # the played move's win-probability loss
+    second: float                # the second-best candidate's loss (1 when there is none), capped at 1
+    playable: int                # candidates within PLAYABLE_DELTA of the best
+    clock: tuple[float, float]   # (x_left, x_spent)
+    clocked: bool                # whether the clock was known (else ``clock`` is (0, 0))
+
+    @classmethod
+    def of(cls, deltas: Sequence[float] | np.ndarray, played: int, clock: tuple[float, float], clocked: bool) -> MoveFeatures:
+        """From the candidates' losses (the best 0, the played move's at ``played``), the clock inputs of
+        :func:`.ratingmodel.clock_inputs` and whether the clock was known."""
+        ordered = sorted(min(float(x), 1.0) for x in deltas)
+        second = ordered[1] if len(ordered) > 1 else 1.0  # a lone candidate: every other move is a blunder
+        return cls(float(deltas[played]), second, sum(x < PLAYABLE_DELTA for x in ordered), clock, clocked)
+
+
+class ScopeFeatures:
+    """The running sums behind :data:`FEATURES` for one scope: :meth:`add` per counted move, O(candidates)."""
+
+    __slots__ = ("n", "delta", "sqrt_delta", "best", "over", "second", "playable", "x_spent", "x_spent2", "last_x_left",
+                 "fast", "only", "only_best", "clocked")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.delta = self.sqrt_delta = self.second = self.playable = self.x_spent = self.x_spent2 = 0.0
+        self.last_x_left = 0.0
+        self.best = self.fast = self.only = self.only_best = self.clocked = 0
+        self.over = [0, 0, 0, 0]  # counts of delta above each of DELTA_STEPS
+
+    def add(self, move: MoveFeatures) -> None:
+        """One counted move (:meth:`MoveFeatures.of`, computed once for all of a player's scopes)."""
+        d = move.delta
+        self.n += 1
+        self.delta += d
+        self.sqrt_delta += math.sqrt(d)
+        self.best += d == 0.0
+        for i, step in enumerate(DELTA_STEPS):
+            self.over[i] += d > step
+        self.second += move.second
+        self.playable += move.playable
+        x_left, x_spent = move.clock
+        self.x_spent += x_spent
+        self.x_spent2 += x_spent * x_spent
+        self.last_x_left = x_left
+        self.fast += x_spent < FAST_X_SPENT
+        self.clocked += move.clocked
+        if move.second > ONLY_MOVE_GAP:
+            self.only += 1
+            self.only_best += d == 0.0
+
+    def vector(self, model_mean: float, model_sd: float, tclass: str) -> np.ndarray:
+        """x in the order of :data:`FEATURES`, given the move model's likelihood mean and sd (no prior)."""
+        n = max(self.n, 1)
+        xs = self.x_spent / n
+        return np.array([
+            math.log1p(self.n), self.delta / n, self.sqrt_delta / n, self.best / n, *(c / n for c in self.over),
+            self.second / n, self.playable / n, model_mean, model_sd, xs, math.sqrt(max(self.x_spent2 / n - xs * xs, 0.0)),
+            self.last_x_left, self.fast / n, self.only_best / self.only if self.only else 0.5,
+            *(float(tclass == c) for c in CLASSES),
+        ])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ScopeFeatures:
+        out = cls()
+        for k in cls.__slots__:
+            if k in d:
+                setattr(out, k, list(d[k]) if k == "over" else d[k])
+        return out
+
+
+def phi(x: np.ndarray) -> np.ndarray:
+    """(x, x / sqrt(1 + n / 20)) for one vector or a batch (rows); n = exp(x[0]) - 1."""
+    x = np.asarray(x, dtype=float)
+    n = np.expm1(x[..., :1])
+    return np.concatenate([x, x / np.sqrt(1.0 + n / SHRINK_MOVES)], axis=-1)
+
+
+@dataclass(frozen=True)
+class Combination:
+    """Fitted weights over :func:`phi` of :data:`FEATURES`, and the residual quantiles that make its interval."""
+
+    profile: str
+    features: tuple[str, ...]
+    weights: tuple[float, ...]          # w over phi(x): 2 x len(features)
+    intercept: float
+    moves_edges: tuple[int, ...]        # residual bins: n < edges[0], edges[0] <= n < edges[1], ..., n >= edges[-1]
+    tails: tuple[float, ...]            # the probabilities the residual quantiles are stored at, ascending
+    residual_quantiles: tuple[tuple[float, ...], ...]  # per bin, one quantile per tail
+    model_fitted_on: str = ""           # the move model whose likelihood it reads (model mean, model sd)
+    fitted_on: str = ""
+    command: str = ""
+    provisional: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if tuple(self.features) != FEATURES:
+            raise CalibrationError(f"combination fitted on features {list(self.features)}; this kibitz computes {list(FEATURES)}")
+        if len(self.weights) != 2 * len(FEATURES):
+            raise CalibrationError(f"combination has {len(self.weights)} weights; phi has {2 * len(FEATURES)}")
+        if len(self.residual_quantiles) != len(self.moves_edges) + 1 or any(len(q) != len(self.tails) for q in self.residual_quantiles):
+            raise CalibrationError("combination's residual table does not match its bins and tails")
+
+    @staticmethod
+    def applies(feats: ScopeFeatures) -> bool:
+        """Whether the combination may rate a scope: every counted move had its clock. It was fitted on clocked games
+        only; a scope without clocks would put its clock inputs far outside what it learned (they read as 0), and there
+        the move model alone is published."""
+        return feats.n > 0 and feats.clocked == feats.n
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """R_hat for one x or a batch, inside the rating grid."""
+        return np.clip(phi(x) @ np.asarray(self.weights) + self.intercept, RATING_GRID[0], RATING_GRID[-1])
+
+    def residual_quantile(self, n: int, p: float) -> float:
+        """The p-quantile of truth - R_hat at n moves (interpolated between the stored tails)."""
+        row = self.residual_quantiles[int(np.searchsorted(self.moves_edges, n, side="right"))]
+        if not self.tails[0] <= p <= self.tails[-1]:
+            raise ValueError(f"level needs the {p} quantile; the combination stores {self.tails[0]}..{self.tails[-1]}")
+        return float(np.interp(p, self.tails, row))
+
+    def estimate(self, x: np.ndarray, n: int, level: float) -> RatingEstimate:
+        """R_hat with its empirical central interval at ``level`` after ``n`` counted moves."""
+        r = float(self.predict(x))
+        t = (1.0 - level) / 2.0
+        return RatingEstimate(r, r + self.residual_quantile(n, t), r + self.residual_quantile(n, 1.0 - t), n, level)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Combination:
+        try:
+            return cls(
+                profile=d["profile"], features=tuple(d["features"]), weights=tuple(float(w) for w in d["weights"]),
+                intercept=float(d["intercept"]), moves_edges=tuple(int(e) for e in d["moves_edges"]),
+                tails=tuple(float(t) for t in d["tails"]),
+                residual_quantiles=tuple(tuple(float(q) for q in row) for row in d["residual_quantiles"]),
+                model_fitted_on=d.get("model_fitted_on", ""), fitted_on=d.get("fitted_on", ""),
+                command=d.get("command", ""), provisional=bool(d.get("provisional", True)), extra=dict(d.get("extra", {})),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CalibrationError(f"malformed combination: {e!r}") from e
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def load_combination(profile: str, path: str | Path | None = None) -> Combination | None:
+    """The shipped combination of ``profile`` (``analyzers/calibrations/<profile>.combination.json``), or None."""
+    if path is not None:
+        return Combination.from_dict(json.loads(Path(path).read_text()))
+    f = resources.files("analyzers.calibrations").joinpath(f"{profile}.combination.json")
+    if not f.is_file():
+        return None
+    return Combination.from_dict(json.loads(f.read_text()))
+
+
+__all__ = ["CLASSES", "CLOCK_FEATURES", "Combination", "FEATURES", "MoveFeatures", "ScopeFeatures", "load_combination", "phi"]

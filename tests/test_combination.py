@@ -1,0 +1,122 @@
+"""The learned combination on top of the move model (analyzers/combination.py, docs/models.md s. 10)."""
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from analyzers.calibration import load_calibration
+from analyzers.combination import FEATURES, Combination, MoveFeatures, ScopeFeatures, load_combination, phi
+from analyzers.errors import CalibrationError
+from analyzers.profiles import get_profile
+from analyzers.ratingmodel import RATING_GRID, load_move_model
+from schemas import Candidate, MoveAssessment, PerceivedRating
+from streamer.pipeline import PipelineConfig, PlayerState, ScopeStats, apply_player_event
+
+COMB = load_combination("fast")
+MODEL = load_move_model("fast")
+
+
+def test_running_features_are_the_means_of_the_moves():
+    rng = np.random.default_rng(2)
+    moves = []
+    for _ in range(40):
+        deltas = np.concatenate([[0.0], np.sort(rng.exponential(0.08, int(rng.integers(1, 6))))])
+        moves.append((deltas, int(rng.integers(0, deltas.size)), (float(rng.normal()), float(rng.normal(-1, 1.5)))))
+    f = ScopeFeatures()
+    for d, i, clock in moves:
+        f.add(MoveFeatures.of(d, i, clock, True))
+    x = f.vector(1800.0, 300.0, "rapid")
+    played = np.array([d[i] for d, i, _ in moves])
+    second = np.array([d[1] if d.size > 1 else 1.0 for d, _, _ in moves])
+    spent = np.array([c[1] for _, _, c in moves])
+    only = second > 0.1
+    expect = {"log moves": math.log(41), "mean delta": played.mean(), "mean sqrt delta": np.sqrt(played).mean(),
+              "best": (played == 0).mean(), "delta>0.05": (played > 0.05).mean(), "second's loss": second.mean(),
+              "playable": np.mean([(d < 0.05).sum() for d, _, _ in moves]), "model mean": 1800.0, "model sd": 300.0,
+              "x_spent mean": spent.mean(), "x_spent sd": spent.std(), "last x_left": moves[-1][2][0],
+              "fast moves": (spent < -2).mean(), "best when only one": (played[only] == 0).mean(),
+              "class rapid": 1.0, "class blitz": 0.0}
+    for name, value in expect.items():
+        assert x[FEATURES.index(name)] == pytest.approx(value), name
+    back = ScopeFeatures.from_dict(json.loads(json.dumps(f.to_dict())))
+    assert np.array_equal(back.vector(1800.0, 300.0, "rapid"), x)
+
+
+def test_shipped_combination_matches_this_kibitz_and_its_interval_narrows_with_moves():
+    assert COMB is not None and COMB.features == FEATURES and COMB.model_fitted_on == MODEL.fitted_on
+    x = ScopeFeatures().vector(1800.0, 500.0, "rapid")
+    assert COMB.predict(x) == pytest.approx(np.asarray(COMB.weights) @ phi(x) + COMB.intercept)
+    few, many = (COMB.estimate(x, n, 0.95) for n in (1, 200))
+    assert few.low < few.rating < few.high and many.half_width < few.half_width
+    band = COMB.estimate(x, 1, 0.68)
+    assert few.low < band.low < band.high < few.high
+    with pytest.raises(ValueError):
+        COMB.estimate(x, 1, 0.999)  # beyond the stored tails: an error, not a made-up width
+
+
+def test_a_combination_for_other_features_is_refused():
+    d = COMB.to_dict()
+    with pytest.raises(CalibrationError):
+        Combination.from_dict({**d, "features": list(FEATURES[:-1])})
+    with pytest.raises(CalibrationError):
+        Combination.from_dict({**d, "weights": d["weights"][:-1]})
+
+
+def assessment(ply: int, played_rank: int, clock: float) -> MoveAssessment:
+    return MoveAssessment(
+        game_id="g", ply=ply, player_id="p", color="white" if ply % 2 == 0 else "black", uci="e2e4",
+        eval_before=20, eval_after=20, gain=0, candidates=[Candidate(uci="e2e4", cp=20), Candidate(uci="d2d4", cp=-40),
+                                                          Candidate(uci="g1f3", cp=-150)],
+        played_rank=played_rank, counted=True, engine="stockfish", limits="depth=8", time_class="rapid", clock=clock,
+        clock_spent=20.0, clock_base=900.0, reference_rating=2000.0,
+    )
+
+
+def test_the_player_step_publishes_the_combination_with_the_move_model_beside_it():
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, combination=COMB)
+    state, out = None, []
+    for k in range(12):
+        state, o = apply_player_event(state, assessment(2 * k, k % 2, 880.0 - 20 * k), config)
+        out += o
+    msgs = [m for m in out if isinstance(m, PerceivedRating)]
+    assert len(msgs) == 12 and all(m.method == "combination" and m.schema_version == 3 for m in msgs)
+    last = msgs[-1]
+    assert last.low < last.band_low < last.rating < last.band_high < last.high
+    assert last.model_rating is not None and last.performance is not None and last.moves == 12
+    # the published rating is the combination's prediction from the scope's running state
+    game = state.games["g"]
+    flat = MODEL.posterior(game.rating.ll, replace(MODEL.prior_for("rapid"), sd=math.inf))
+    mean = float(flat @ RATING_GRID)
+    x = game.feats.vector(mean, float(np.sqrt(flat @ (RATING_GRID - mean) ** 2)), "rapid")
+    assert last.rating == pytest.approx(float(COMB.predict(x)), abs=0.06)
+    # the state round-trips with its features
+    again = PlayerState.from_dict(json.loads(json.dumps(state.to_dict())))
+    assert again.games["g"].feats.to_dict() == game.feats.to_dict()
+    assert ScopeStats.from_dict({k: v for k, v in game.to_dict().items() if k != "feats"}).feats.n == 0  # older state
+
+
+def test_without_a_combination_the_move_model_is_published():
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL)
+    _, out = apply_player_event(None, assessment(0, 0, 880.0), config)
+    assert out[0].method == "model" and out[0].model_rating is None
+
+
+def test_perceived_rating_v2_messages_still_parse():
+    v2 = {"schema_version": 2, "type": "perceived", "player_id": "p", "scope": "game", "scope_id": "g", "game_id": "g",
+          "ply": 10, "rating": 2000.0, "low": 1500.0, "high": 2500.0, "method": "model", "moves": 5, "gain_moves": 6,
+          "profile": "fast", "provisional": True, "band_low": 1800.0, "band_high": 2200.0}
+    msg = PerceivedRating.model_validate_json(json.dumps(v2))
+    assert msg.schema_version == 2 and msg.model_rating is None
+
+
+def test_a_scope_without_clocks_gets_the_move_model():
+    """The combination learned clocked games; where a move had no clock it is not asked (its clock inputs would read 0)."""
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, combination=COMB)
+    state, out = apply_player_event(None, assessment(0, 0, 880.0), config)
+    assert out[0].method == "combination"
+    no_clock = assessment(2, 0, 860.0).model_copy(update={"clock": None, "clock_spent": None})
+    state, out = apply_player_event(state, no_clock, config)
+    assert out[0].method == "model" and out[0].moves == 2 and out[0].model_rating is None
