@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import json
 import math
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -172,25 +174,49 @@ class Combination:
         the move model alone is published."""
         return feats.n > 0 and feats.clocked == feats.n
 
+    @cached_property
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The weights split into phi's two halves, the tails and the quantile table as arrays, built once (a publish
+        would otherwise convert the tuples on every call)."""
+        w = np.asarray(self.weights)
+        k = len(FEATURES)
+        return w[:k], w[k:], np.asarray(self.tails), np.asarray(self.residual_quantiles)
+
     def predict(self, x: np.ndarray) -> np.ndarray:
         """R_hat for one x or a batch, inside the rating grid."""
-        return np.clip(phi(x) @ np.asarray(self.weights) + self.intercept, RATING_GRID[0], RATING_GRID[-1])
+        w1, w2, _, _ = self._arrays
+        x = np.asarray(x, dtype=float)
+        if x.ndim == 1:  # one scope, at every publish: plain floats (numpy's per-call cost dominates at this size)
+            shrink = 1.0 / math.sqrt(1.0 + math.expm1(x[0]) / SHRINK_MOVES)
+            r = float(x @ w1) + shrink * float(x @ w2) + self.intercept
+            return np.float64(min(max(r, RATING_GRID[0]), RATING_GRID[-1]))
+        shrinks = 1.0 / np.sqrt(1.0 + np.expm1(x[:, 0]) / SHRINK_MOVES)  # phi(x) @ w without building phi
+        return np.clip(x @ w1 + shrinks * (x @ w2) + self.intercept, RATING_GRID[0], RATING_GRID[-1])
+
+    def residual_quantiles_at(self, n: int, ps: Sequence[float]) -> np.ndarray:
+        """The ps-quantiles of truth - R_hat at n moves (interpolated between the stored tails)."""
+        _, _, tails, table = self._arrays
+        if min(ps) < tails[0] or max(ps) > tails[-1]:
+            raise ValueError(f"a level needs quantiles {list(ps)}; the combination stores {tails[0]}..{tails[-1]}")
+        return np.interp(ps, tails, table[bisect_right(self.moves_edges, n)])
 
     def residual_quantile(self, n: int, p: float) -> float:
-        """The p-quantile of truth - R_hat at n moves (interpolated between the stored tails)."""
-        row = self.residual_quantiles[int(np.searchsorted(self.moves_edges, n, side="right"))]
-        if not self.tails[0] <= p <= self.tails[-1]:
-            raise ValueError(f"level needs the {p} quantile; the combination stores {self.tails[0]}..{self.tails[-1]}")
-        return float(np.interp(p, self.tails, row))
+        """The p-quantile of truth - R_hat at n moves."""
+        return float(self.residual_quantiles_at(n, (p,))[0])
+
+    def estimates(self, x: np.ndarray, n: int, levels: Sequence[float]) -> list[RatingEstimate]:
+        """R_hat with its empirical central interval at each of ``levels`` after ``n`` counted moves."""
+        r = float(self.predict(x))
+        tails = [(1.0 - lv) / 2.0 for lv in levels]
+        q = self.residual_quantiles_at(n, [p for t in tails for p in (t, 1.0 - t)])
+        return [RatingEstimate(r, r + q[2 * i], r + q[2 * i + 1], n, lv) for i, lv in enumerate(levels)]
 
     def estimate(self, x: np.ndarray, n: int, level: float) -> RatingEstimate:
         """R_hat with its empirical central interval at ``level`` after ``n`` counted moves."""
-        r = float(self.predict(x))
-        t = (1.0 - level) / 2.0
-        return RatingEstimate(r, r + self.residual_quantile(n, t), r + self.residual_quantile(n, 1.0 - t), n, level)
+        return self.estimates(x, n, (level,))[0]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self)  # fields only: the cached arrays stay out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Combination:

@@ -164,7 +164,7 @@ def table(title: str, rows: list[Estimates]) -> None:
     published = "combination, moves only (published)" if COMB else "move model, moves only (published)"
     for name, attr in ((published, "model"), *((("move model alone, moves only", "move_model"),) if COMB else ()),
                        ("posterior over c", "post"),
-                       ("gain histogram (Ferreira Alg. 4)", "gain"), ("combination (inverse variance)", "comb")):
+                       ("gain histogram (Ferreira Alg. 4)", "gain"), ("posterior and gains, inverse variance", "comb")):
         es = [getattr(e, attr) for e in rows]
         if any(x is None for x in es):
             why = "no move model: --no-model, or none for this profile" if attr in ("model", "move_model") else "no c map: one-PV profile"

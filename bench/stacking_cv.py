@@ -179,7 +179,7 @@ def main() -> None:
     print(f"\nper player-game: {len(y)} player-games in {len(set(groups))} events; FIDE mean {y.mean():.0f}, sd {y.std():.0f}; "
           f"{args.folds}-fold cross-validation, event-disjoint")
     print("\n| estimate | MAE | cut vs constant | bias | r |\n|---|---|---|---|---|")
-    report("move model, moves only (published)", np.asarray(published), y)
+    report("move model alone, moves only", np.asarray(published), y)
     report("ridge on own features", cross_validated(ridge, with_shrinkage(X[:, own]), y, groups, args.folds), y)
     report("ridge on own features, no clock", cross_validated(ridge, with_shrinkage(X[:, no_clock]), y, groups, args.folds), y)
     report("ridge on own and the opponent's features", cross_validated(ridge, with_shrinkage(X), y, groups, args.folds), y)
@@ -205,7 +205,7 @@ def main() -> None:
     print(f"\nper player-event (5+ games): {len(ye)} player-events in {len(set(ge))} events; FIDE mean {ye.mean():.0f}, "
           f"sd {ye.std():.0f}")
     print("\n| estimate | MAE | cut vs constant | bias | r |\n|---|---|---|---|---|")
-    report("move model, moves only (published)", np.asarray(pub_e), ye)
+    report("move model alone, moves only", np.asarray(pub_e), ye)
     report("ridge on own features", cross_validated(ridge, with_shrinkage(Xe), ye, ge, args.folds), ye)
     e_no_clock = [c for c in range(Xe.shape[1]) if c >= k or FEATURES[c] not in CLOCK]
     report("ridge on own features, no clock", cross_validated(ridge, with_shrinkage(Xe[:, e_no_clock]), ye, ge, args.folds), ye)

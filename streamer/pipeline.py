@@ -466,7 +466,7 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
         flat = posts[1]
         mean = float(flat @ RATING_GRID)
         x = stats.feats.vector(mean, float(np.sqrt(flat @ (RATING_GRID - mean) ** 2)), lik.tclass)
-        main, band, method = combination.estimate(x, lik.n, level), combination.estimate(x, lik.n, BAND_LEVEL), "combination"
+        (main, band), method = combination.estimates(x, lik.n, (level, BAND_LEVEL)), "combination"
     perf = summarise(posts[-1], lik.n, level) if dprior else None
     return ModelEstimates(main, band, m, prior, method, perf, dprior)
 
