@@ -6,7 +6,9 @@ Move-based skill (from the moves alone):
 - :mod:`.perceived`: Ferreira's Algorithms 2 (a tournament), 3 (engine strength), 4 (live rating with an interval);
 - :mod:`.posterior`: the stochastic agent E(c) and :class:`~.posterior.SkillPosterior`, a Bayesian posterior over c;
 - :mod:`.ratingmodel`: the rating-conditioned move model P(move | rating, time control) and the per-player posterior
-  over the rating it gives: the published estimate (moves only, and "performance" from a declared rating);
+  over the rating it gives (moves only, and "performance" from a declared rating);
+- :mod:`.combination`: a learned combination of a scope's running features on top of the move model: the published
+  moves-only rating where the moves had clocks, with an interval from its cross-validated errors;
 - :mod:`.calibration`: c and gain histograms to Elo for one engine profile (:mod:`.profiles`), with model error;
 - :mod:`.fairplay`: z-scores of engine matching and loss against a player's reference rating.
 

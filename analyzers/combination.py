@@ -135,6 +135,13 @@ class ScopeFeatures:
         return out
 
 
+def moments(post: np.ndarray) -> tuple[float, float]:
+    """Mean and sd of a distribution over :data:`~.ratingmodel.RATING_GRID`: the "model mean" and "model sd" inputs,
+    from the move model's likelihood without a prior (:data:`~.ratingmodel.FLAT_PRIOR`)."""
+    mean = float(post @ RATING_GRID)
+    return mean, float(np.sqrt(post @ (RATING_GRID - mean) ** 2))
+
+
 def phi(x: np.ndarray) -> np.ndarray:
     """(x, x / sqrt(1 + n / 20)) for one vector or a batch (rows); n = exp(x[0]) - 1."""
     x = np.asarray(x, dtype=float)
@@ -182,7 +189,7 @@ class Combination:
         k = len(FEATURES)
         return w[:k], w[k:], np.asarray(self.tails), np.asarray(self.residual_quantiles)
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
+    def predict(self, x: np.ndarray) -> np.ndarray | np.float64:
         """R_hat for one x or a batch, inside the rating grid."""
         w1, w2, _, _ = self._arrays
         x = np.asarray(x, dtype=float)
@@ -246,4 +253,4 @@ def load_combination(profile: str, path: str | Path | None = None) -> Combinatio
     return Combination.from_dict(json.loads(f.read_text()))
 
 
-__all__ = ["CLASSES", "CLOCK_FEATURES", "Combination", "FEATURES", "MoveFeatures", "ScopeFeatures", "load_combination", "phi"]
+__all__ = ["CLASSES", "CLOCK_FEATURES", "Combination", "FEATURES", "MoveFeatures", "ScopeFeatures", "load_combination", "moments", "phi"]

@@ -25,19 +25,16 @@ Needs scikit-learn (``pip install -e '.[bench]'``).
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 import time
 
 import numpy as np
-from common import ROOT, add_data_argument, data_dir
-from fit_model import analysed, extract, game_class
-from stacking_cv import move_grids
+from common import ROOT
+from fit_model import game_class
+from stacking_cv import dev_arguments, load_dev, move_grids
 
-from analyzers.combination import CLOCK_FEATURES, FEATURES, Combination, MoveFeatures, ScopeFeatures, phi
+from analyzers.combination import CLOCK_FEATURES, FEATURES, Combination, MoveFeatures, ScopeFeatures, moments, phi
 from analyzers.profiles import get_profile
-from analyzers.ratingmodel import FLAT_PRIOR, RATING_GRID, load_move_model
-from streamer.batch import sample_player_events
+from analyzers.ratingmodel import FLAT_PRIOR, RATING_GRID
 
 #: Moves seen at which a player-game is a row (and at its end).
 PREFIXES = (1, 2, 3, 5, 8, 12, 18, 25, 35, 50, 70, 100, 140)
@@ -84,10 +81,9 @@ def replay(model, m, grids, moves: list[int], tclass: str, at, rows: Rows, kind:
         if not (last or at(k, i)) or not Combination.applies(feats):  # the combination rates clocked scopes only
             continue
         flat, pub = model.posteriors(ll, (FLAT_PRIOR, model.prior_for(tclass)))
-        mean = float(flat @ RATING_GRID)
         rows.kind.append(kind)
         rows.n.append(k)
-        rows.x.append(feats.vector(mean, float(np.sqrt(flat @ (RATING_GRID - mean) ** 2)), tclass))
+        rows.x.append(feats.vector(*moments(flat), tclass))
         rows.truth.append(truth)
         rows.event.append(event)
         rows.published.append(float(pub @ RATING_GRID))
@@ -122,28 +118,14 @@ def report(name: str, pred: np.ndarray, y: np.ndarray) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="fast")
-    ap.add_argument("--dev", type=int, default=6400, help="rated-dev games, as whole player-events (as warm_cache draws them)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--folds", type=int, default=5)
+    dev_arguments(ap)
     ap.add_argument("--final", action="store_true", help="mark the combination final (not provisional)")
     ap.add_argument("--out", help="write here instead of analyzers/calibrations/<profile>.combination.json")
-    add_data_argument(ap)
     args = ap.parse_args()
-    logging.getLogger("kibitz").setLevel(logging.ERROR)  # each unanalysed game is a rejection; counted below instead
-    data = data_dir(args, "pgn/rated-dev")
-    profile = get_profile(args.profile)
-    model = load_move_model(profile.name)
-    if model is None:
-        sys.exit(f"profile {profile.name} has no move model to combine")
     t0 = time.time()
-    dev = sample_player_events(data / "pgn" / "rated-dev", args.dev, seed=args.seed)
-    complete, results = analysed([(g, False) for g in dev], profile)
-    games = [g for g, _ in complete]
-    m, pg_groups, pe_groups = extract(complete, results)
+    model, games, m, pg_groups, pe_groups = load_dev(args, "fit_combination")
     grids = move_grids(model, m)
-    print(f"fit_combination: profile {profile.name}, move model {model.fitted_on}; {len(games)} of {len(dev)} rated-dev "
-          f"games analysed, {len(m.played)} counted moves; {time.time() - t0:.0f} s to load")
+    profile = get_profile(args.profile)
 
     rows = Rows()
     prefixes = set(PREFIXES)

@@ -135,14 +135,18 @@ def report(name: str, pred: np.ndarray, y: np.ndarray) -> None:
     print(f"| {name:<52} | {mae:4.0f} | {1 - mae / const:+6.1%} | {err.mean():+5.0f} | {r} |")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def dev_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of the scripts that learn on rated-dev player-events (this one and fit_combination.py)."""
     ap.add_argument("--profile", default="fast")
     ap.add_argument("--dev", type=int, default=6400, help="rated-dev games, as whole player-events (as warm_cache draws them)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--folds", type=int, default=5)
     add_data_argument(ap)
-    args = ap.parse_args()
+
+
+def load_dev(args: argparse.Namespace, script: str):  # noqa: ANN201
+    """The profile's move model, the analysed rated-dev games (drawn as warm_cache draws them) and their counted
+    moves: (model, games, Moves, player-game groups, player-event groups). No engine runs."""
     logging.getLogger("kibitz").setLevel(logging.ERROR)  # each unanalysed game is a rejection; counted below instead
     data = data_dir(args, "pgn/rated-dev")
     profile = get_profile(args.profile)
@@ -153,10 +157,18 @@ def main() -> None:
     dev = sample_player_events(data / "pgn" / "rated-dev", args.dev, seed=args.seed)
     complete, results = analysed([(g, False) for g in dev], profile)
     games = [g for g, _ in complete]
-    m, pg_groups, pe_groups = extract([(g, False) for g in games], results)
-    feat = Featurizer(model, m)
-    print(f"stacking_cv: profile {profile.name}, move model {model.fitted_on}; {len(games)} of {len(dev)} rated-dev "
+    m, pg_groups, pe_groups = extract(complete, results)
+    print(f"{script}: profile {profile.name}, move model {model.fitted_on}; {len(games)} of {len(dev)} rated-dev "
           f"games analysed, {len(m.played)} counted moves; {time.time() - t0:.0f} s to load")
+    return model, games, m, pg_groups, pe_groups
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    dev_arguments(ap)
+    args = ap.parse_args()
+    model, games, m, pg_groups, pe_groups = load_dev(args, "stacking_cv")
+    feat = Featurizer(model, m)
 
     # per player-game: extract() appends white then black for each game
     X, y, groups, published = [], [], [], []

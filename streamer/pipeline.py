@@ -21,10 +21,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import chess
-import numpy as np
 
 from analyzers.calibration import Calibration
-from analyzers.combination import Combination, MoveFeatures, ScopeFeatures
+from analyzers.combination import Combination, MoveFeatures, ScopeFeatures, moments
 from analyzers.engine.analysis import Limits, PositionAnalysis
 from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, StateStoreError, UnknownGame
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, REALERT_Z_STEP, FairPlayMove, FairPlayStats
@@ -37,7 +36,6 @@ from analyzers.ratingmodel import (
     BAND_LEVEL,
     DEFAULT_DECLARED_RD,
     FLAT_PRIOR,
-    RATING_GRID,
     UNKNOWN_CLASS,
     MoveModel,
     Prior,
@@ -463,9 +461,7 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
     m, band = summaries(posts[0], lik.n, (level, BAND_LEVEL))
     main, method = m, "model"
     if combination is not None:
-        flat = posts[1]
-        mean = float(flat @ RATING_GRID)
-        x = stats.feats.vector(mean, float(np.sqrt(flat @ (RATING_GRID - mean) ** 2)), lik.tclass)
+        x = stats.feats.vector(*moments(posts[1]), lik.tclass)
         (main, band), method = combination.estimates(x, lik.n, (level, BAND_LEVEL)), "combination"
     perf = summarise(posts[-1], lik.n, level) if dprior else None
     return ModelEstimates(main, band, m, prior, method, perf, dprior)

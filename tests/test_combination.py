@@ -89,7 +89,7 @@ def test_the_player_step_publishes_the_combination_with_the_move_model_beside_it
     # the published rating is the combination's prediction from the scope's running state
     game = state.games["g"]
     flat = MODEL.posterior(game.rating.ll, replace(MODEL.prior_for("rapid"), sd=math.inf))
-    mean = float(flat @ RATING_GRID)
+    mean = float(flat @ RATING_GRID)  # written out here, not through combination.moments
     x = game.feats.vector(mean, float(np.sqrt(flat @ (RATING_GRID - mean) ** 2)), "rapid")
     assert last.rating == pytest.approx(float(COMB.predict(x)), abs=0.06)
     # the state round-trips with its features
