@@ -26,12 +26,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .calibrations import read_fitted
 from .errors import CalibrationError
 from .gain import GainHistogram
 from .perceived import DEFAULT_LEVEL, RatingEstimate, live_rating, z_for
@@ -167,10 +167,10 @@ def _widen(est: RatingEstimate, model_sd: float) -> RatingEstimate:
 
 def load_calibration(profile: str) -> Calibration:
     """The calibration shipped for ``profile`` (``analyzers/calibrations/<profile>.json``)."""
-    ref = resources.files("analyzers") / "calibrations" / f"{profile}.json"
-    if not ref.is_file():
+    d = read_fitted(f"{profile}.json")
+    if d is None:
         raise CalibrationError(f"no calibration shipped for profile {profile!r}; fit one with bench/fit_calibration.py")
-    cal = Calibration.from_dict(json.loads(ref.read_text()))
+    cal = Calibration.from_dict(d)
     if cal.profile != profile:
-        raise CalibrationError(f"{ref} is for profile {cal.profile!r}, not {profile!r}")
+        raise CalibrationError(f"calibrations/{profile}.json is for profile {cal.profile!r}, not {profile!r}")
     return cal

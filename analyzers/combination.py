@@ -34,12 +34,12 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .calibrations import read_fitted
 from .errors import CalibrationError
 from .perceived import RatingEstimate
 from .ratingmodel import RATING_GRID, TIME_CLASSES, UNKNOWN_CLASS
@@ -245,12 +245,8 @@ class Combination:
 
 def load_combination(profile: str, path: str | Path | None = None) -> Combination | None:
     """The shipped combination of ``profile`` (``analyzers/calibrations/<profile>.combination.json``), or None."""
-    if path is not None:
-        return Combination.from_dict(json.loads(Path(path).read_text()))
-    f = resources.files("analyzers.calibrations").joinpath(f"{profile}.combination.json")
-    if not f.is_file():
-        return None
-    return Combination.from_dict(json.loads(f.read_text()))
+    d = read_fitted(f"{profile}.combination.json", path)
+    return Combination.from_dict(d) if d is not None else None
 
 
 __all__ = ["CLASSES", "CLOCK_FEATURES", "Combination", "FEATURES", "MoveFeatures", "ScopeFeatures", "load_combination", "moments", "phi"]

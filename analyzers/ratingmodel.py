@@ -36,12 +36,12 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .calibrations import read_fitted
 from .errors import CalibrationError
 from .perceived import DEFAULT_LEVEL, RatingEstimate
 
@@ -336,12 +336,8 @@ def summaries(post: np.ndarray, n: int, levels: Sequence[float]) -> list[RatingE
 def load_move_model(profile: str, path: str | Path | None = None) -> MoveModel | None:
     """The shipped move model of ``profile`` (``analyzers/calibrations/<profile>.model.json``), or None if there is
     none; a file given by ``path`` must exist."""
-    if path is not None:
-        return MoveModel.from_dict(json.loads(Path(path).read_text()))
-    f = resources.files("analyzers.calibrations").joinpath(f"{profile}.model.json")
-    if not f.is_file():
-        return None
-    return MoveModel.from_dict(json.loads(f.read_text()))
+    d = read_fitted(f"{profile}.model.json", path)
+    return MoveModel.from_dict(d) if d is not None else None
 
 
 __all__ = [
