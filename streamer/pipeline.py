@@ -439,6 +439,7 @@ class ModelEstimates:
     model: RatingEstimate           # the move model's posterior with the population prior of the scope's class
     prior: Prior
     method: str                     # "combination" or "model"
+    provisional: bool               # whether a fit behind ``moves_only`` is marked provisional
     performance: RatingEstimate | None = None  # the posterior with the declared rating as prior
     performance_prior: Prior | None = None
 
@@ -464,7 +465,8 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
         x = stats.feats.vector(*moments(posts[1]), lik.tclass)
         (main, band), method = combination.estimates(x, lik.n, (level, BAND_LEVEL)), "combination"
     perf = summarise(posts[-1], lik.n, level) if dprior else None
-    return ModelEstimates(main, band, m, prior, method, perf, dprior)
+    provisional = model.provisional or (combination is not None and combination.provisional)
+    return ModelEstimates(main, band, m, prior, method, provisional, perf, dprior)
 
 
 def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, game_id: str, ply: int,
@@ -496,10 +498,6 @@ def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, g
     main = m or p or g
     if main is None:
         return None
-    provisional = cal.provisional
-    if est is not None and model is not None:
-        provisional = model.provisional or (est.method == "combination" and config.combination is not None
-                                            and config.combination.provisional)
     return PerceivedRating(
         player_id=player_id, scope=scope, scope_id=scope_id, game_id=game_id, ply=max(ply, 0),
         rating=round(main.rating, 1), low=round(main.low, 1), high=round(main.high, 1), level=config.level,
@@ -507,7 +505,7 @@ def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, g
         c_sd=round(stats.post.std, 4) if has_c else None, moves=lik.n if m else stats.post.n,
         gain_rating=round(g.rating, 1) if g else None, gain_low=round(g.low, 1) if g else None,
         gain_high=round(g.high, 1) if g else None, gain_moves=stats.hist.count,
-        profile=config.profile.name, provisional=provisional, **extra,
+        profile=config.profile.name, provisional=est.provisional if est else cal.provisional, **extra,
     )
 
 
