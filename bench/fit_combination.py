@@ -30,7 +30,7 @@ import time
 import numpy as np
 from common import ROOT
 from fit_model import game_class
-from stacking_cv import dev_arguments, load_dev, move_grids
+from stacking_cv import dev_arguments, load_dev, move_grids, ridge
 
 from analyzers.combination import CLOCK_FEATURES, FEATURES, Combination, MoveFeatures, ScopeFeatures, moments, phi
 from analyzers.profiles import get_profile
@@ -88,14 +88,6 @@ def replay(model, m, grids, moves: list[int], tclass: str, at, rows: Rows, kind:
         rows.event.append(event)
         rows.published.append(float(pub @ RATING_GRID))
         rows.final.append(last and final_ok)
-
-
-def ridge():  # noqa: ANN201
-    from sklearn.linear_model import RidgeCV
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    return make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-2, 4, 13)))
 
 
 def oof(X: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int) -> np.ndarray:

@@ -3,8 +3,9 @@
     python bench/stacking_cv.py [--profile fast] [--dev 6400] [--seed 0] [--folds 5]
 
 Takes the rated-dev player-events that ``bench/warm_cache.py`` analysed (drawn as it draws them; games not in the
-analysis cache are left out and counted) and, per player-game and per player-event (5+ games), computes features that
-a scope can keep as running sums, so that a combination of them still updates per move:
+analysis cache are left out and counted) and, per player-game and per player-event (5+ games), computes the features
+the live combination keeps as running sums (:class:`analyzers.combination.ScopeFeatures`, docs/models.md s. 10), so
+that a combination of them still updates per move:
 
 - the played move's win-probability loss delta (docs/models.md s. 9): its mean, the mean of sqrt(delta), the share
   of moves with delta = 0 and above 0.02, 0.05, 0.1, 0.2;
@@ -17,7 +18,7 @@ a scope can keep as running sums, so that a combination of them still updates pe
 
 Each learner is fitted on four fifths of the **events** and predicts the fifth (event-disjoint, hence player-disjoint:
 no event and no player is on both sides of a split). Printed against the published estimate (the move model's
-posterior with its time-control population prior) and a constant (the sample mean: an oracle) on the same rows.
+posterior with its time-control population prior; the combination publishes on top of it) and a constant (the sample mean: an oracle) on the same rows.
 Needs scikit-learn (``pip install -e '.[bench]'``). Nothing here touches rated-holdout.
 """
 
@@ -32,15 +33,13 @@ import numpy as np
 from common import add_data_argument, data_dir
 from fit_model import analysed, extract, game_class
 
+from analyzers.combination import CLASSES, CLOCK_FEATURES, FEATURES, MoveFeatures, ScopeFeatures, moments, phi
 from analyzers.profiles import get_profile
-from analyzers.ratingmodel import RATING_GRID, TIME_CLASSES, UNKNOWN_CLASS, MoveModel, choice_loglik, load_move_model
+from analyzers.ratingmodel import FLAT_PRIOR, RATING_GRID, MoveModel, choice_loglik, load_move_model
 from streamer.batch import sample_player_events
 
-CLASSES = (*TIME_CLASSES, UNKNOWN_CLASS)
-FEATURES = ("moves", "mean delta", "mean sqrt delta", "best", "delta>0.02", "delta>0.05", "delta>0.1", "delta>0.2",
-            "second's loss", "playable", "model mean", "model sd", "x_spent mean", "x_spent sd", "last x_left",
-            "fast moves", "best when only one")
-CLOCK = ("x_spent mean", "x_spent sd", "last x_left", "fast moves")
+#: The class indicators end :data:`FEATURES`; the opponent's features are taken without them.
+N_OWN, N_OPP = len(FEATURES), len(FEATURES) - len(CLASSES)
 
 
 def move_grids(model: MoveModel, m) -> np.ndarray:  # noqa: ANN001
@@ -61,41 +60,22 @@ def move_grids(model: MoveModel, m) -> np.ndarray:  # noqa: ANN001
 
 
 class Featurizer:
+    """The live features (:class:`~analyzers.combination.ScopeFeatures`) of any set of counted moves, replayed in order."""
+
     def __init__(self, model: MoveModel, m) -> None:  # noqa: ANN001
         self.model, self.m = model, m
         self.grids = move_grids(model, m)
-        n = len(m.played)
-        self.delta = m.deltas[np.arange(n), m.played]
-        ordered = np.sort(np.where(np.isfinite(m.deltas), m.deltas, 1.0), axis=1)
-        self.second = np.minimum(ordered[:, 1], 1.0)
-        self.playable = (ordered < 0.05).sum(axis=1)
 
     def loglik(self, idx: np.ndarray) -> np.ndarray:
         return self.grids[idx].sum(axis=0).astype(float)
 
-    def __call__(self, idx: list[int]) -> list[float]:
-        i = np.asarray(idx)
-        d, xs = self.delta[i], self.m.clock[i, 1]
-        post = self.model.posterior(self.loglik(i), _FLAT)
-        mean = float(post @ RATING_GRID)
-        only = self.second[i] > 0.1
-        return [i.size, d.mean(), np.sqrt(d).mean(), (d == 0).mean(), (d > 0.02).mean(), (d > 0.05).mean(),
-                (d > 0.1).mean(), (d > 0.2).mean(), self.second[i].mean(), self.playable[i].mean(), mean,
-                float(np.sqrt(post @ (RATING_GRID - mean) ** 2)), xs.mean(), xs.std(), self.m.clock[i[-1], 0],
-                (xs < -2).mean(), (d[only] == 0).mean() if only.any() else 0.5]
-
-
-class _Flat:
-    """A prior that adds nothing (the likelihood alone)."""
-
-    mean, sd = 0.0, float("inf")
-
-    @staticmethod
-    def log_density(grid: np.ndarray = RATING_GRID) -> np.ndarray:
-        return np.zeros_like(grid)
-
-
-_FLAT = _Flat()
+    def __call__(self, idx: list[int], tclass: str) -> list[float]:
+        feats, m = ScopeFeatures(), self.m
+        for i in idx:
+            d = m.deltas[i]
+            feats.add(MoveFeatures.of(d[np.isfinite(d)], int(m.played[i]), (float(m.clock[i, 0]), float(m.clock[i, 1])),
+                                      bool(m.clocked[i])))
+        return list(feats.vector(*moments(self.model.posterior(self.loglik(np.asarray(idx)), FLAT_PRIOR)), tclass))
 
 
 def cross_validated(make, X: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int) -> np.ndarray:  # noqa: ANN001
@@ -112,7 +92,7 @@ def ridge():  # noqa: ANN201
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    return make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-2, 3, 12)))
+    return make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-2, 4, 13)))
 
 
 def boosting():  # noqa: ANN201
@@ -120,12 +100,6 @@ def boosting():  # noqa: ANN201
 
     return HistGradientBoostingRegressor(loss="absolute_error", max_iter=300, learning_rate=0.05, max_leaf_nodes=15,
                                          min_samples_leaf=40, random_state=0)
-
-
-def with_shrinkage(X: np.ndarray) -> np.ndarray:
-    """Each feature also multiplied by 1 / sqrt(1 + moves / 20): a linear learner can then trust a scope's features
-    more as its moves add up (column 0 is the number of moves)."""
-    return np.hstack([X, X / np.sqrt(1.0 + X[:, :1] / 20.0)])
 
 
 def report(name: str, pred: np.ndarray, y: np.ndarray) -> None:
@@ -176,25 +150,24 @@ def main() -> None:
         sides = (pg_groups[2 * gi], pg_groups[2 * gi + 1])
         if not all(s.moves for s in sides):
             continue
-        f = [feat(s.moves) for s in sides]
         tc = game_class(g, False)
+        f = [feat(s.moves, tc) for s in sides]
         for me, (mine, theirs) in enumerate(((f[0], f[1]), (f[1], f[0]))):
-            X.append(mine + theirs + [c == tc for c in CLASSES])
+            X.append(mine + theirs[:N_OPP])
             y.append(sides[me].truth)
             groups.append(g.event)
             est = model.estimate(feat.loglik(np.asarray(sides[me].moves)), len(sides[me].moves), model.prior_for(tc))
             published.append(est.rating)
     X, y, groups = np.asarray(X, float), np.asarray(y, float), np.asarray(groups)
-    k = len(FEATURES)
-    own = [*range(k), *range(2 * k, 2 * k + len(CLASSES))]
-    no_clock = [c for c in own if c >= k or FEATURES[c] not in CLOCK]
+    own = list(range(N_OWN))
+    no_clock = [c for c in own if FEATURES[c] not in CLOCK_FEATURES]
     print(f"\nper player-game: {len(y)} player-games in {len(set(groups))} events; FIDE mean {y.mean():.0f}, sd {y.std():.0f}; "
           f"{args.folds}-fold cross-validation, event-disjoint")
     print("\n| estimate | MAE | cut vs constant | bias | r |\n|---|---|---|---|---|")
     report("move model alone, moves only", np.asarray(published), y)
-    report("ridge on own features", cross_validated(ridge, with_shrinkage(X[:, own]), y, groups, args.folds), y)
-    report("ridge on own features, no clock", cross_validated(ridge, with_shrinkage(X[:, no_clock]), y, groups, args.folds), y)
-    report("ridge on own and the opponent's features", cross_validated(ridge, with_shrinkage(X), y, groups, args.folds), y)
+    report("ridge on own features", cross_validated(ridge, phi(X[:, own]), y, groups, args.folds), y)
+    report("ridge on own features, no clock", cross_validated(ridge, phi(X[:, no_clock]), y, groups, args.folds), y)
+    report("ridge on own and the opponent's features", cross_validated(ridge, phi(X), y, groups, args.folds), y)
     report("gradient boosting, own and the opponent's features", cross_validated(boosting, X, y, groups, args.folds), y)
     report("constant = sample mean (oracle)", np.full_like(y, y.mean()), y)
 
@@ -209,7 +182,7 @@ def main() -> None:
         if pe not in seen_in or len(seen_in[pe][1]) < 5:
             continue
         tc = grp.tclass
-        Xe.append(feat(grp.moves) + [c == tc for c in CLASSES])
+        Xe.append(feat(grp.moves, tc))
         ye.append(grp.truth)
         ge.append(seen_in[pe][0])
         pub_e.append(model.estimate(feat.loglik(np.asarray(grp.moves)), len(grp.moves), model.prior_for(tc)).rating)
@@ -218,9 +191,8 @@ def main() -> None:
           f"sd {ye.std():.0f}")
     print("\n| estimate | MAE | cut vs constant | bias | r |\n|---|---|---|---|---|")
     report("move model alone, moves only", np.asarray(pub_e), ye)
-    report("ridge on own features", cross_validated(ridge, with_shrinkage(Xe), ye, ge, args.folds), ye)
-    e_no_clock = [c for c in range(Xe.shape[1]) if c >= k or FEATURES[c] not in CLOCK]
-    report("ridge on own features, no clock", cross_validated(ridge, with_shrinkage(Xe[:, e_no_clock]), ye, ge, args.folds), ye)
+    report("ridge on own features", cross_validated(ridge, phi(Xe), ye, ge, args.folds), ye)
+    report("ridge on own features, no clock", cross_validated(ridge, phi(Xe[:, no_clock]), ye, ge, args.folds), ye)
     report("constant = sample mean (oracle)", np.full_like(ye, ye.mean()), ye)
 
 
