@@ -5,9 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STOCKFISH ?= $(shell command -v stockfish 2>/dev/null || ls /usr/games/stockfish 2>/dev/null)
 
-.PHONY: setup run test lint bench kafka kafka-stop clean
+.PHONY: setup run test lint bench kafka kafka-stop clean stockfish browser
 
-setup: $(STAMP) stockfish
+setup: $(STAMP) stockfish browser
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -25,6 +25,16 @@ stockfish:
 	  (apt-get install -y -qq stockfish >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq stockfish >/dev/null)) \
 	  || { echo "could not install stockfish: run 'sudo apt-get install stockfish' or set KIBITZ_ENGINE=/path/to/stockfish"; exit 1; }; \
 	else echo "Stockfish is missing: run 'sudo apt-get install stockfish' (Debian/Ubuntu) or set KIBITZ_ENGINE=/path/to/stockfish"; exit 1; fi
+
+# the overlay's browser test and the Prometheus scrape test use Debian's chromium and prometheus
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing chromium and prometheus from Debian (for the tests)"; \
+	  (apt-get install -y -qq --no-install-recommends chromium prometheus >/dev/null 2>&1 \
+	   || (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium prometheus >/dev/null)) \
+	  || { echo "could not install chromium and prometheus: run 'sudo apt-get install chromium prometheus'"; exit 1; }; \
+	else echo "chromium and prometheus are missing (the tests use them): run 'sudo apt-get install chromium prometheus'"; exit 1; fi
 
 run: setup
 	$(VENV)/bin/kibitz replay --demo --speed 60

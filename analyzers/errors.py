@@ -118,6 +118,10 @@ class StateStoreError(KibitzError):
     """A worker's local state store cannot be used (in use by another process, unreadable, missing library)."""
 
 
+class SourceUnavailable(KibitzError):
+    """A followed feed cannot be read right now (missing file, HTTP error, refused connection): polled again."""
+
+
 class PoisonRecord(KibitzError):
     """A record whose transaction aborted again and again (e.g. an output larger than the broker accepts): it is
     dead-lettered unapplied so its partition moves on."""

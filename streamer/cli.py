@@ -29,6 +29,7 @@ from analyzers.ratingmodel import Prior, load_move_model
 from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, RatingUpdate, export_json_schemas
 
 from .embedded import MAX_GAMES, MAX_PLAYERS
+from .follow import DEFAULT_INTERVAL
 from .kafka_config import STAGES, wait_for_broker
 from .logs import setup_logging
 
@@ -128,8 +129,10 @@ def print_rejection(d: DeadLetter) -> None:
 async def _replay(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from .broadcast import serving
     from .embedded import EmbeddedRuntime
     from .ingest import DEMO_PGN, paced, read_pgn_games, replay_timeline
+    from .live import LiveStore
     from .ui import ReplayView
 
     config = build_config(args)
@@ -144,6 +147,7 @@ async def _replay(args: argparse.Namespace) -> int:
     timeline = replay_timeline(games, speed=speed)
     console = Console(stderr=False)
     out = JsonLines(args.out)
+    store = LiveStore()
     rejections: list[DeadLetter] = []
 
     def on_reject(d: DeadLetter) -> None:
@@ -165,9 +169,10 @@ async def _replay(args: argparse.Namespace) -> int:
         def sink(msg: BaseModel) -> None:
             out(msg)
             view.publish(msg)
+            store.apply(msg)
 
         async with EnginePool(args.engine, size=args.engines, cache_path=args.cache, timeout=config.timeout) as pool:
-            async with EmbeddedRuntime(pool, config, sink, on_reject) as rt:
+            async with EmbeddedRuntime(pool, config, sink, on_reject) as rt, serving(store, args.serve):
                 if args.metrics_port:
                     rt.metrics.serve(args.metrics_port, args.metrics_host)
                 for g in games:
@@ -176,9 +181,13 @@ async def _replay(args: argparse.Namespace) -> int:
                 async for te in paced(timeline):
                     if isinstance(te.event, GameStarted):
                         view.started(te.event)
+                    store.apply(te.event)
                     rt.submit(te.event, source=te.event.game_id)
                     view.advance()
                 await rt.drain()
+                if args.serve:
+                    print("kibitz: replay finished; still serving the overlay (Ctrl-C to stop)", file=sys.stderr, flush=True)
+                    await asyncio.Event().wait()
             stats = pool.stats
     out.close()
     console.print(view.final_table(provisional=provisional, profile=config.profile.name))
@@ -373,6 +382,32 @@ async def _produce(args: argparse.Namespace) -> int:
     return EXIT_REJECTED if errors else EXIT_OK
 
 
+async def _follow(args: argparse.Namespace) -> int:
+    from .broadcast import follow
+
+    config = build_config(args)
+    out = JsonLines(args.out, flush=True)
+    rejected = 0
+
+    def on_reject(d: DeadLetter) -> None:
+        nonlocal rejected
+        rejected += 1
+        print_rejection(d)
+
+    try:
+        await follow(args, config, out, on_reject)
+    finally:
+        out.close()
+    return EXIT_REJECTED if rejected else EXIT_OK
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from .broadcast import serve
+
+    await serve(args)
+    return EXIT_OK
+
+
 async def _tail(args: argparse.Namespace) -> int:
     from aiokafka import AIOKafkaConsumer
 
@@ -427,6 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--max-speed", action="store_true", help="as fast as the engines allow")
     r.add_argument("--out", type=Path, help="write every PerceivedRating, RatingUpdate and FairPlayAlert as JSON lines")
     r.add_argument("--no-ui", action="store_true", help="no live view (the final table is still printed)")
+    r.add_argument("--serve", metavar="HOST:PORT", default=None, help="serve the overlay and API (e.g. 127.0.0.1:8080) "
+                   "during the replay and, after it, until interrupted")
     add_engine_options(r)
     r.set_defaults(func=lambda a: asyncio.run(_replay(a)))
 
@@ -502,6 +539,27 @@ def build_parser() -> argparse.ArgumentParser:
     sp2.add_argument("--speed", type=float, default=60.0, help="time compression (default %(default)s)")
     sp2.add_argument("--max-speed", action="store_true", help="as fast as the broker takes them")
     pr.set_defaults(func=lambda a: asyncio.run(_produce(a)))
+
+    fo = sub.add_parser("follow", help="follow live PGN feeds (files or URLs) and rate their games", description=
+                        "Poll PGN feeds (a file a board relay rewrites, or an http(s) URL a broadcast serves) and rate "
+                        "each new ply as it appears: in the embedded runtime, or with --produce on Kafka. Corrected games "
+                        "restart under a new id; half-written files and failing URLs are retried.")
+    fo.add_argument("sources", nargs="+", metavar="SOURCE", help="PGN file or http(s) URL")
+    fo.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="seconds between polls (default %(default)s)")
+    fo.add_argument("--serve", metavar="HOST:PORT", default=None, help="serve the overlay and API (e.g. 127.0.0.1:8080)")
+    fo.add_argument("--produce", action="store_true", help="send the events to the Kafka input topic instead of rating here")
+    fo.add_argument("--out", type=Path, help="write every PerceivedRating, RatingUpdate and FairPlayAlert as JSON lines")
+    fo.add_argument("--until-ended", action="store_true", help="stop once every game seen has a result")
+    fo.add_argument("--linger", type=float, default=0.0, help="with --until-ended and --serve: keep serving this many seconds")
+    add_engine_options(fo)
+    kafka_options(fo)
+    fo.set_defaults(func=lambda a: asyncio.run(_follow(a)))
+
+    sv = sub.add_parser("serve", help="serve the overlay and API from the Kafka output topics", description=
+                        "Read the games, assessments and rating topics and serve the overlay and API (read-only).")
+    sv.add_argument("--listen", metavar="HOST:PORT", default="127.0.0.1:8080", help="address to serve on (default %(default)s)")
+    kafka_options(sv)
+    sv.set_defaults(func=lambda a: asyncio.run(_serve(a)))
 
     tl = sub.add_parser("tail", help="print a topic as JSON lines", description=
                         "Print the committed records of a topic, one JSON value per line. TOPIC may be short (ratings.perceived).")

@@ -31,7 +31,8 @@ DEMO_PGN = Path(__file__).resolve().parent / "data" / "london2011_round1.pgn"
 
 #: Seconds per ply assumed when a PGN has no clocks: replays then run at a steady, watchable pace.
 NOMINAL_SECONDS_PER_PLY = 60.0
-_RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
+#: The tokens that end a game in PGN movetext.
+RESULT_TOKENS = ("1-0", "0-1", "1/2-1/2", "*")
 
 
 class TruncatedInput(InputError):
@@ -138,7 +139,7 @@ def read_pgn_games(path: str | Path) -> Iterator[PgnGame]:
     """Every game in a PGN file, with input errors attached to the game they concern."""
     path = Path(path)
     text = path.read_text(encoding="utf-8", errors="replace")
-    truncated = bool(text.strip()) and not text.rstrip().endswith(_RESULTS)
+    truncated = bool(text.strip()) and not text.rstrip().endswith(RESULT_TOKENS)
     stream = io.StringIO(text)
     games: list[PgnGame] = []
     while (game := chess.pgn.read_game(stream)) is not None:

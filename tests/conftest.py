@@ -28,3 +28,28 @@ def stockfish() -> str:
 def london() -> Path:
     """The London Chess Classic 2011 (36 games, Ferreira 2012's test event), shipped as a fixture."""
     return FIXTURES / "london_chess_classic_2011.pgn"
+
+
+BROADCAST = FIXTURES / "broadcast_game.pgn"  # a rated blitz game with [%clk] clocks (49 plies, 1-0)
+
+
+def pgn_upto(plies: int, *, white: str | None = None, result: str | None = None, source: Path = BROADCAST) -> str:
+    """The broadcast fixture as a live feed shows it after ``plies`` plies: the result is "*" until the last ply
+    (or ``result``); ``white`` renames White."""
+    import chess.pgn
+
+    with open(source) as f:
+        full = chess.pgn.read_game(f)
+    assert full is not None
+    game = chess.pgn.Game()
+    for k, v in full.headers.items():
+        game.headers[k] = v
+    if white is not None:
+        game.headers["White"] = white
+    nodes = list(full.mainline())
+    game.headers["Result"] = result or (full.headers["Result"] if plies >= len(nodes) else "*")
+    node: chess.pgn.GameNode = game
+    for n in nodes[:plies]:
+        node = node.add_variation(n.move)
+        node.comment = n.comment
+    return str(game) + "\n\n"

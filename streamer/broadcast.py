@@ -1,0 +1,149 @@
+"""The broadcast commands: ``kibitz follow`` (live PGN feeds into a runtime) and ``kibitz serve`` (the overlay and
+API over the Kafka topics). Both only move events: :mod:`.follow` reads feeds, :mod:`.live` keeps what is shown,
+:mod:`.web` serves it, and the ratings come from the same steps every runtime calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import AsyncIterator, Callable
+
+from pydantic import BaseModel, ValidationError
+
+from analyzers.engine import EnginePool
+from analyzers.errors import InputError, MalformedEvent
+from schemas import DeadLetter, GameEnded, GameStarted, PerceivedRating, RatingUpdate, parse_event, parse_player_event
+
+from .follow import FeedEvent, Follower, PgnSource
+from .live import LiveStore
+from .web import Server, parse_hostport
+
+log = logging.getLogger("kibitz.broadcast")
+
+
+@contextlib.asynccontextmanager
+async def serving(store: LiveStore, where: str | None) -> AsyncIterator[Server | None]:
+    """The HTTP server on ``where`` (HOST:PORT) while the block runs; nothing when ``where`` is None."""
+    if where is None:
+        yield None
+        return
+    host, port = parse_hostport(where)
+    async with Server(store, host, port) as server:
+        print(f"kibitz: overlay and API on {server.url}/", file=sys.stderr, flush=True)
+        yield server
+
+
+async def follow(args: argparse.Namespace, config, out: Callable[[BaseModel], None], on_reject: Callable[[DeadLetter], None]) -> None:  # noqa: ANN001
+    """Poll the sources and rate their games in the embedded runtime, or (``--produce``) feed the Kafka input topic."""
+    from .embedded import EmbeddedRuntime
+
+    sources = [PgnSource(s) for s in args.sources]
+    store = LiveStore()
+    if args.produce:
+        await _follow_to_kafka(args, sources, store)
+        return
+    async with EnginePool(args.engine, size=args.engines, cache_path=args.cache, timeout=config.timeout) as pool:
+
+        def sink(msg: BaseModel) -> None:
+            store.apply(msg)
+            out(msg)
+
+        async with EmbeddedRuntime(pool, config, sink, on_reject) as rt, serving(store, args.serve):
+            if args.metrics_port:
+                rt.metrics.serve(args.metrics_port, args.metrics_host)
+
+            def submit(ev: FeedEvent) -> None:
+                store.apply(ev)  # the board and clock move at once; the ratings follow from the runtime
+                rt.submit(ev, source=ev.game_id)
+
+            def rejected(e: InputError) -> None:
+                rt.reject(e, str(e), source=e.game_id or "feed")
+
+            follower = Follower(sources, submit, interval=args.interval, on_error=rejected)
+            await follower.run(until_ended=args.until_ended)
+            await rt.drain()
+            if args.serve and args.until_ended and args.linger:
+                await asyncio.sleep(args.linger)
+
+
+async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource], store: LiveStore) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    from .cli import kafka_settings
+    from .kafka_config import wait_for_broker
+
+    settings = kafka_settings(args)
+    await wait_for_broker(settings)
+    producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
+    await producer.start()
+    pending: list[asyncio.Future] = []
+
+    def submit(ev: FeedEvent) -> None:
+        key, value = ev.game_id.encode(), ev.model_dump_json().encode()
+        # sends are queued in order per key; the producer keeps them in order on the partition
+        pending.append(asyncio.ensure_future(producer.send(settings.topics.moves, value, key=key)))
+        if isinstance(ev, (GameStarted, GameEnded)):
+            pending.append(asyncio.ensure_future(producer.send(settings.topics.games, value, key=key)))
+
+    try:
+        follower = Follower(sources, submit, interval=args.interval,
+                            on_error=lambda e: print(f"rejected ({e.reason}) {e.game_id}: {e}", file=sys.stderr))
+        async with serving(store, args.serve) as server:
+            reader = asyncio.create_task(read_outputs(settings, store)) if server else None
+            try:
+                await follower.run(until_ended=args.until_ended)
+                await asyncio.gather(*pending)
+                await producer.flush()
+                if server and args.until_ended and args.linger:
+                    await asyncio.sleep(args.linger)
+            finally:
+                if reader:
+                    reader.cancel()
+                    await asyncio.gather(reader, return_exceptions=True)
+    finally:
+        await producer.stop()
+
+
+#: What ``kibitz serve`` reads, and how each topic's records parse.
+def _parsers(topics) -> dict[str, Callable[[bytes], BaseModel]]:  # noqa: ANN001
+    return {
+        topics.games: parse_event,
+        topics.assessments: parse_player_event,
+        topics.perceived: PerceivedRating.model_validate_json,
+        topics.glicko2: RatingUpdate.model_validate_json,
+    }
+
+
+async def read_outputs(settings, store: LiveStore) -> None:  # noqa: ANN001
+    """Feed ``store`` from the game lifecycle, assessment and rating topics, from their oldest committed record."""
+    from aiokafka import AIOKafkaConsumer
+
+    parsers = _parsers(settings.topics)
+    consumer = AIOKafkaConsumer(*parsers, group_id=None, isolation_level="read_committed", auto_offset_reset="earliest",
+                                **settings.aiokafka_kwargs())
+    await consumer.start()
+    try:
+        # the lifecycle topic first: a game must be known before its ratings attach to it
+        async for r in consumer:
+            try:
+                store.apply(parsers[r.topic](r.value))
+            except (MalformedEvent, ValidationError, ValueError) as e:
+                log.warning("unreadable record skipped", extra={"topic": r.topic, "offset": r.offset, "error": str(e)[:200]})
+    finally:
+        await consumer.stop()
+
+
+async def serve(args: argparse.Namespace) -> None:
+    """``kibitz serve``: the overlay and API for whatever the workers publish."""
+    from .cli import kafka_settings
+    from .kafka_config import wait_for_broker
+
+    settings = kafka_settings(args)
+    await wait_for_broker(settings)
+    store = LiveStore()
+    async with serving(store, args.listen):
+        await read_outputs(settings, store)

@@ -1,0 +1,221 @@
+"""What the overlay and the HTTP API show: the live state of every game, built from the messages the pipeline
+publishes (and the game lifecycle events), with no I/O of its own.
+
+Any runtime feeds it: ``kibitz follow`` and ``kibitz replay`` hand it their inputs and outputs in process;
+``kibitz serve`` reads the same messages off the Kafka topics. :meth:`LiveStore.apply` takes a message,
+:meth:`LiveStore.game` gives a game's snapshot (a plain JSON-able dict), and :meth:`LiveStore.subscribe` a queue
+that receives a game's snapshot after every change (what the overlay's Server-Sent Events carry).
+
+Which rating a viewer sees: a player with a declared rating is shown "performing at" (the game's moves with the
+declared rating as prior); a player without one the "moves only" estimate. Each snapshot labels the one it shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import chess
+from pydantic import BaseModel
+
+from schemas import GameEnded, GameStarted, MoveAssessment, MoveEvent, PerceivedRating, PlayerInfo, RatingUpdate
+
+#: Games kept (the oldest finished ones go first).
+MAX_GAMES = 2_000
+#: Rating points per game and player kept for the sparkline.
+MAX_HISTORY = 400
+#: A subscriber that does not keep up keeps only the newest snapshot.
+QUEUE_SIZE = 1
+#: Messages about a game not started yet are held (topics interleave: a rating can overtake its game's start) up to
+#: this many games and messages per game.
+MAX_EARLY_GAMES, MAX_EARLY_MESSAGES = 1_000, 1_000
+
+COLORS = ("white", "black")
+
+
+@dataclass
+class _Side:
+    info: PlayerInfo
+    clock: float | None = None
+    rating: dict[str, Any] | None = None
+    history: list[tuple[int, float]] = field(default_factory=list)
+    glicko: dict[str, float] | None = None
+
+
+@dataclass
+class _Game:
+    game_id: str
+    event: str
+    sides: dict[str, _Side]
+    board: chess.Board
+    moves: int = 0
+    last_move: dict[str, Any] | None = None
+    eval_cp: int | None = None
+    eval_ply: int = -1
+    result: str | None = None
+    updated: float = field(default_factory=time.time)
+
+
+def shown_rating(p: PerceivedRating) -> dict[str, Any]:
+    """The estimate an overlay shows for a player, labelled: the performance estimate when the player declared a
+    rating, else the moves-only estimate."""
+    if p.performance is not None and p.performance_low is not None and p.performance_high is not None:
+        return {"kind": "performance", "label": "performing at", "rating": round(p.performance),
+                "low": round(p.performance_low), "high": round(p.performance_high), "moves": p.moves,
+                "prior": p.performance_prior, "provisional": p.provisional}
+    band = ({"band_low": round(p.band_low), "band_high": round(p.band_high)}
+            if p.band_low is not None and p.band_high is not None else {})
+    return {"kind": "moves_only", "label": "moves only", "rating": round(p.rating), "low": round(p.low),
+            "high": round(p.high), **band, "moves": p.moves, "prior": p.prior, "provisional": p.provisional}
+
+
+class LiveStore:
+    def __init__(self, max_games: int = MAX_GAMES) -> None:
+        self.max_games = max_games
+        self._games: dict[str, _Game] = {}
+        self._players: dict[str, dict[str, Any]] = {}
+        self._subscribers: dict[str, set[asyncio.Queue]] = {}
+        self._early: dict[str, list[BaseModel]] = {}
+
+    # -- input --------------------------------------------------------------------------------------------
+    def apply(self, msg: BaseModel) -> None:
+        """Take one message (others are ignored); subscribers of the game it concerns get the new snapshot."""
+        gid: str | None = getattr(msg, "game_id", None)
+        if isinstance(msg, GameStarted):
+            self._start(msg)
+            for early in self._early.pop(msg.game_id, []):
+                self.apply(early)
+        elif gid is None:
+            return
+        elif gid not in self._games:
+            self._hold(gid, msg)
+            return
+        elif isinstance(msg, MoveAssessment):
+            self._assessed(self._games[gid], msg)
+        elif isinstance(msg, MoveEvent):
+            self._moved(self._games[gid], msg)
+        elif isinstance(msg, PerceivedRating):
+            if msg.scope != "game":
+                self._player(msg.player_id)[msg.scope] = shown_rating(msg)
+                return
+            self._rated(self._games[gid], msg)
+        elif isinstance(msg, RatingUpdate):
+            side = next((s for s in self._games[gid].sides.values() if s.info.id == msg.player_id), None)
+            if side is not None:
+                side.glicko = {"rating": round(msg.after.rating), "rd": round(msg.after.rd)}
+        elif isinstance(msg, GameEnded):
+            self._games[gid].result = msg.result
+        else:
+            return
+        if gid is not None and gid in self._games:
+            self._games[gid].updated = time.time()
+            self._publish(gid)
+
+    def _hold(self, gid: str, msg: BaseModel) -> None:
+        """Keep a message whose game has not started here yet; the oldest held game goes first when full."""
+        held = self._early.get(gid)
+        if held is None:
+            if len(self._early) >= MAX_EARLY_GAMES:
+                del self._early[next(iter(self._early))]
+            held = self._early[gid] = []
+        if len(held) < MAX_EARLY_MESSAGES:
+            held.append(msg)
+
+    def _start(self, ev: GameStarted) -> None:
+        board = chess.Board(ev.initial_fen) if ev.initial_fen else chess.Board()
+        self._games.pop(ev.game_id, None)
+        self._games[ev.game_id] = _Game(ev.game_id, ev.event, {"white": _Side(ev.white), "black": _Side(ev.black)}, board)
+        for p in (ev.white, ev.black):
+            self._player(p.id).update({"id": p.id, "name": p.name, "declared": p.rating})
+        while len(self._games) > self.max_games:
+            oldest = next((k for k, g in self._games.items() if g.result), next(iter(self._games)))
+            del self._games[oldest]
+
+    def _moved(self, g: _Game, ev: MoveEvent) -> None:
+        """A move as it arrives (before its analysis): the board, the last move and the clock move on at once."""
+        if ev.ply != g.moves:
+            return  # out of order or repeated: the game step rejects it, the overlay ignores it
+        try:
+            move = chess.Move.from_uci(ev.uci)
+            if move not in g.board.legal_moves:
+                return
+        except ValueError:
+            return
+        color = COLORS[0] if g.board.turn == chess.WHITE else COLORS[1]
+        g.last_move = {"ply": ev.ply, "uci": ev.uci, "san": g.board.san(move), "color": color}
+        g.board.push(move)
+        g.moves += 1
+        if ev.clock is not None:
+            g.sides[color].clock = ev.clock
+
+    def _assessed(self, g: _Game, a: MoveAssessment) -> None:
+        if a.ply == g.moves:  # a runtime that feeds only outputs (kibitz serve): the assessment moves the board
+            self._moved(g, MoveEvent(game_id=a.game_id, ply=a.ply, uci=a.uci, clock=a.clock))
+        if g.eval_ply < a.ply < g.moves:  # the newest analysed position (moves may be ahead of their analysis)
+            g.eval_cp, g.eval_ply = a.eval_after, a.ply
+
+    def _rated(self, g: _Game, p: PerceivedRating) -> None:
+        side = next((s for s in g.sides.values() if s.info.id == p.player_id), None)
+        if side is None:
+            return
+        side.rating = shown_rating(p)
+        side.history.append((p.ply, side.rating["rating"]))
+        del side.history[:-MAX_HISTORY]
+
+    def _player(self, pid: str) -> dict[str, Any]:
+        return self._players.setdefault(pid, {"id": pid})
+
+    # -- output -------------------------------------------------------------------------------------------
+    def games(self) -> list[dict[str, Any]]:
+        """Every game, newest first, in brief."""
+        return [{"game_id": g.game_id, "event": g.event, "white": g.sides["white"].info.name,
+                 "black": g.sides["black"].info.name, "moves": g.moves, "result": g.result}
+                for g in sorted(self._games.values(), key=lambda g: -g.updated)]
+
+    def game(self, game_id: str) -> dict[str, Any] | None:
+        g = self._games.get(game_id)
+        if g is None:
+            return None
+        return {
+            "game_id": g.game_id, "event": g.event, "moves": g.moves, "result": g.result, "fen": g.board.fen(),
+            "turn": "white" if g.board.turn == chess.WHITE else "black", "last_move": g.last_move,
+            "eval_cp": g.eval_cp, "eval_ply": g.eval_ply, "updated": g.updated,
+            **{c: {"id": s.info.id, "name": s.info.name, "declared": s.info.rating, "clock": s.clock,
+                   "rating": s.rating, "history": [r for _, r in s.history], "glicko2": s.glicko}
+               for c, s in g.sides.items()},
+        }
+
+    def player(self, player_id: str) -> dict[str, Any] | None:
+        p = self._players.get(player_id)
+        if p is None:
+            return None
+        games = [g.game_id for g in self._games.values() if any(s.info.id == player_id for s in g.sides.values())]
+        return {**p, "games": games}
+
+    def subscribe(self, game_id: str) -> asyncio.Queue:
+        q: asyncio.Queue = asyncio.Queue(QUEUE_SIZE)
+        self._subscribers.setdefault(game_id, set()).add(q)
+        return q
+
+    def unsubscribe(self, game_id: str, q: asyncio.Queue) -> None:
+        subs = self._subscribers.get(game_id)
+        if subs is not None:
+            subs.discard(q)
+            if not subs:
+                del self._subscribers[game_id]
+
+    def _publish(self, game_id: str) -> None:
+        subs = self._subscribers.get(game_id)
+        if not subs:
+            return
+        snap = self.game(game_id)
+        for q in subs:
+            if q.full():
+                q.get_nowait()  # a slow viewer skips to the newest state
+            q.put_nowait(snap)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._games)

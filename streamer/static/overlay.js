@@ -1,0 +1,59 @@
+// The overlay: one game's snapshot from /overlay/{id}/events (Server-Sent Events), drawn with textContent only.
+"use strict";
+const gameId = decodeURIComponent(location.pathname.split("/").filter(Boolean)[1]);
+const params = new URLSearchParams(location.search);
+document.body.classList.add("theme-" + (params.get("theme") === "light" ? "light" : "dark"));
+const shown = new Set((params.get("show") || "names,clocks,eval,ratings,sparkline,lastmove").split(","));
+for (const el of document.querySelectorAll("[data-el]")) {
+  if (!shown.has(el.dataset.el)) el.hidden = true;
+}
+
+function clock(s) {
+  if (s === null || s === undefined) return "";
+  s = Math.max(0, Math.floor(s));
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+  const mm = String(m).padStart(h ? 2 : 1, "0"), ss = String(sec).padStart(2, "0");
+  return (h ? h + ":" : "") + mm + ":" + ss;
+}
+
+function evalText(cp) {
+  if (cp === null || cp === undefined) return "";
+  if (Math.abs(cp) >= 10000) return cp > 0 ? "+M" : "-M";
+  return (cp > 0 ? "+" : "") + (cp / 100).toFixed(1);
+}
+
+function side(color, p) {
+  const root = document.getElementById(color);
+  root.querySelector(".name").textContent = p.name + (p.declared ? " (" + p.declared + ")" : "");
+  root.querySelector(".clock").textContent = clock(p.clock);
+  const r = p.rating;
+  root.querySelector(".rating .value").textContent = r ? String(r.rating) : "";
+  root.querySelector(".rating .band").textContent = r ? "[" + r.low + ", " + r.high + "]" : "";
+  root.querySelector(".rating .label").textContent = r ? r.label + " \u00b7 " + r.moves + " moves" : "";
+  const h = p.history || [];
+  const pts = h.length ? h : [];
+  const lo = Math.min(...pts, 3000), hi = Math.max(...pts, 1000);
+  root.querySelector(".spark polyline").setAttribute("points", pts.map((v, i) =>
+    (pts.length > 1 ? (i * 300) / (pts.length - 1) : 0).toFixed(1) + "," + (60 - ((v - lo) * 60) / Math.max(1, hi - lo)).toFixed(1)).join(" "));
+}
+
+function draw(g) {
+  side("white", g.white);
+  side("black", g.black);
+  // the eval bar: White's share from the engine's evaluation (the logistic curve of the rating model)
+  const share = g.eval_cp === null ? 0.5 : 1 / (1 + Math.exp(-g.eval_cp * 0.00368208));
+  document.getElementById("bar-white").style.height = (share * 100).toFixed(1) + "%";
+  document.getElementById("eval-text").textContent = evalText(g.eval_cp);
+  const lm = g.last_move;
+  document.getElementById("lastmove").textContent = lm
+    ? Math.floor(lm.ply / 2) + 1 + (lm.color === "white" ? ". " : "... ") + lm.san + (g.result ? "  " + g.result : "")
+    : (g.result || "");
+  if (shown.has("board")) {
+    document.getElementById("board").src = "/overlay/" + encodeURIComponent(gameId) + "/board.svg?ply=" + g.moves;
+  }
+  document.body.dataset.ply = String(g.moves);
+  document.body.dataset.evalPly = String(g.eval_ply);
+}
+
+const source = new EventSource("/overlay/" + encodeURIComponent(gameId) + "/events");
+source.onmessage = (e) => draw(JSON.parse(e.data));
