@@ -127,3 +127,14 @@ class PoisonRecord(KibitzError):
     dead-lettered unapplied so its partition moves on."""
 
     reason = "poison"
+
+
+def reasons() -> list[str]:
+    """Every rejection reason a dead letter can carry (the ``reason`` of each error type, and "error" for a bug)."""
+    found, stack = {"error"}, [KibitzError]
+    while stack:
+        cls = stack.pop()
+        stack += cls.__subclasses__()
+        if isinstance(cls.__dict__.get("reason"), str):
+            found.add(cls.__dict__["reason"])
+    return sorted(found)

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +138,39 @@ async def watch_plies(browser: Browser, write, plies: range, timeout: float = 30
         states.append(await wait_for(browser, lambda s, k=k: s.get("evalPly") == str(k - 1), timeout))
         latencies.append(time.monotonic() - t0)
     return latencies, states
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def follow_process(feed: Path, *args: str, timeout: float = 60.0) -> Iterator[tuple[str, str]]:
+    """``kibitz follow FEED --serve 127.0.0.1:<free port> ARGS`` as a user runs it, until its first game is served;
+    yields (base URL, that game's id) and stops the process on exit."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "follow", str(feed), "--serve", f"127.0.0.1:{port}", *args],
+                            cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                games = json.loads(urllib.request.urlopen(f"{url}/api/games", timeout=1).read())
+                if games:
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None:
+                raise RuntimeError(f"kibitz follow exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+            if time.monotonic() > deadline:
+                raise TimeoutError("kibitz follow did not serve the game")
+            time.sleep(0.1)
+        yield url, games[0]["game_id"]
+    finally:
+        proc.terminate()
+        proc.wait(20)

@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from analyzers.engine import EnginePool
-from analyzers.errors import EngineError, InputError, KibitzError, MalformedEvent
+from analyzers.errors import EngineError, InputError, KibitzError, MalformedEvent, reasons
 from schemas import (
     DeadLetter,
     FairPlayAlert,
@@ -127,6 +127,13 @@ class Steps:
         # labelled children, looked up once: prometheus-client's labels() costs microseconds per call, per record
         self._outputs: dict[str, Any] = {}
         self._events: dict[str, Any] = {}
+        # every series exists from the start, at 0: a dashboard or an alert rule sees "none yet", not "no data"
+        for cls in ROUTES:
+            self._outputs[cls.model_fields["type"].default] = self.metrics.outputs.labels(cls.model_fields["type"].default)
+        for cls in (GameStarted, MoveEvent, GameEnded):
+            self._events[cls.model_fields["type"].default] = self.metrics.events.labels(cls.model_fields["type"].default)
+        for reason in reasons():
+            self.metrics.rejected.labels(reason)
 
     # -- rejections ---------------------------------------------------------------------------------------
     def reject(self, error: KibitzError, raw: bytes | str, source: str, key: Key = None) -> Output:

@@ -624,3 +624,91 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
     assert emb.wait(420) == 0, emb.stderr.read()
     print(f"after the kill the rest of the stream took {finished:.0f} s")
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
+
+
+def panel_metrics() -> set[str]:
+    """Every metric name a panel of the shipped Grafana dashboard queries."""
+    dash = json.loads((ROOT / "deploy" / "grafana" / "kibitz.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    assert exprs, "the dashboard has no queries"
+    return {m for e in exprs for m in re.findall(r"\bkibitz_[a-z0-9_]+", e)}
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Sample name with labels -> value, from a Prometheus text exposition."""
+    import urllib.request
+
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_json(url: str):
+    import urllib.request
+
+    return json.loads(urllib.request.urlopen(url, timeout=5).read())
+
+
+def poll(fn, timeout: float, what: str):
+    """fn() until it returns something truthy (errors count as not yet); AssertionError naming ``what`` after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = fn()
+            if got:
+                return got
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.25)
+
+
+def test_follow_produce_worker_metrics_prometheus_and_serve(broker, tmp_path):
+    """A live feed through Kafka, as a broadcast runs it: ``kibitz follow --produce`` feeds a worker; the worker
+    exports every metric the Grafana dashboard queries (move latency included), Prometheus (Debian's package)
+    scrapes it, and ``kibitz serve`` shows the game from the output topics."""
+    from conftest import BROADCAST
+
+    prefix, mport, pport, sport = fresh_prefix(), free_port(), free_port(), free_port()
+    t = Topics(prefix=prefix)
+    plies = len(next(read_pgn_games(BROADCAST)).moves)
+    (worker,) = start_workers(broker, prefix, *LIMITS, "--engines", "1", "--metrics-port", str(mport))
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(f"global: {{scrape_interval: 1s}}\nscrape_configs:\n  - job_name: kibitz\n    static_configs:\n"
+                   f"      - targets: ['127.0.0.1:{mport}']\n")
+    prom = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{pport}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    serve = subprocess.Popen([sys.executable, "-m", "streamer.cli", "serve", "--broker", broker, "--topic-prefix", prefix,
+                              "--listen", f"127.0.0.1:{sport}"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        r = cli("follow", str(BROADCAST), "--produce", "--until-ended", "--interval", "0.2", "--broker", broker,
+                "--topic-prefix", prefix, timeout=120)
+        assert r.returncode == 0, r.stderr
+        out = asyncio.run(consume_until(broker, [t.perceived], lambda o: sum(b'"scope":"game"' in x for x in o[t.perceived]) >= plies,
+                                        timeout=300, workers=[worker]))
+        assert out[t.perceived]
+        samples = poll(lambda: (s := scrape(f"http://127.0.0.1:{mport}/metrics")).get('kibitz_events_total{type="move"}') == plies and s,
+                       30, "the worker's move counter")
+        names = {k.split("{")[0] for k in samples}
+        for metric in panel_metrics():
+            assert metric in names, f"the dashboard queries {metric}, the worker does not export it"
+        assert samples["kibitz_move_seconds_count"] == plies  # move latency, recorded by the Kafka worker
+        q = f'http://127.0.0.1:{pport}/api/v1/query?query=kibitz_events_total{{type="move"}}'
+        result = poll(lambda: http_json(q)["data"]["result"], 60, "Prometheus to scrape the worker")
+        assert float(result[0]["value"][1]) == plies
+        game = poll(lambda: [g for g in http_json(f"http://127.0.0.1:{sport}/api/games") if g["moves"] == plies], 60,
+                    "kibitz serve to show the game")[0]
+        snap = http_json(f"http://127.0.0.1:{sport}/api/games/{game['game_id']}")
+        assert snap["result"] == "1-0" and snap["white"]["rating"]["kind"] == "performance" and snap["eval_cp"] is not None
+    finally:
+        worker.stop()
+        for p in (prom, serve):
+            p.terminate()
+            p.wait(20)

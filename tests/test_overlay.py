@@ -7,10 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import aiohttp
@@ -18,16 +16,10 @@ import numpy as np
 import pytest
 from conftest import BROADCAST, ROOT, pgn_upto
 
-from streamer.devbrowser import Browser, overlay_state, wait_for, watch_plies
+from streamer.devbrowser import Browser, follow_process, overlay_state, wait_for, watch_plies
 
 XSS = "<script>alert(1)</script>"
 FAST = ["--profile", "fast", "--engines", "2"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_feed(path: Path, k: int) -> None:
@@ -46,29 +38,11 @@ def warm_cache(tmp_path_factory, stockfish) -> Path:
 
 @pytest.fixture
 def follow(tmp_path, warm_cache):
-    """``kibitz follow FEED --serve`` as a user runs it; yields (feed path, base URL)."""
-    feed, port = tmp_path / "games.pgn", free_port()
+    """``kibitz follow FEED --serve`` on a feed holding one ply; yields (feed path, base URL, game id)."""
+    feed = tmp_path / "games.pgn"
     write_feed(feed, 1)
-    proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "follow", str(feed), "--serve", f"127.0.0.1:{port}",
-                             "--interval", "0.05", *FAST, "--cache", str(warm_cache)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            import urllib.request
-
-            games = json.loads(urllib.request.urlopen(f"{url}/api/games", timeout=1).read())
-            if games:
-                break
-        except OSError:
-            pass
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-        assert time.monotonic() < deadline, "kibitz follow did not serve the game"
-        time.sleep(0.1)
-    yield feed, url, games[0]["game_id"]
-    proc.terminate()
-    proc.wait(20)
+    with follow_process(feed, "--interval", "0.05", *FAST, "--cache", str(warm_cache)) as (url, gid):
+        yield feed, url, gid
 
 
 async def test_overlay_follows_a_growing_file_ply_by_ply_in_chromium(follow, tmp_path):
