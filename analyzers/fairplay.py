@@ -7,9 +7,19 @@ P(engine's first choice) = p_t and an expected loss. Over N moves:
 - loss: expected ``sum E_t[loss]``, variance ``sum Var_t[loss]``, ``z = (expected - observed) / sd``
   (positive when the player lost *less* than their rating predicts).
 
-Both are O(1) per move from running sums. An alert needs z at or above the threshold (default 4.75, about one
-false alarm per million clean performances for a one-sided normal tail) and enough moves for the normal
-approximation to mean something.
+Both are O(1) per move from running sums. Expected behaviour comes from the rating-conditioned move model
+(:mod:`analyzers.ratingmodel`) at the player's reference rating, time control and clock
+(:meth:`FairPlayMove.from_model`, losses in win probability), or where no model is loaded from the agent model at
+the calibrated c (:meth:`FairPlayMove.of`, losses in pawns).
+
+Moves that say nothing are not counted (:func:`exclusion`): besides the book plies, forced moves and decided
+positions that no statistic counts, a position whose best move is obvious (the second candidate loses at least
+:data:`OBVIOUS_GAP` in win probability) and an obvious recapture (the engine's first choice takes back on the square
+the opponent just captured on). A strong player and an engine agree there anyway.
+
+Alerts come in Regan's two tiers: **screening** (z >= :data:`DEFAULT_SCREEN_Z`, a review queue) and **action**
+(z >= :data:`DEFAULT_Z_THRESHOLD`, about one in a million clean performances for a one-sided normal tail), each
+needing :data:`DEFAULT_MIN_MOVES` counted moves for the normal approximation to mean something.
 """
 
 from __future__ import annotations
@@ -20,13 +30,26 @@ from dataclasses import asdict, dataclass
 
 from .posterior import K_PAWNS
 
-#: Screening threshold: P(Z >= 4.75) is about 1e-6.
+#: Action threshold: P(Z >= 4.75) is about 1e-6.
 DEFAULT_Z_THRESHOLD = 4.75
+#: Screening threshold (a review queue): P(Z >= 3) is about 1.3e-3.
+DEFAULT_SCREEN_Z = 3.0
+#: A position whose second-best candidate is at least this much worse in win probability has an obvious best move.
+OBVIOUS_GAP = 0.20
+#: Tiers from the lowest; an alert names the highest one crossed.
+TIERS = ("screening", "action")
 #: Fewer moves than this never raise an alert.
 DEFAULT_MIN_MOVES = 40
-#: A player who stays flagged is alerted again only once the z-score has grown by this much since the last alert
-#: (a standing flag re-sent at every game end is noise to the team reading the alerts).
-REALERT_Z_STEP = 1.0
+
+
+def exclusion(win_losses: Sequence[float], recapture: bool) -> str | None:
+    """Why a counted move says nothing about assistance ("recapture", "obvious"), or None when it counts.
+    ``win_losses``: each candidate's loss in win probability against the best (0 for the best)."""
+    if recapture:
+        return "recapture"
+    if len(win_losses) > 1 and sorted(win_losses)[1] >= OBVIOUS_GAP:
+        return "obvious"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +64,7 @@ class FairPlayMove:
 
     @classmethod
     def of(cls, values: Sequence[float], played_index: int, c_ref: float, k: float = K_PAWNS) -> FairPlayMove | None:
-        """The move's terms; None for a forced move (one candidate), which says nothing."""
+        """The move's terms under the agent model at ``c_ref`` (losses in pawns); None for a forced move."""
         # plain Python: for the 2-6 candidates of a search this is several times faster than numpy's per-call cost
         if len(values) < 2:
             return None
@@ -49,11 +72,25 @@ class FairPlayMove:
         deltas = [vmax - float(v) for v in values]
         # P(i) as in posterior.move_probabilities: (delta_i + k)^-c normalised; the best move's weight is the largest
         w = [(d + k) ** -c_ref for d in deltas]
-        total = sum(w)
-        p = [x / total for x in w]
-        best = deltas.index(0.0)
+        return cls.from_probabilities(w, deltas, played_index)
+
+    @classmethod
+    def from_model(cls, win_losses: Sequence[float], played_index: int, s: float, c: float) -> FairPlayMove | None:
+        """The move's terms under the move model (docs/models.md s. 9) with sensitivity ``s`` and consistency ``c``
+        at the reference rating: P(i) proportional to exp(-(delta_i / s)^c), losses in win probability."""
+        if len(win_losses) < 2:
+            return None
+        deltas = [float(d) for d in win_losses]
+        return cls.from_probabilities([math.exp(-((d / s) ** c)) for d in deltas], deltas, played_index)
+
+    @classmethod
+    def from_probabilities(cls, weights: Sequence[float], deltas: Sequence[float], played_index: int) -> FairPlayMove:
+        """The terms from unnormalised choice probabilities and each candidate's loss (0 for the best)."""
+        total = sum(weights)
+        p = [x / total for x in weights]
+        best = min(range(len(deltas)), key=deltas.__getitem__)
         e = sum(pi * d for pi, d in zip(p, deltas))
-        return cls(int(deltas[played_index] == 0.0), p[best], deltas[played_index],
+        return cls(int(deltas[played_index] <= 0.0), p[best], deltas[played_index],
                    e, sum(pi * d * d for pi, d in zip(p, deltas)) - e * e)
 
 
@@ -102,6 +139,17 @@ class FairPlayStats:
         if self.z_loss >= threshold:
             return "loss"
         return None
+
+    def strongest(self) -> tuple[str, float]:
+        """The statistic with the larger z, and that z."""
+        return ("match", self.z_match) if self.z_match >= self.z_loss else ("loss", self.z_loss)
+
+    def tier(self, screen: float = DEFAULT_SCREEN_Z, action: float = DEFAULT_Z_THRESHOLD, min_moves: int = DEFAULT_MIN_MOVES) -> str | None:
+        """The highest tier this scope crosses ("screening", "action"), or None."""
+        if self.n < min_moves:
+            return None
+        z = self.strongest()[1]
+        return "action" if z >= action else "screening" if z >= screen else None
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)

@@ -115,8 +115,8 @@ async def assist_searches(pool: EnginePool, config: PipelineConfig, game: PgnGam
     return out
 
 
-async def analyse(pool: EnginePool, config: PipelineConfig, samples: Samples, *, progress: bool = True
-                  ) -> tuple[dict[str, list[MoveAssessment]], dict[tuple[str, str], dict[int, MoveAssessment]]]:
+async def analyse(pool: EnginePool, config: PipelineConfig, samples: Samples, *, progress: bool = True,
+                  assist_events: int | None = None) -> tuple[dict[str, list[MoveAssessment]], dict[tuple[str, str], dict[int, MoveAssessment]]]:
     """Assess every game, then the assisted alternatives for every whole player-event. Returns (assessments by game
     id, {(game id, color): {ply: assisted assessment}})."""
 
@@ -126,8 +126,8 @@ async def analyse(pool: EnginePool, config: PipelineConfig, samples: Samples, *,
     t = time.time()
     results = await assess_games(samples.events, pool, config, progress=say("held-out player-events"))
     assisted: dict[tuple[str, str], dict[int, MoveAssessment]] = {}
-    jobs = [(g, "white" if g.white.id == pid else "black")
-            for (_, pid), games in sorted(whole_player_events(samples.events).items()) for g in games]
+    pes = sorted(whole_player_events(samples.events).items())[:assist_events]
+    jobs = [(g, "white" if g.white.id == pid else "black") for (_, pid), games in pes for g in games]
     sem = asyncio.Semaphore(pool.size * 2)
 
     async def one(g: PgnGame, color: str) -> None:

@@ -144,6 +144,8 @@ class MoveAssessment(Message):
     counted: bool = Field(description="used for the posterior and fair play (not opening, not decided, not forced)")
     engine: str
     limits: str
+    recapture: bool = Field(default=False, description="the engine's first choice takes back on the square the opponent "
+                            "just captured on (not counted for fair play)")
 
 
 class GameResult(Message):
@@ -231,18 +233,27 @@ class RatingUpdate(Message):
 
 
 class FairPlayAlert(Message):
+    """A player's play crossed a fair-play tier (docs/models.md s. 7): one alert per player per crossing, naming
+    the scope whose z crossed, with the evidence. Version 2 adds ``tier``, the event scope, ``scope_id``,
+    ``reference_source`` and ``plies``; version 1 still parses."""
+
     type: Literal["fairplay"] = "fairplay"
+    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]
     player_id: Id
     game_id: Id
-    scope: Literal["game", "player"]
+    tier: Literal["screening", "action"] = "action"
+    scope: Literal["game", "event", "player"]
+    scope_id: str = ""
     statistic: Literal["match", "loss"]
     z: float
-    threshold: float
-    moves: int
-    observed: float
+    threshold: float = Field(description="the tier's z threshold")
+    moves: int = Field(description="counted moves behind the statistic")
+    observed: float = Field(description="engine matches, or summed loss (win probability with the move model)")
     expected: float
     reference_rating: Rating
+    reference_source: str = Field(default="declared", description="where the reference rating came from")
     games: int
+    plies: list[int] = Field(default_factory=list, description="the counted plies of the game that ended the crossing")
 
 
 class DeadLetter(Message):

@@ -16,17 +16,19 @@ ignored by the player step, so a redelivered event changes nothing.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import chess
+import numpy as np
 
 from analyzers.calibration import Calibration
 from analyzers.combination import Combination, MoveFeatures, ScopeFeatures, moments
 from analyzers.engine.analysis import Limits, PositionAnalysis
 from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, StateStoreError, UnknownGame
-from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, REALERT_Z_STEP, FairPlayMove, FairPlayStats
+from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, TIERS, FairPlayMove, FairPlayStats, exclusion
 from analyzers.gain import GainHistogram, gain
 from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
 from analyzers.perceived import DEFAULT_LEVEL, RatingEstimate
@@ -89,7 +91,8 @@ class PipelineConfig:
     #: the learned combination on top of the move model: when set (with ``model``), it gives the moves-only rating
     combination: Combination | None = None
     glicko: Glicko2Config = Glicko2Config()
-    z_threshold: float = DEFAULT_Z_THRESHOLD
+    z_threshold: float = DEFAULT_Z_THRESHOLD  # the action tier
+    screen_z: float = DEFAULT_SCREEN_Z  # the screening tier (a review queue)
     min_alert_moves: int = DEFAULT_MIN_MOVES
     level: float = DEFAULT_LEVEL
     #: A player's unfinished game scopes and event scopes kept at most; the oldest goes first. With the player scope
@@ -225,6 +228,7 @@ class AppliedMove:
     white_moved: bool
     results: list[GameResult]
     clock_spent: float | None = None  # the mover's previous clock minus this one
+    captured_on: int | None = None  # the square the opponent's last move captured on, if it captured
 
 
 def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
@@ -238,6 +242,7 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
     if move not in board.legal_moves:
         raise IllegalMove(f"{ev.uci} is illegal in {board.fen()}", game_id=ev.game_id, ply=ev.ply)
     before = board.copy(stack=False)
+    captured_on = _last_capture(board)
     white_moved = board.turn == chess.WHITE
     board.push(move)
     state.moves.append(ev.uci)
@@ -252,7 +257,7 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
         state.last_clock[side] = ev.clock
         if ev.ply <= 1 and ev.clock > 0:
             state.clock_base = max(state.clock_base or 0.0, ev.clock)
-    return AppliedMove(ev, state, before, board.copy(stack=False), white_moved, _maybe_finish(state), spent)
+    return AppliedMove(ev, state, before, board.copy(stack=False), white_moved, _maybe_finish(state), spent, captured_on)
 
 
 async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineConfig) -> MoveAssessment:
@@ -268,6 +273,7 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
     after = await analyse(board, limits)
     mover = state.white if white_moved else state.black
     rank = before.rank_of(ev.uci)
+    recapture = _recaptures(before_board, before, applied.captured_on)
     played_value = before.candidates[rank].value if rank is not None else -after.best_cp
     counted = (
         ev.ply >= config.profile.skip_plies
@@ -284,7 +290,30 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
         # plain dicts: MoveAssessment validates them in one pass (a Candidate() each costs a Python-level __init__)
         candidates=[{"uci": c.uci, "cp": c.value, "mate": c.mate} for c in before.candidates],
         played_rank=rank, played_value=played_value, counted=counted, engine=before.engine, limits=before.limits,
+        recapture=recapture,
     )
+
+
+def _last_capture(board: chess.Board) -> int | None:
+    """The square the last move of ``board`` captured on, or None. Read from the board alone: a move captured if
+    it reset the halfmove clock and was not a pawn push (a pawn captures when it changes file)."""
+    if not board.move_stack:
+        return None
+    last = board.move_stack[-1]
+    piece = board.piece_at(last.to_square)
+    if piece is not None and piece.piece_type == chess.PAWN:
+        captured = chess.square_file(last.from_square) != chess.square_file(last.to_square)
+    else:
+        captured = board.halfmove_clock == 0
+    return last.to_square if captured else None
+
+
+def _recaptures(board: chess.Board, analysis: PositionAnalysis, captured_on: int | None) -> bool:
+    """Whether the engine's first choice in ``board`` takes back on ``captured_on``."""
+    if captured_on is None or not analysis.candidates:
+        return False
+    best = chess.Move.from_uci(analysis.candidates[0].uci)
+    return best.to_square == captured_on and board.is_capture(best)
 
 
 def end_game(state: GameState | None, ev: GameEnded) -> list[GameResult]:
@@ -340,6 +369,7 @@ class ScopeStats:
     games: int = 0
     rating: RatingLikelihood = field(default_factory=RatingLikelihood)
     feats: ScopeFeatures = field(default_factory=ScopeFeatures)
+    fair_plies: list[int] = field(default_factory=list)  # game scopes: the plies the fair-play statistics counted
 
     def add(self, a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None) -> None:
         """Count one move (see :func:`count_move`, which counts it in several scopes at once)."""
@@ -347,38 +377,49 @@ class ScopeStats:
 
     def to_dict(self) -> dict[str, Any]:
         return {"hist": self.hist.to_dict(), "post": self.post.to_dict(), "fair": self.fair.to_dict(),
-                "last_ply": self.last_ply, "games": self.games, "rating": self.rating.to_dict(), "feats": self.feats.to_dict()}
+                "last_ply": self.last_ply, "games": self.games, "rating": self.rating.to_dict(), "feats": self.feats.to_dict(),
+                **({"fair_plies": self.fair_plies} if self.fair_plies else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeStats:
         return cls(GainHistogram.from_dict(d["hist"]), SkillPosterior.from_dict(d["post"]),
                    FairPlayStats.from_dict(d["fair"]), d["last_ply"], d["games"],
                    RatingLikelihood.from_dict(d["rating"]) if d.get("rating") else RatingLikelihood(),
-                   ScopeFeatures.from_dict(d["feats"]) if d.get("feats") else ScopeFeatures())
+                   ScopeFeatures.from_dict(d["feats"]) if d.get("feats") else ScopeFeatures(), list(d.get("fair_plies", [])))
 
 
-def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None) -> None:
+def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None) -> FairPlayMove | None:
     """Count one move in each of a player's scopes (game, event, overall). What the scopes share is computed once:
-    the candidates, the fair-play terms at ``c_ref`` (None: no fair-play statistics), the posteriors' update, in
-    one numpy pass over their stacked grids, and the move model's log-likelihood over the rating grid."""
+    the candidates, the posteriors' update, in one numpy pass over their stacked grids, the move model's
+    log-likelihood over the rating grid, and the fair-play terms: from the move model at the move's reference rating
+    when there is a model, else from the agent model at ``c_ref`` (None: no fair-play statistics); a move
+    :func:`~analyzers.fairplay.exclusion` rules out adds nothing to them."""
     fair = None
     if a.counted:
         values, idx = move_choice(a)
         SkillPosterior.update_all([s.post for s in scopes], values, idx)
-        fair = FairPlayMove.of(values, idx, c_ref) if c_ref is not None else None
+        deltas = win_losses([v * 100.0 for v in values])
+        losses = deltas.tolist()
+        counts_for_fair = exclusion(losses, a.recapture) is None
         if model is not None:
             tclass = a.time_class or UNKNOWN_CLASS
             clock = move_clock_inputs(a)
-            deltas = win_losses([v * 100.0 for v in values])
-            move_ll = model.move_loglik(deltas, idx, tclass, model.clock_shift(clock) if model.clock != (0.0, 0.0) else 0.0)
+            shift = model.clock_shift(clock) if model.clock != (0.0, 0.0) else 0.0
+            move_ll = model.move_loglik(deltas, idx, tclass, shift)
             features = MoveFeatures.of(deltas, idx, clock, has_clock(a))
             for s in scopes:
                 s.rating.add(move_ll, tclass)
                 s.feats.add(features)
+            if counts_for_fair and a.reference_rating:
+                sens, cons = model.params(np.array([float(a.reference_rating)]), tclass)
+                fair = FairPlayMove.from_model(losses, idx, float(sens[0]) * math.exp(shift), float(cons[0]))
+        elif counts_for_fair and c_ref is not None:
+            fair = FairPlayMove.of(values, idx, c_ref)
     for s in scopes:
         s.hist.add(a.gain)
-        s.fair.add(fair)  # None (not counted, no reference c, or a forced move) adds nothing
+        s.fair.add(fair)  # None (not counted, excluded, no reference, or a forced move) adds nothing
         s.last_ply = a.ply
+    return fair
 
 
 def _scope(scopes: dict[str, ScopeStats], key: str, limit: int | None = None, state: PlayerState | None = None) -> ScopeStats:
@@ -406,7 +447,7 @@ class PlayerState:
     finished: list[str] = field(default_factory=list)
     glicko: Glicko2Rating | None = None
     last_game_at: float | None = None
-    alerted_z: float | None = None  # z of the last player-scope fair-play alert
+    alert_tier: str | None = None  # the fair-play tier this player is over since their last alert (None: under all)
     evicted: int = 0  # game and event scopes dropped at their limits (PipelineConfig.max_open_games, max_events)
 
     def to_dict(self) -> dict[str, Any]:
@@ -415,7 +456,7 @@ class PlayerState:
             "games": {k: v.to_dict() for k, v in self.games.items()},
             "events": {k: v.to_dict() for k, v in self.events.items()},
             "finished": list(self.finished), "glicko": self.glicko.to_dict() if self.glicko else None,
-            "last_game_at": self.last_game_at, "alerted_z": self.alerted_z, "evicted": self.evicted,
+            "last_game_at": self.last_game_at, "alert_tier": self.alert_tier, "evicted": self.evicted,
         }
 
     @classmethod
@@ -426,7 +467,7 @@ class PlayerState:
             {k: ScopeStats.from_dict(v) for k, v in d["games"].items()},
             {k: ScopeStats.from_dict(v) for k, v in d["events"].items()},
             list(d["finished"]), Glicko2Rating.from_dict(d["glicko"]) if d["glicko"] else None, d["last_game_at"],
-            d.get("alerted_z"), int(d.get("evicted", 0)),  # absent in states written before they existed
+            d.get("alert_tier"), int(d.get("evicted", 0)),  # absent in states written before they existed
         )
 
 
@@ -527,10 +568,44 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
     cal = config.calibration
     c_ref = cal.c_from_elo(a.reference_rating) if a.reference_rating and cal is not None and cal.has_c_map else None
     scopes = [game, state.overall] + ([_scope(state.events, a.event, config.max_events, state)] if a.event else [])
-    count_move(scopes, a, c_ref, config.model)
+    if count_move(scopes, a, c_ref, config.model) is not None:
+        game.fair_plies.append(a.ply)
     out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config,
                     declared=(a.reference_rating, a.reference_rd))
     return [out] if out else []
+
+
+def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, game: ScopeStats,
+                    event: ScopeStats | None) -> FairPlayAlert | None:
+    """At a game's end: the alert for a new crossing, or None. The player's tier is the highest any scope (this game,
+    this event, all their games) crosses; an alert goes out when it rises above the tier of the last alert, naming
+    the scope with the largest z at that tier. Falling under every tier re-arms the alerts: one alert per crossing."""
+    scopes = [("game", r.game_id, game, 1), ("player", r.player_id, state.overall, state.overall.games)]
+    if event is not None:
+        scopes.insert(1, ("event", r.event, event, event.games))
+    tiers = {name: stats.fair.tier(config.screen_z, config.z_threshold, config.min_alert_moves) for name, _, stats, _ in scopes}
+    rank: dict[str | None, int] = {None: 0, **{t: i + 1 for i, t in enumerate(TIERS)}}
+    now = max(tiers.values(), key=rank.__getitem__)
+    before = state.alert_tier
+    if now is None:
+        state.alert_tier = None  # under every tier: re-armed
+    if rank[now] <= rank[before]:
+        # no crossing: under every tier, or still over one already alerted (a z that dips under the action tier and
+        # rises again is the same finding; only falling under the screening tier re-arms the alerts)
+        return None
+    state.alert_tier = now
+    name, scope_id, stats, games = max(((n, i, st, g) for n, i, st, g in scopes if tiers[n] == now),
+                                       key=lambda x: x[2].fair.strongest()[1])
+    stat, z = stats.fair.strongest()
+    f = stats.fair
+    obs, exp = (f.matches, f.expected_matches) if stat == "match" else (f.loss, f.expected_loss)
+    assert now is not None and r.player.rating is not None
+    return FairPlayAlert(
+        player_id=r.player_id, game_id=r.game_id, tier=now, scope=name, scope_id=scope_id, statistic=stat, z=round(z, 3),
+        threshold=config.z_threshold if now == "action" else config.screen_z, moves=f.n, observed=round(obs, 4),
+        expected=round(exp, 4), reference_rating=r.player.rating, reference_source="declared", games=games,
+        plies=list(game.fair_plies),
+    )
 
 
 def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> list[Any]:
@@ -556,6 +631,7 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
     state.overall.games += 1
     declared = (r.player.rating, r.player.rd)
     ply = max(game.last_ply, 0)
+    ev_stats = None
     if r.event:
         ev_stats = _scope(state.events, r.event, config.max_events, state)
         ev_stats.games += 1
@@ -566,23 +642,7 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
                    config=config, declared=declared)
     out += [pr] if pr else []
     if r.player.rating:
-        for scope, stats, games in (("game", game, 1), ("player", state.overall, state.overall.games)):
-            stat = stats.fair.flagged(config.z_threshold, config.min_alert_moves)
-            if not stat:
-                if scope == "player":
-                    state.alerted_z = None  # back under the threshold: a new flag is news again
-                continue
-            z = stats.fair.z_match if stat == "match" else stats.fair.z_loss
-            if scope == "player":
-                if state.alerted_z is not None and z < state.alerted_z + REALERT_Z_STEP:
-                    continue  # still flagged, and no stronger than when last alerted
-                state.alerted_z = z
-            obs, exp = ((stats.fair.matches, stats.fair.expected_matches) if stat == "match"
-                        else (stats.fair.loss, stats.fair.expected_loss))
-            out.append(FairPlayAlert(
-                player_id=r.player_id, game_id=r.game_id, scope=scope, statistic=stat, z=round(z, 3),
-                threshold=config.z_threshold, moves=stats.fair.n, observed=round(obs, 3), expected=round(exp, 3),
-                reference_rating=r.player.rating, games=games,
-            ))
+        alert = _fairplay_alert(state, r, config, game, ev_stats if r.event else None)
+        out += [alert] if alert else []
     state.finished = (state.finished + [r.game_id])[-_REMEMBER_GAMES:]
     return out

@@ -92,34 +92,3 @@ def test_gains_only_calibration_rates_by_algorithm_4_and_refuses_the_c_map():
     assert out.low < out.rating < out.high
     with pytest.raises(CalibrationError, match="at least two knots"):
         Calibration("x", "e", 1, [(1.0, 2000.0)], 1)
-
-
-def test_a_player_who_stays_flagged_is_alerted_again_only_when_the_evidence_grows():
-    from analyzers.fairplay import REALERT_Z_STEP
-    from analyzers.profiles import get_profile
-    from schemas import GameResult, PlayerInfo
-    from streamer.pipeline import PipelineConfig, PlayerState, apply_player_event
-
-    config = PipelineConfig(get_profile("fast"), load_calibration("fast"))
-    me, opp = PlayerInfo(id="p", rating=1800), PlayerInfo(id="q", rating=1800)
-    state = PlayerState("p")
-    rng = np.random.default_rng(5)
-
-    def play(n_games: int, c: float) -> list[str]:
-        scopes = []
-        for _ in range(n_games):
-            gid = f"g{state.overall.games}"
-            moves(c, 25, rng, state.overall.fair, c_ref=1.0)  # engine-like play (c = 6) or normal play (c = 1)
-            _, out = apply_player_event(state, GameResult(game_id=gid, player_id="p", color="white", score=1.0,
-                                                          player=me, opponent=opp), config)
-            scopes += [m.scope for m in out if m.type == "fairplay"]
-        return scopes
-
-    assert play(1, 6.0) == [] and state.overall.fair.n < 40, "too few moves to alert"
-    first = play(1, 6.0)
-    assert first == ["player"] and state.alerted_z > 4.75
-    z0 = state.alerted_z
-    later = play(6, 6.0)  # the evidence keeps growing: one more alert per REALERT_Z_STEP of z, not one per game
-    assert 1 <= len(later) < 6 and state.alerted_z >= z0 + REALERT_Z_STEP * len(later)
-    assert state.overall.fair.z_match < state.alerted_z + REALERT_Z_STEP
-    assert PlayerState.from_dict(state.to_dict()).alerted_z == state.alerted_z

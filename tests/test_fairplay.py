@@ -1,0 +1,131 @@
+"""Fair-play alerts as the service raises them: the move model's expectations, the exclusions, two tiers, one alert
+per crossing. Synthetic players here; the calibration on real held-out games is bench/fairplay_calibration.py."""
+
+from __future__ import annotations
+
+import chess
+import numpy as np
+import pytest
+
+from analyzers.calibration import load_calibration
+from analyzers.engine import EnginePool
+from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, OBVIOUS_GAP, FairPlayMove, FairPlayStats, exclusion
+from analyzers.profiles import get_profile
+from analyzers.ratingmodel import load_move_model
+from schemas import GameResult, GameStarted, MoveEvent, PlayerInfo
+from streamer.pipeline import PipelineConfig, PlayerState, apply_player_event, count_move
+from streamer.steps import Steps
+
+MODEL = load_move_model("fast")
+
+
+def position(rng: np.random.Generator, n: int = 5) -> list[float]:
+    """Candidate losses in win probability of a position that is neither forced nor obvious."""
+    while True:
+        losses = [0.0, *np.sort(rng.exponential(0.08, n - 1)).tolist()]
+        if exclusion(losses, False) is None:
+            return losses
+
+
+def honest_choice(rng: np.random.Generator, losses: list[float], s: float, c: float) -> int:
+    w = np.exp(-((np.array(losses) / s) ** c))
+    return int(rng.choice(len(losses), p=w / w.sum()))
+
+
+def params(rating: float, tclass: str = "rapid") -> tuple[float, float]:
+    s, c = MODEL.params(np.array([rating]), tclass)
+    return float(s[0]), float(c[0])
+
+
+def test_an_honest_synthetic_player_raises_no_alert_in_1000_seeded_games():
+    """The null hypothesis: moves drawn from the move model at the player's own rating. The action tier promises
+    about one false alarm in a million; 1,000 player-games of 40-120 counted moves must give none, and the
+    z-scores must look standard normal."""
+    zs, flagged = [], 0
+    for seed in range(1000):
+        rng = np.random.default_rng(seed)
+        rating = float(rng.uniform(1000, 2700))
+        s, c = params(rating)
+        st = FairPlayStats()
+        for _ in range(int(rng.integers(40, 121))):
+            losses = position(rng)
+            st.add(FairPlayMove.from_model(losses, honest_choice(rng, losses, s, c), s, c))
+        flagged += st.flagged() is not None
+        zs.append(st.z_match)
+    assert flagged == 0
+    assert np.mean(zs) == pytest.approx(0, abs=0.1) and np.std(zs) == pytest.approx(1, abs=0.1)
+
+
+@pytest.mark.parametrize("rating", [1200, 1800, 2400])
+def test_an_always_best_move_player_is_flagged_within_40_counted_moves(rating):
+    rng = np.random.default_rng(rating)
+    s, c = params(rating)
+    st = FairPlayStats()
+    for n in range(1, DEFAULT_MIN_MOVES + 1):
+        losses = position(rng)
+        st.add(FairPlayMove.from_model(losses, 0, s, c))
+        if st.flagged() is not None:
+            break
+    assert st.n <= DEFAULT_MIN_MOVES and st.flagged() == "match" and st.z_match >= DEFAULT_Z_THRESHOLD
+
+
+def test_exclusions_obvious_best_moves_and_recaptures_are_not_counted():
+    assert exclusion([0.0, OBVIOUS_GAP, 0.5], False) == "obvious"
+    assert exclusion([0.0, OBVIOUS_GAP - 0.01], False) is None
+    assert exclusion([0.0, 0.01], True) == "recapture"
+
+
+async def test_an_obvious_recapture_sequence_adds_no_counted_move(stockfish):
+    """A queen trade: White takes on d8, Black must take back. The recapture is flagged by the game step (real
+    Stockfish) and adds nothing to the fair-play statistics, whatever the player does."""
+    config = PipelineConfig(get_profile("fast"), model=MODEL)
+    fen = "3qk3/8/8/8/8/8/8/3QK3 w - - 0 1"  # 1. Qxd8+ Kxd8
+    ev = GameStarted(game_id="g", white=PlayerInfo(id="w", rating=1800), black=PlayerInfo(id="b", rating=1800), initial_fen=fen)
+    async with EnginePool(stockfish, size=1) as pool:
+        steps = Steps(config, pool)
+        games: dict = {}
+        await steps.game(games, ev)
+        out1 = await steps.game(games, MoveEvent(game_id="g", ply=20, uci="d1d8"))
+        assert out1 and out1[0].message.type == "deadletter"  # plies count from 0: a game starts at ply 0
+        await steps.game(games, MoveEvent(game_id="g", ply=0, uci="d1d8"))
+        (take_back,) = [o.message for o in await steps.game(games, MoveEvent(game_id="g", ply=1, uci="e8d8"))]
+    assert take_back.recapture and chess.Move.from_uci(take_back.candidates[0].uci).to_square == chess.D8
+    state = PlayerState("b")
+    counted = take_back.model_copy(update={"counted": True})  # as if past the book plies and not decided
+    assert count_move([state.overall], counted, None, MODEL) is None and state.overall.fair.n == 0
+    plain = counted.model_copy(update={"recapture": False})
+    assert count_move([state.overall], plain.model_copy(update={"ply": 3}), None, MODEL) is None  # obvious anyway
+
+
+def test_one_crossing_gives_one_alert_and_falling_back_rearms_it():
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL)
+    me, opp = PlayerInfo(id="p", rating=1800), PlayerInfo(id="q", rating=1800)
+    state = PlayerState("p")
+    rng = np.random.default_rng(5)
+    s, c = params(1800)
+
+    def game(n: int, engine_like: bool, event: str = "open") -> list:
+        gid = f"g{len(state.finished)}"
+        for _ in range(n):
+            losses = position(rng)
+            m = FairPlayMove.from_model(losses, 0 if engine_like else honest_choice(rng, losses, s, c), s, c)
+            for scope in (state.games.setdefault(gid, type(state.overall)()), state.overall,
+                          state.events.setdefault(event, type(state.overall)())):
+                scope.fair.add(m)
+        _, out = apply_player_event(state, GameResult(game_id=gid, player_id="p", color="white", score=1.0, event=event,
+                                                      player=me, opponent=opp), config)
+        return [m for m in out if m.type == "fairplay"]
+
+    assert game(30, True) == []  # under 40 counted moves: no alert
+    (first,) = game(30, True)
+    assert first.tier == "action" and first.scope in ("event", "player") and first.moves == 60 and first.games == 2
+    assert first.observed == 60 and first.expected < 45 and first.reference_rating == 1800 and first.reference_source == "declared"
+    assert game(20, True) == [] and game(20, True) == []  # still over the tier: the same finding, no new alert
+    honest, rearmed = [], False
+    for _ in range(100):  # honest games dilute the evidence: the tier falls under screening and re-arms
+        honest += game(40, False, event="later")
+        rearmed |= state.alert_tier is None
+    assert rearmed and all(a.tier == "screening" for a in honest)  # the old excess may cross screening again, once
+    again = [a for _ in range(8) for a in game(40, True, event="third")]
+    assert [a.tier for a in again] in (["action"], ["screening", "action"])  # a new crossing: one alert per tier
+    assert PlayerState.from_dict(state.to_dict()).alert_tier == state.alert_tier
