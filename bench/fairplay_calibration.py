@@ -155,16 +155,17 @@ def report(samples, results, assisted, model, seed: int) -> None:  # noqa: ANN00
             print(f"{frac:>8.0%}  {len(zs):>6}  " + "  ".join(f"{np.mean([z >= t for z in zs]):>5.0%}" for t in THRESHOLDS)
                   + f"   {np.median(zs):.1f}")
     # -- TCEC: engine games as 100 % ------------------------------------------------------------------------------
-    zs = {}
-    for ref in (2000, 2500, 2800):
+    zs: dict[int, list[float]] = {}
+    for ref in (2000, 2500, 2800) if samples.tcec else ():
         zs[ref] = []
         for g in samples.tcec:
             for color in ("white", "black"):
                 mine = [a.model_copy(update={"reference_rating": ref}) for a in results.get(g.game_id, []) if a.color == color]
                 zs[ref].append(scope_z(mine, model)[0])
-    print(f"\nTCEC engine games ({len(samples.tcec)} games, each side one unit), share flagged at 4.75 if the engine "
-          "were a human of rating R: " + ", ".join(f"R {r}: {np.mean([z >= DEFAULT_Z_THRESHOLD for z in v]):.0%} "
-                                                   f"(median z {np.median(v):.1f})" for r, v in zs.items()))
+    if zs:
+        print(f"\nTCEC engine games ({len(samples.tcec)} games, each side one unit), share flagged at 4.75 if the engine "
+              "were a human of rating R: " + ", ".join(f"R {r}: {np.mean([z >= DEFAULT_Z_THRESHOLD for z in v]):.0%} "
+                                                       f"(median z {np.median(v):.1f})" for r, v in zs.items()))
     print(f"defaults: screening z {DEFAULT_SCREEN_Z}, action z {DEFAULT_Z_THRESHOLD}, {DEFAULT_MIN_MOVES}+ counted moves")
 
 
