@@ -61,7 +61,7 @@ def test_an_always_best_move_player_is_flagged_within_40_counted_moves(rating):
     rng = np.random.default_rng(rating)
     s, c = params(rating)
     st = FairPlayStats()
-    for n in range(1, DEFAULT_MIN_MOVES + 1):
+    for _ in range(DEFAULT_MIN_MOVES):
         losses = position(rng)
         st.add(FairPlayMove.from_model(losses, 0, s, c))
         if st.flagged() is not None:
