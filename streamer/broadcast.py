@@ -83,6 +83,10 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource], s
     pending: list[asyncio.Future] = []
 
     def submit(ev: FeedEvent) -> None:
+        # sent records are dropped from the list (a follow runs for days); a failed send stops the follow loudly
+        for f in [f for f in pending if f.done()]:
+            pending.remove(f)
+            f.result()
         key, value = ev.game_id.encode(), ev.model_dump_json().encode()
         # sends are queued in order per key; the producer keeps them in order on the partition
         pending.append(asyncio.ensure_future(producer.send(settings.topics.moves, value, key=key)))
