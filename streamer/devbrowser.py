@@ -11,7 +11,9 @@ import base64
 import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,7 +39,8 @@ class Browser:
 
     def __init__(self, width: int = 1920, height: int = 1080) -> None:
         self.width, self.height = width, height
-        self._profile = tempfile.TemporaryDirectory(prefix="kibitz-chromium-")
+        # chromium's helper processes may still write to the profile as it is removed: never an error of the test
+        self._profile = tempfile.TemporaryDirectory(prefix="kibitz-chromium-", ignore_cleanup_errors=True)
         self._proc: subprocess.Popen | None = None
         self._session: aiohttp.ClientSession | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
@@ -49,7 +52,7 @@ class Browser:
              "--no-first-run", "--no-default-browser-check", "--hide-scrollbars", "--remote-debugging-address=127.0.0.1",
              "--remote-debugging-port=0", f"--user-data-dir={self._profile.name}",
              f"--window-size={self.width},{self.height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         port_file = Path(self._profile.name) / "DevToolsActivePort"
         deadline = time.monotonic() + 30
         while not port_file.exists() or not port_file.read_text().strip():
@@ -71,11 +74,13 @@ class Browser:
         if self._session is not None:
             await self._session.close()
         if self._proc is not None:
-            self._proc.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGTERM)  # the browser and its helper processes
             try:
                 self._proc.wait(10)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._proc.pid, signal.SIGKILL)
                 self._proc.wait()
         self._profile.cleanup()
 
