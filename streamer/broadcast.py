@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from analyzers.engine import EnginePool
 from analyzers.errors import InputError, MalformedEvent
-from schemas import DeadLetter, GameEnded, GameStarted, PerceivedRating, RatingUpdate, parse_event, parse_player_event
+from schemas import DeadLetter, PerceivedRating, RatingUpdate, parse_event, parse_player_event
 
 from .follow import FeedEvent, Follower, PgnSource
 from .live import LiveStore
@@ -74,7 +74,7 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource], s
     from aiokafka import AIOKafkaProducer
 
     from .cli import kafka_settings
-    from .kafka_config import wait_for_broker
+    from .kafka_config import input_records, wait_for_broker
 
     settings = kafka_settings(args)
     await wait_for_broker(settings)
@@ -87,11 +87,9 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource], s
         for f in [f for f in pending if f.done()]:
             pending.remove(f)
             f.result()
-        key, value = ev.game_id.encode(), ev.model_dump_json().encode()
         # sends are queued in order per key; the producer keeps them in order on the partition
-        pending.append(asyncio.ensure_future(producer.send(settings.topics.moves, value, key=key)))
-        if isinstance(ev, (GameStarted, GameEnded)):
-            pending.append(asyncio.ensure_future(producer.send(settings.topics.games, value, key=key)))
+        pending.extend(asyncio.ensure_future(producer.send(topic, value, key=key))
+                       for topic, key, value in input_records(settings.topics, ev))
 
     try:
         follower = Follower(sources, submit, interval=args.interval,

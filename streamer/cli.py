@@ -30,7 +30,7 @@ from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, Rat
 
 from .embedded import MAX_GAMES, MAX_PLAYERS
 from .follow import DEFAULT_INTERVAL
-from .kafka_config import STAGES, wait_for_broker
+from .kafka_config import STAGES, input_records, wait_for_broker
 from .logs import setup_logging
 
 EXIT_OK, EXIT_FATAL, EXIT_USAGE, EXIT_REJECTED = 0, 1, 2, 3
@@ -353,9 +353,6 @@ def _transactional_worker(args: argparse.Namespace, settings, config, store_dir:
 async def _produce(args: argparse.Namespace) -> int:
     from aiokafka import AIOKafkaProducer
 
-    from schemas import GameEnded as _End
-    from schemas import GameStarted as _Start
-
     from .ingest import paced, read_pgn_games, replay_timeline
 
     settings = kafka_settings(args)
@@ -371,10 +368,8 @@ async def _produce(args: argparse.Namespace) -> int:
     await producer.start()
     try:
         async for te in paced(timeline):
-            key, value = te.event.game_id.encode(), te.event.model_dump_json().encode()
-            await producer.send(settings.topics.moves, value, key=key)
-            if isinstance(te.event, (_Start, _End)):
-                await producer.send(settings.topics.games, value, key=key)  # lifecycle copy for downstream consumers
+            for topic, key, value in input_records(settings.topics, te.event):
+                await producer.send(topic, value, key=key)
         await producer.flush()
     finally:
         await producer.stop()

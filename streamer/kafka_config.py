@@ -184,3 +184,13 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
             delay = min(delay * 2, most)
     finally:
         quiet.setLevel(level)
+
+
+def input_records(topics: Topics, ev: BaseModel) -> list[tuple[str, bytes, bytes]]:
+    """(topic, key, value) of the records one input event becomes: the event on ``kibitz.moves`` keyed by game,
+    and a game start or end also on ``kibitz.games`` (the lifecycle copy for downstream consumers)."""
+    key, value = ev.game_id.encode(), ev.model_dump_json().encode()  # type: ignore[attr-defined]
+    out = [(topics.moves, key, value)]
+    if getattr(ev, "type", None) in ("game_started", "game_ended"):
+        out.append((topics.games, key, value))
+    return out

@@ -17,6 +17,7 @@ from pathlib import Path
 import chess
 import pytest
 
+from streamer.devbrowser import free_port
 from streamer.devkafka import ROOT, Broker, Cluster, WorkerProcess, consume_until, fresh_prefix, produce, read_topic, start_workers
 from streamer.ingest import DEMO_PGN, read_pgn_games
 from streamer.kafka_config import STAGES, Topics
@@ -641,13 +642,6 @@ def scrape(url: str) -> dict[str, float]:
     text = urllib.request.urlopen(url, timeout=5).read().decode()
     return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line and not line.startswith("#")}
 
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_json(url: str):
