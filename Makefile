@@ -5,9 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STOCKFISH ?= $(shell command -v stockfish 2>/dev/null || ls /usr/games/stockfish 2>/dev/null)
 
-.PHONY: setup run test lint bench kafka kafka-stop clean stockfish browser
+.PHONY: setup run test lint bench kafka kafka-stop clean stockfish gnugo browser
 
-setup: $(STAMP) stockfish browser
+setup: $(STAMP) stockfish gnugo browser
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -25,6 +25,15 @@ stockfish:
 	  (apt-get install -y -qq stockfish >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq stockfish >/dev/null)) \
 	  || { echo "could not install stockfish: run 'sudo apt-get install stockfish' or set KIBITZ_ENGINE=/path/to/stockfish"; exit 1; }; \
 	else echo "Stockfish is missing: run 'sudo apt-get install stockfish' (Debian/Ubuntu) or set KIBITZ_ENGINE=/path/to/stockfish"; exit 1; fi
+
+# Go games are analysed by GNU Go (GTP) from Debian
+gnugo:
+	@if command -v gnugo >/dev/null 2>&1 || [ -x /usr/games/gnugo ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing GNU Go from Debian"; \
+	  (apt-get install -y -qq gnugo >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq gnugo >/dev/null)) \
+	  || { echo "could not install gnugo: run 'sudo apt-get install gnugo' or set KIBITZ_GO_ENGINE=/path/to/gnugo"; exit 1; }; \
+	else echo "GNU Go is missing: run 'sudo apt-get install gnugo' (Debian/Ubuntu) or set KIBITZ_GO_ENGINE=/path/to/gnugo"; exit 1; fi
 
 # the overlay's browser test and the Prometheus scrape test use Debian's chromium and prometheus
 browser:

@@ -66,6 +66,18 @@ class DuplicateGame(InputError):
     reason = "duplicate_game"
 
 
+class UnsupportedGame(InputError):
+    """A game kibitz cannot rate: a Go board size or handicap setup it has no calibration for."""
+
+    reason = "unsupported_game"
+
+
+class MalformedRecord(InputError):
+    """A game record (SGF) that cannot be parsed: truncated, or not SGF at all."""
+
+    reason = "malformed_record"
+
+
 # -- engines -------------------------------------------------------------------------------------------
 class EngineError(KibitzError):
     """An engine failed to analyse a position even after a retry on a fresh process."""

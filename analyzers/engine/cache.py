@@ -1,6 +1,7 @@
 """The position cache: a bounded in-memory LRU in front of an optional SQLite file.
 
-Keys are ``engine identity | limits | position`` strings; values are :class:`PositionAnalysis`. The SQLite file
+Keys are ``engine identity | limits | position`` strings; values are analyses (:class:`PositionAnalysis`, or
+:class:`~.gtp.GoAnalysis` with a Go pool's ``decode``). The SQLite file
 lets a second replay of the same games do no engine work at all. Writes go through WAL with
 ``synchronous=NORMAL``: a crash can lose the last few entries (they are recomputed), never corrupt the file.
 """
@@ -10,15 +11,19 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .analysis import PositionAnalysis
 
 
 class AnalysisCache:
-    def __init__(self, max_entries: int = 200_000, path: str | Path | None = None) -> None:
+    def __init__(self, max_entries: int = 200_000, path: str | Path | None = None,
+                 decode: Callable[[dict[str, Any]], Any] = PositionAnalysis.from_dict) -> None:
         self.max_entries = max_entries
-        self._mem: OrderedDict[str, PositionAnalysis] = OrderedDict()
+        self.decode = decode  # an analysis from its to_dict(): PositionAnalysis (chess) or GoAnalysis
+        self._mem: OrderedDict[str, Any] = OrderedDict()
         self._db: sqlite3.Connection | None = None
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -27,7 +32,7 @@ class AnalysisCache:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS analyses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
-    def get(self, key: str) -> PositionAnalysis | None:
+    def get(self, key: str) -> Any | None:
         hit = self._mem.get(key)
         if hit is not None:
             self._mem.move_to_end(key)
@@ -35,17 +40,17 @@ class AnalysisCache:
         if self._db is not None:
             row = self._db.execute("SELECT value FROM analyses WHERE key = ?", (key,)).fetchone()
             if row is not None:
-                value = PositionAnalysis.from_dict(json.loads(row[0]))
+                value = self.decode(json.loads(row[0]))
                 self._remember(key, value)
                 return value
         return None
 
-    def put(self, key: str, value: PositionAnalysis) -> None:
+    def put(self, key: str, value: Any) -> None:
         self._remember(key, value)
         if self._db is not None:
             self._db.execute("INSERT OR REPLACE INTO analyses (key, value) VALUES (?, ?)", (key, json.dumps(value.to_dict())))
 
-    def _remember(self, key: str, value: PositionAnalysis) -> None:
+    def _remember(self, key: str, value: Any) -> None:
         self._mem[key] = value
         self._mem.move_to_end(key)
         while len(self._mem) > self.max_entries:

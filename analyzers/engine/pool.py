@@ -1,4 +1,4 @@
-"""An asyncio pool of UCI engine processes (python-chess's async engine API).
+"""An asyncio pool of engine processes: UCI for chess (python-chess's async engine API), GTP for Go.
 
 Each process runs one search at a time (Threads=1); the pool runs at most ``size`` searches at once. A search
 is deterministic: the engine gets ``ucinewgame`` (hash and history cleared) before every search and sees only the
@@ -10,17 +10,15 @@ Requests for a position already being searched join that search instead of start
 crashes, hangs past ``timeout`` or answers garbage is killed and replaced; the request is retried once on the fresh
 process and then fails with :class:`~analyzers.errors.EngineTimeout` or :class:`~analyzers.errors.EngineCrashed`.
 
-The pool itself is game-agnostic: engine-specific work (starting a process, running one search) sits in
-:class:`UciEngine`; another protocol (GTP for Go) would add a class with the same three coroutines.
+The pool itself is game-agnostic: what it needs of a game (the engine class, the cache key of a position, what the
+engine is shown) comes from a :class:`~.adapter.GameAdapter`: :data:`~.adapter.CHESS` (:class:`~.uci.UciEngine`) by
+default, :data:`~.adapter.GO` (:class:`~.gtp.GtpEngine`) for Go.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,111 +28,16 @@ import chess
 import chess.engine
 
 from ..errors import EngineCrashed, EngineError, EngineTimeout, PoolClosed
-from .analysis import Limits, PositionAnalysis, ScoredMove, canonical_board, position_key, terminal_analysis
+from .adapter import CHESS, GameAdapter
+from .analysis import Limits, PositionAnalysis
 from .cache import AnalysisCache
+from .uci import DEFAULT_OPTIONS, UciEngine, find_engine
+
+__all__ = ["DEFAULT_OPTIONS", "DEFAULT_TIMEOUT", "EnginePool", "PoolStats", "UciEngine", "find_engine"]
 
 log = logging.getLogger("kibitz.engine")
 
-#: Options every engine process gets; determinism needs Threads=1 and a fixed hash size.
-DEFAULT_OPTIONS: dict[str, Any] = {"Threads": 1, "Hash": 16}
 DEFAULT_TIMEOUT = 60.0
-
-
-def find_engine(command: str | None = None) -> str:
-    """Resolve the engine binary: the argument, ``$KIBITZ_ENGINE``, ``stockfish`` on PATH, or Debian's /usr/games."""
-    cmd = command or os.environ.get("KIBITZ_ENGINE") or "stockfish"
-    found = shutil.which(cmd) or (shutil.which(cmd, path="/usr/games") if os.sep not in cmd else None)
-    if found:
-        return found
-    if Path(cmd).is_file():
-        return cmd
-    raise EngineError(f"engine {cmd!r} not found: install it (Debian: apt-get install stockfish) or set KIBITZ_ENGINE")
-
-
-class UciEngine:
-    """One UCI engine process."""
-
-    def __init__(self, command: str | list[str], options: Mapping[str, Any]) -> None:
-        self.command = command
-        self.options = dict(options)
-        self.name = "?"
-        self._transport: asyncio.SubprocessTransport | None = None
-        self._protocol: chess.engine.UciProtocol | None = None
-
-    async def start(self) -> None:
-        self._transport, self._protocol = await chess.engine.popen_uci(self.command)
-        self.name = self._protocol.id.get("name", "unknown engine")
-        known = {k: v for k, v in self.options.items() if k in self._protocol.options}
-        await self._protocol.configure(known)
-
-    @property
-    def pid(self) -> int | None:
-        return self._transport.get_pid() if self._transport else None
-
-    async def analyse(self, board: chess.Board, limits: Limits) -> PositionAnalysis:
-        if self._protocol is None:  # a slot whose restart failed earlier: try again now
-            try:
-                await self.start()
-            except Exception as e:
-                await self.kill()
-                raise EngineCrashed(f"cannot restart engine {self.command!r}: {e!r}") from e
-        assert self._protocol is not None
-        limit = chess.engine.Limit(depth=limits.depth, nodes=limits.nodes)
-        # a fresh `game` object makes python-chess send ucinewgame: hash and history cleared before each search
-        infos = await self._protocol.analyse(board, limit, multipv=limits.multipv, game=object())
-        return self._parse(board, infos, limits)
-
-    def _parse(self, board: chess.Board, infos: list[chess.engine.InfoDict], limits: Limits) -> PositionAnalysis:
-        cands: list[ScoredMove] = []
-        seen: set[str] = set()
-        for info in infos:
-            pv, score = info.get("pv"), info.get("score")
-            if not pv or score is None:
-                continue
-            move = pv[0]
-            if move not in board.legal_moves:
-                raise EngineCrashed(f"{self.name} proposed illegal move {move.uci()} in {board.epd()}")
-            if move.uci() in seen:
-                continue
-            seen.add(move.uci())
-            pov = score.pov(board.turn)
-            cands.append(ScoredMove(move.uci(), pov.score(), pov.mate()))
-        if not cands:
-            raise EngineCrashed(f"{self.name} returned no scored move for {board.epd()}")
-        top = infos[0]
-        return PositionAnalysis(
-            key=position_key(board), candidates=tuple(cands), engine=self.name, limits=limits.key,
-            depth=int(top.get("depth", 0)), nodes=int(top.get("nodes", 0)), time=float(top.get("time", 0.0)),
-        )
-
-    async def quit(self, timeout: float = 5.0) -> None:
-        if self._protocol is None:
-            return
-        try:
-            await asyncio.wait_for(self._protocol.quit(), timeout)
-        except Exception:  # noqa: BLE001 - whatever went wrong, make sure the process is gone
-            await self.kill()
-        finally:
-            self._protocol = None
-            if self._transport is not None:
-                self._transport.close()
-                self._transport = None
-
-    async def kill(self, reap_timeout: float = 5.0) -> None:
-        """Kill the process and wait until it is reaped, so no zombie stays behind."""
-        transport = self._transport
-        self._transport = None
-        self._protocol = None
-        if transport is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            transport.kill()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + reap_timeout
-        while transport.get_returncode() is None and loop.time() < deadline:
-            await asyncio.sleep(0.01)
-        transport.close()
-
 
 async def _settle(task: asyncio.Future, grace: float = 1.0) -> None:
     """Let a search whose engine was killed finish failing; cancel it if it does not within ``grace`` seconds
@@ -173,26 +76,29 @@ class EnginePool:
         timeout: float = DEFAULT_TIMEOUT,
         cache: AnalysisCache | None = None,
         cache_path: str | Path | None = None,
+        game: GameAdapter = CHESS,
     ) -> None:
         if size < 1:
             raise ValueError("size must be >= 1")
+        self.game = game
         # a list is an exact argv (tests use it for fake engines); a string is resolved like a shell would
-        self.command: str | list[str] = command if isinstance(command, list) else find_engine(command)
+        self.command: str | list[str] = command if isinstance(command, list) else find_engine(
+            command, default=game.default_engine, env=game.engine_env)
         self.size = size
-        self.options = {**DEFAULT_OPTIONS, **(options or {})}
+        self.options = {**game.default_options, **(options or {})}
         self.timeout = timeout
-        self.cache = cache if cache is not None else AnalysisCache(path=cache_path)
+        self.cache = cache if cache is not None else AnalysisCache(path=cache_path, decode=game.decode)
         self.stats = PoolStats()
         self.identity = "?"
-        self._idle: asyncio.Queue[UciEngine] = asyncio.Queue()
-        self._engines: list[UciEngine] = []
-        self._inflight: dict[str, asyncio.Future[PositionAnalysis]] = {}
+        self._idle: asyncio.Queue[Any] = asyncio.Queue()
+        self._engines: list[Any] = []
+        self._inflight: dict[str, asyncio.Future[Any]] = {}
         self._background: set[asyncio.Task] = set()
         self._open = False
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def __aenter__(self) -> EnginePool:
-        engines = [UciEngine(self.command, self.options) for _ in range(self.size)]
+        engines = [self.game.make_engine(self.command, self.options) for _ in range(self.size)]
         try:
             await asyncio.gather(*(e.start() for e in engines))
         except Exception as e:
@@ -228,8 +134,8 @@ class EnginePool:
         return [p for p in (e.pid for e in self._engines) if p is not None]
 
     # -- analysis -------------------------------------------------------------------------------------
-    def cache_key(self, board: chess.Board, limits: Limits) -> str:
-        return f"{self.identity}|{limits.key}|{position_key(board)}"
+    def cache_key(self, board: Any, limits: Any) -> str:
+        return f"{self.identity}|{limits.key}|{self.game.key(board)}"
 
     async def analyse(
         self, board: chess.Board, *, depth: int | None = None, nodes: int | None = None, multipv: int = 1
@@ -237,7 +143,9 @@ class EnginePool:
         """Analyse ``board`` (its position only) to the given limits; served from cache or a running search."""
         return await self.analyse_limits(board, Limits(depth=depth, nodes=nodes, multipv=multipv))
 
-    async def analyse_limits(self, board: chess.Board, limits: Limits) -> PositionAnalysis:
+    async def analyse_limits(self, board: Any, limits: Any) -> Any:
+        """Analyse a position of the pool's game (a ``chess.Board``, a ``GoPosition``) to ``limits`` (``Limits``,
+        ``GoLimits``)."""
         if not self._open:
             raise PoolClosed("the engine pool is not open (use `async with EnginePool(...)`)")
         # The cache first: a cached position was searched, so it has legal moves, and the terminal check (python-chess
@@ -247,7 +155,7 @@ class EnginePool:
         if hit is not None:
             self.stats.cache_hits += 1
             return hit
-        done = terminal_analysis(board, self.engine_name, limits)
+        done = self.game.terminal(board, self.engine_name, limits)
         if done is not None:
             return done
         running = self._inflight.get(key)
@@ -256,13 +164,13 @@ class EnginePool:
             return await asyncio.shield(running)
         # The search is the pool's task, not the caller's: a caller that gives up (a stage cutting a transaction short
         # to commit what is ready) leaves it running, and whoever asks for the position next joins it or hits the cache.
-        task = asyncio.ensure_future(self._search_and_cache(key, canonical_board(board), limits))
+        task = asyncio.ensure_future(self._search_and_cache(key, self.game.canonical(board), limits))
         self._inflight[key] = task
         self._background.add(task)
         task.add_done_callback(self._search_done)
         return await asyncio.shield(task)
 
-    async def _search_and_cache(self, key: str, board: chess.Board, limits: Limits) -> PositionAnalysis:
+    async def _search_and_cache(self, key: str, board: Any, limits: Any) -> Any:
         try:
             result = await self._search(board, limits)
             self.cache.put(key, result)
@@ -275,11 +183,11 @@ class EnginePool:
         if not task.cancelled():
             task.exception()  # its callers got it (or none is left): mark it retrieved so asyncio does not warn
 
-    def prefetch(self, board: chess.Board, limits: Limits) -> None:
+    def prefetch(self, board: Any, limits: Any) -> None:
         """Start analysing ``board`` now without waiting; a later :meth:`analyse` joins it or hits the cache."""
         if not self._open:
             return
-        task = asyncio.ensure_future(self.analyse_limits(board.copy(stack=False), limits))
+        task = asyncio.ensure_future(self.analyse_limits(self.game.canonical(board), limits))
         self._background.add(task)
         task.add_done_callback(self._prefetch_done)
 
@@ -288,7 +196,7 @@ class EnginePool:
         if not task.cancelled() and task.exception() is not None:
             log.warning("look-ahead search failed", extra={"error": repr(task.exception())})
 
-    async def _search(self, board: chess.Board, limits: Limits) -> PositionAnalysis:
+    async def _search(self, board: Any, limits: Any) -> Any:
         last: Exception | None = None
         for attempt in (1, 2):
             engine = await self._idle.get()
@@ -305,11 +213,11 @@ class EnginePool:
                     raise TimeoutError
                 result = search.result()
             except TimeoutError:
-                last = EngineTimeout(f"{engine.name} did not answer within {self.timeout:g}s on {board.epd()}")
+                last = EngineTimeout(f"{engine.name} did not answer within {self.timeout:g}s on {self.game.describe(board)}")
             except EngineCrashed as e:
                 last = e
             except (chess.engine.EngineError, chess.engine.EngineTerminatedError, OSError, ValueError) as e:
-                last = EngineCrashed(f"{engine.name} failed on {board.epd()}: {e!r}")
+                last = EngineCrashed(f"{engine.name} failed on {self.game.describe(board)}: {e!r}")
             except asyncio.CancelledError:
                 # the search may be half-way: the process's state is unknown, so replace it before anyone reuses it
                 await engine.kill()
@@ -327,7 +235,7 @@ class EnginePool:
         assert last is not None
         raise last
 
-    async def _replace(self, engine: UciEngine) -> None:
+    async def _replace(self, engine: Any) -> None:
         """Kill ``engine``'s process and start a fresh one in the same slot (lazily again if that fails)."""
         await engine.kill()
         self.stats.restarts += 1

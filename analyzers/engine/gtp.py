@@ -1,0 +1,220 @@
+"""One GTP engine process for Go (GNU Go by default): start, one deterministic search, stop.
+
+A search of a :class:`~analyzers.goboard.GoPosition` is GNU Go's move generation without playing
+(``reg_genmove``) followed by ``top_moves`` and ``all_move_values``: every move GNU Go found a reason for, with its
+value in points (GNU Go's own estimate of what the move gains: territory, captures, safety). A move it lists no value
+for has none: kibitz counts it at 0 points. The candidates' values are the Go counterpart of a multi-PV search's
+scores, so the posterior over c and the gain per move read them the same way (docs/models.md s. 11).
+
+Determinism: the engine runs area scoring (``--chinese-rules``, so prisoners do not change any value), a fixed
+random seed is set before every search, and the engine's board is brought to the position by replaying the game's
+moves from an empty board. The cache key is the position alone
+(stones, side to move, ko point, komi: :meth:`GoPosition.key`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import EngineCrashed, EngineError
+from ..goboard import PASS, GoPosition, from_gtp
+
+#: Arguments the default engine is started with (GNU Go): GTP on stdin/stdout, area scoring.
+GNUGO_ARGS = ("--mode", "gtp", "--chinese-rules")
+#: The seed set before every search (GNU Go breaks ties between equal moves at random).
+SEED = 1
+#: Longest answer line accepted from an engine: a hostile or broken process cannot make us buffer without bound.
+MAX_LINE = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class GoLimits:
+    """GNU Go's strength level (0-10; the engine's own default is 10). Higher reads deeper and costs more."""
+
+    level: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.level <= 10:
+            raise ValueError("a GNU Go level is 0-10")
+
+    @property
+    def key(self) -> str:
+        return f"lvl{self.level}"
+
+
+@dataclass(frozen=True, slots=True)
+class GoAnalysis:
+    """One search of one Go position: candidates best first as (GTP move, value in points for the side to move)."""
+
+    key: str
+    candidates: tuple[tuple[str, float], ...]
+    engine: str
+    limits: str
+    time: float = 0.0
+
+    @property
+    def best_points(self) -> float:
+        return self.candidates[0][1] if self.candidates else 0.0
+
+    def value_of(self, move: str) -> float:
+        """The value of ``move``: its listed value, 0 for a move the engine gave no value (pass included)."""
+        m = move.upper()
+        return next((v for c, v in self.candidates if c.upper() == m), 0.0)
+
+    def values(self, played: str) -> tuple[list[float], int]:
+        """Candidate values and the index of ``played`` among them (appended at its value when not listed)."""
+        vals = [v for _, v in self.candidates]
+        m = played.upper()
+        for i, (c, _) in enumerate(self.candidates):
+            if c.upper() == m:
+                return vals, i
+        return [*vals, 0.0], len(vals)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "engine": self.engine, "limits": self.limits, "time": self.time,
+                "candidates": [list(c) for c in self.candidates]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GoAnalysis:
+        return cls(key=d["key"], engine=d["engine"], limits=d["limits"], time=d.get("time", 0.0),
+                   candidates=tuple((str(m), float(v)) for m, v in d["candidates"]))
+
+
+def parse_values(text: str, size: int) -> dict[str, float]:
+    """Moves and values from ``top_moves`` ("Q16 75.00 P3 74.01") or ``all_move_values`` (one "Q16 75.00" a line)."""
+    tokens = text.split()
+    if len(tokens) % 2:
+        raise EngineCrashed(f"engine answered an odd number of move/value tokens: {text[:200]!r}")
+    out: dict[str, float] = {}
+    for move, value in zip(tokens[::2], tokens[1::2]):
+        try:
+            from_gtp(move, size)
+            v = float(value)
+        except ValueError as e:
+            raise EngineCrashed(f"engine answered garbage in a move list: {move!r} {value!r}") from e
+        out[move.upper()] = max(v, out.get(move.upper(), v))
+    return out
+
+
+class GtpEngine:
+    """One GTP engine process; the same three coroutines as :class:`~.uci.UciEngine` (start, analyse, kill)."""
+
+    def __init__(self, command: str | list[str], options: Mapping[str, Any]) -> None:
+        self.command = [command, *GNUGO_ARGS] if isinstance(command, str) else list(command)
+        self.options = dict(options)
+        self.name = "?"
+        self._proc: asyncio.subprocess.Process | None = None
+        self._game: tuple[int, float] | None = None  # the engine's board size and komi
+        self._level: int | None = None
+        self._searched = False
+
+    async def start(self) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, limit=MAX_LINE)
+        self._game, self._level, self._searched = None, None, False
+        name = await self._send("name")
+        version = await self._send("version")
+        self.name = f"{name} {version}".strip() or "unknown GTP engine"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    async def _send(self, command: str) -> str:
+        """One GTP command; the answer's text. A "?" answer raises :class:`EngineCrashed` (a refusal is a fault here:
+        kibitz only sends what the position makes legal)."""
+        if self._proc is None or self._proc.stdin is None or self._proc.stdout is None:
+            raise EngineCrashed("the GTP engine is not running")
+        self._proc.stdin.write(command.encode() + b"\n")
+        await self._proc.stdin.drain()
+        lines: list[str] = []
+        while True:
+            raw = await self._proc.stdout.readline()
+            if not raw:
+                raise EngineCrashed(f"GTP engine exited during {command.split()[0]!r}")
+            line = raw.decode(errors="replace").rstrip("\r\n")
+            if not line.strip():
+                if lines:
+                    break
+                continue
+            lines.append(line)
+        head, rest = lines[0], lines[1:]
+        if head.startswith("?"):
+            raise EngineCrashed(f"GTP engine refused {command!r}: {head[1:].strip()}")
+        if not head.startswith("="):
+            raise EngineCrashed(f"GTP engine answered garbage to {command!r}: {head[:200]!r}")
+        return "\n".join([head[1:].strip(), *rest]).strip()
+
+    async def _sync(self, pos: GoPosition) -> None:
+        """Bring the engine's board to ``pos`` by replaying its game from an empty board.
+
+        Always from the start: GNU Go's values carry a trace of the order its board was built in (differences of
+        0.01 point between a game played on and the same position replayed), so only a full replay makes the answer
+        the same on every process whatever it analysed before."""
+        size, komi = (pos.size, pos.komi)
+        if self._game != (size, komi):
+            await self._send(f"boardsize {size}")
+            await self._send(f"komi {komi:g}")
+            self._game = (size, komi)
+        await self._send("clear_board")
+        for colour, move in pos.moves:
+            await self._send(f"play {colour} {move}")
+
+    async def analyse(self, pos: GoPosition, limits: GoLimits) -> GoAnalysis:
+        if self._proc is None:  # a slot whose restart failed earlier: try again now
+            try:
+                await self.start()
+            except Exception as e:
+                await self.kill()
+                raise EngineCrashed(f"cannot restart engine {self.command!r}: {e!r}") from e
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        if self._searched:
+            # GNU Go keeps state between searches that clear_cache does not reset (values move by up to ~0.2 point
+            # with what the process searched before): a fresh process per search is what makes answers reproducible
+            await self.kill()
+            await self.start()
+        self._searched = True
+        if self._level != limits.level:
+            await self._send(f"level {limits.level}")
+            self._level = limits.level
+        await self._sync(pos)
+        await self._send(f"set_random_seed {SEED}")
+        best = (await self._send(f"reg_genmove {pos.to_move}")).upper()
+        values = parse_values(await self._send("top_moves"), pos.size)
+        for move, v in parse_values(await self._send("all_move_values"), pos.size).items():
+            values[move] = max(v, values.get(move, v))
+        if best not in values and best != "RESIGN":
+            values[PASS if best == "PASS" else best] = values.get(best, 0.0)
+        if not values:
+            values[PASS] = 0.0
+        # best first; ties keep GNU Go's choice first, then by name, so the order is reproducible
+        ordered = sorted(values.items(), key=lambda kv: (-kv[1], kv[0] != best, kv[0]))
+        return GoAnalysis(key=pos.key(), candidates=tuple((m.lower() if m == "PASS" else m, v) for m, v in ordered),
+                          engine=self.name, limits=limits.key, time=loop.time() - started)
+
+    async def quit(self, timeout: float = 5.0) -> None:
+        if self._proc is None:
+            return
+        try:
+            await asyncio.wait_for(self._send("quit"), timeout)
+            await asyncio.wait_for(self._proc.wait(), timeout)
+        except Exception:  # noqa: BLE001 - whatever went wrong, make sure the process is gone
+            await self.kill()
+        finally:
+            self._proc = None
+
+    async def kill(self, reap_timeout: float = 5.0) -> None:
+        """Kill the process and wait until it is reaped, so no zombie stays behind."""
+        proc, self._proc, self._game = self._proc, None, None
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        with contextlib.suppress(asyncio.TimeoutError, EngineError):
+            await asyncio.wait_for(proc.wait(), reap_timeout)

@@ -1,0 +1,121 @@
+"""One UCI engine process (python-chess's async engine API): start, one deterministic search, stop.
+
+A fresh ``game`` object per search makes python-chess send ``ucinewgame``: hash and history are cleared before every
+search, so an answer depends on the position and the limits only (see :mod:`.pool`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import chess
+import chess.engine
+
+from ..errors import EngineCrashed, EngineError
+from .analysis import Limits, PositionAnalysis, ScoredMove, position_key
+
+#: Options every engine process gets; determinism needs Threads=1 and a fixed hash size.
+DEFAULT_OPTIONS: dict[str, Any] = {"Threads": 1, "Hash": 16}
+
+
+def find_engine(command: str | None = None, *, default: str = "stockfish", env: str = "KIBITZ_ENGINE") -> str:
+    """Resolve an engine binary: the argument, ``$<env>``, ``default`` on PATH, or Debian's /usr/games (where both
+    stockfish and gnugo install)."""
+    cmd = command or os.environ.get(env) or default
+    found = shutil.which(cmd) or (shutil.which(cmd, path="/usr/games") if os.sep not in cmd else None)
+    if found:
+        return found
+    if Path(cmd).is_file():
+        return cmd
+    raise EngineError(f"engine {cmd!r} not found: install it (Debian: apt-get install {default}) or set {env}")
+
+
+class UciEngine:
+    """One UCI engine process."""
+
+    def __init__(self, command: str | list[str], options: Mapping[str, Any]) -> None:
+        self.command = command
+        self.options = dict(options)
+        self.name = "?"
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._protocol: chess.engine.UciProtocol | None = None
+
+    async def start(self) -> None:
+        self._transport, self._protocol = await chess.engine.popen_uci(self.command)
+        self.name = self._protocol.id.get("name", "unknown engine")
+        known = {k: v for k, v in self.options.items() if k in self._protocol.options}
+        await self._protocol.configure(known)
+
+    @property
+    def pid(self) -> int | None:
+        return self._transport.get_pid() if self._transport else None
+
+    async def analyse(self, board: chess.Board, limits: Limits) -> PositionAnalysis:
+        if self._protocol is None:  # a slot whose restart failed earlier: try again now
+            try:
+                await self.start()
+            except Exception as e:
+                await self.kill()
+                raise EngineCrashed(f"cannot restart engine {self.command!r}: {e!r}") from e
+        assert self._protocol is not None
+        limit = chess.engine.Limit(depth=limits.depth, nodes=limits.nodes)
+        # a fresh `game` object makes python-chess send ucinewgame: hash and history cleared before each search
+        infos = await self._protocol.analyse(board, limit, multipv=limits.multipv, game=object())
+        return self._parse(board, infos, limits)
+
+    def _parse(self, board: chess.Board, infos: list[chess.engine.InfoDict], limits: Limits) -> PositionAnalysis:
+        cands: list[ScoredMove] = []
+        seen: set[str] = set()
+        for info in infos:
+            pv, score = info.get("pv"), info.get("score")
+            if not pv or score is None:
+                continue
+            move = pv[0]
+            if move not in board.legal_moves:
+                raise EngineCrashed(f"{self.name} proposed illegal move {move.uci()} in {board.epd()}")
+            if move.uci() in seen:
+                continue
+            seen.add(move.uci())
+            pov = score.pov(board.turn)
+            cands.append(ScoredMove(move.uci(), pov.score(), pov.mate()))
+        if not cands:
+            raise EngineCrashed(f"{self.name} returned no scored move for {board.epd()}")
+        top = infos[0]
+        return PositionAnalysis(
+            key=position_key(board), candidates=tuple(cands), engine=self.name, limits=limits.key,
+            depth=int(top.get("depth", 0)), nodes=int(top.get("nodes", 0)), time=float(top.get("time", 0.0)),
+        )
+
+    async def quit(self, timeout: float = 5.0) -> None:
+        if self._protocol is None:
+            return
+        try:
+            await asyncio.wait_for(self._protocol.quit(), timeout)
+        except Exception:  # noqa: BLE001 - whatever went wrong, make sure the process is gone
+            await self.kill()
+        finally:
+            self._protocol = None
+            if self._transport is not None:
+                self._transport.close()
+                self._transport = None
+
+    async def kill(self, reap_timeout: float = 5.0) -> None:
+        """Kill the process and wait until it is reaped, so no zombie stays behind."""
+        transport = self._transport
+        self._transport = None
+        self._protocol = None
+        if transport is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            transport.kill()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + reap_timeout
+        while transport.get_returncode() is None and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        transport.close()

@@ -1,0 +1,74 @@
+"""Go moves through the engine: one :class:`GoMove` per move, the typed step both the replay and the benchmarks use.
+
+A game is played through a :class:`~analyzers.goboard.GoPosition`; before each move the pool (a Go
+:class:`~analyzers.engine.pool.EnginePool`) analyses the position, and the move is judged against the candidates:
+its value, the best value, the points lost. An illegal move ends the game's assessment with
+:class:`~analyzers.errors.IllegalMove` naming the game and the move; the moves before it stay assessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from analyzers.engine.gtp import GoAnalysis, GoLimits
+from analyzers.engine.pool import EnginePool
+from analyzers.errors import EngineError, IllegalMove, InputError
+from analyzers.goboard import GoPosition
+
+from .sgf import GoGame
+
+
+@dataclass(frozen=True)
+class GoMove:
+    game_id: str
+    ply: int                   # moves played before this one (0: the first move)
+    colour: str                # "b" or "w"
+    move: str                  # GTP, or "pass"
+    values: tuple[float, ...]  # candidate values in points, side to move; the played move included
+    played: int                # index of the played move in values
+    best_move: str
+
+    @property
+    def loss(self) -> float:
+        """Points lost by the move: best value minus its value (>= 0)."""
+        return max(self.values) - self.values[self.played]
+
+
+def judge(game_id: str, pos: GoPosition, colour: str, move: str, analysis: GoAnalysis) -> GoMove:
+    values, played = analysis.values(move)
+    return GoMove(game_id, pos.ply, colour, move, tuple(values), played,
+                  analysis.candidates[0][0] if analysis.candidates else "pass")
+
+
+async def assess_go_game(game: GoGame, pool: EnginePool, limits: GoLimits, *, max_plies: int | None = None,
+                         on_move: Callable[[GoMove], None] | None = None) -> tuple[list[GoMove], InputError | EngineError | None]:
+    """Assess ``game``'s moves (the first ``max_plies`` of them); returns the moves and the error that stopped it.
+
+    The next position's search starts while the current one is judged (look-ahead), as in the chess pipeline."""
+    if game.error is not None:
+        return [], game.error
+    pos = GoPosition(size=game.size, komi=game.komi)
+    out: list[GoMove] = []
+    moves = game.moves[:max_plies] if max_plies is not None else game.moves
+    for i, (colour, move) in enumerate(moves):
+        if pos.over:
+            break
+        nxt = pos.copy()
+        try:
+            nxt.play(move, colour=colour)
+        except IllegalMove as e:
+            return out, IllegalMove(f"move {i + 1} ({colour.upper()} {move}): {e}", game_id=game.game_id, ply=i)
+        if i + 1 < len(moves) and not nxt.over:
+            pool.prefetch(nxt, limits)
+        pos.to_move = colour  # a record may let one side move twice (a pass left out): the mover is the one to judge
+        try:
+            analysis = await pool.analyse_limits(pos, limits)
+        except EngineError as e:
+            return out, e
+        m = judge(game.game_id, pos, colour, move, analysis)
+        out.append(m)
+        if on_move is not None:
+            on_move(m)
+        pos = nxt
+    return out, None

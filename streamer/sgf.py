@@ -1,0 +1,136 @@
+"""Go games from SGF files (sgfmill): one file may hold a collection of games.
+
+Each game becomes a :class:`GoGame`: ids, players with their ranks as ratings (:mod:`analyzers.gorank`), komi,
+result and the main line as (colour, GTP move). A game kibitz cannot rate comes back with its error instead of
+moves, so one bad record never hides the rest of the file:
+
+- a record that does not parse (a truncated file, not SGF): :class:`~analyzers.errors.MalformedRecord`;
+- a board size without a calibration or a handicap game (setup stones, ``HA`` >= 2):
+  :class:`~analyzers.errors.UnsupportedGame`.
+
+Illegal moves are found when the game is played through (:class:`~analyzers.goboard.GoPosition`), naming the game
+and the move. Server quirks handled here: Fox writes komi in hundredths (``KM[650]`` is 6.5) or in stones for Chinese
+rules (``KM[375]``: 3.75 stones, 7.5 points), and ``KM[0]`` even in games played with komi (read as 6.5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sgfmill import sgf
+
+from analyzers.errors import InputError, MalformedRecord, UnsupportedGame
+from analyzers.goboard import SUPPORTED_SIZES, to_gtp
+from analyzers.gorank import parse_rank
+from schemas.messages import PlayerInfo
+
+#: A collection file puts each game on a new line starting with "(;"; split there first, so a broken game is one
+#: error and not the end of the file.
+_GAME_START = re.compile(rb"\n(?=\s*\(;)")
+#: Komi used when a record says 0 in a game that was played with komi (Fox's quirk).
+DEFAULT_KOMI = 6.5
+
+
+@dataclass
+class GoGame:
+    game_id: str
+    black: PlayerInfo
+    white: PlayerInfo
+    size: int = 19
+    komi: float = DEFAULT_KOMI
+    result: str = ""                 # "B+R", "W+3.5", "0" (draw) or "" when unknown
+    moves: list[tuple[str, str]] = field(default_factory=list)  # (colour "b"/"w", GTP move)
+    event: str = ""
+    source: str = ""                 # "file.sgf#index"
+    error: InputError | None = None
+
+    @property
+    def black_score(self) -> float | None:
+        """Black's score: 1, 0, 0.5 for a draw, None when the record has no result."""
+        r = self.result.upper()
+        if r.startswith("B+"):
+            return 1.0
+        if r.startswith("W+"):
+            return 0.0
+        if r in ("0", "DRAW", "JIGO"):
+            return 0.5
+        return None
+
+
+def _komi(root: sgf.Tree_node, fox: bool) -> float:
+    raw = root.get_raw("KM").decode(errors="replace").strip() if root.has_property("KM") else ""
+    try:
+        km = float(raw) if raw else DEFAULT_KOMI
+    except ValueError:
+        return DEFAULT_KOMI
+    if fox:
+        handicap = root.get("HA") if root.has_property("HA") else 0
+        if km == 0:
+            return 0.0 if handicap == 1 else DEFAULT_KOMI  # Fox's HA[1] is a game without komi
+        if km >= 100:
+            km /= 100
+        if km == 3.75:  # Chinese komi in stones
+            return 7.5
+    return km
+
+
+def _player(root: sgf.Tree_node, colour: str, game_id: str) -> PlayerInfo:
+    tag = "PB" if colour == "b" else "PW"
+    name = root.get(tag) if root.has_property(tag) else ""
+    rank_tag = "BR" if colour == "b" else "WR"
+    rating = None
+    if root.has_property(rank_tag):
+        try:
+            rating = parse_rank(root.get(rank_tag))
+        except ValueError:
+            rating = None
+    return PlayerInfo(id=(name or f"{game_id}:{colour}")[:200], name=name or "", rating=rating)
+
+
+def parse_game(data: bytes, source: str) -> GoGame:
+    """One SGF game record; errors are returned in :attr:`GoGame.error`, never raised."""
+    game_id = f"{Path(source.split('#')[0]).stem}-{hashlib.sha1(data).hexdigest()[:10]}"
+    unknown = PlayerInfo(id=f"{game_id}:b")
+    try:
+        g = sgf.Sgf_game.from_bytes(data)
+    except ValueError as e:
+        return GoGame(game_id, unknown, PlayerInfo(id=f"{game_id}:w"), source=source,
+                      error=MalformedRecord(f"{source}: not a readable SGF record ({e})", game_id=game_id))
+    root = g.get_root()
+    # Fox records name the server in a second AP, or carry its own time properties TC/TT
+    fox = b"foxwq" in data[:2000] or (root.has_property("TC") and root.has_property("TT"))
+    game = GoGame(game_id, _player(root, "b", game_id), _player(root, "w", game_id), size=g.get_size(),
+                  komi=_komi(root, fox), result=(root.get("RE") if root.has_property("RE") else "") or "",
+                  event=(root.get("EV") if root.has_property("EV") else "") or "", source=source)
+    handicap = root.get("HA") if root.has_property("HA") else 0
+    if game.size not in SUPPORTED_SIZES:
+        game.error = UnsupportedGame(f"{source}: board size {game.size} is not rated (sizes {SUPPORTED_SIZES})", game_id=game_id)
+        return game
+    if (handicap and int(handicap) >= 2) or root.has_property("AB") or root.has_property("AW"):
+        game.error = UnsupportedGame(f"{source}: handicap games are not rated (HA {handicap}, setup stones "
+                                     f"{'yes' if root.has_property('AB') or root.has_property('AW') else 'no'})", game_id=game_id)
+        return game
+    try:
+        for node in g.get_main_sequence()[1:]:
+            colour, point = node.get_move()
+            if colour is None:
+                continue
+            game.moves.append((colour, to_gtp(point)))
+    except ValueError as e:
+        game.error = MalformedRecord(f"{source}: unreadable move after {len(game.moves)} moves ({e})",
+                                     game_id=game_id, ply=len(game.moves))
+    return game
+
+
+def split_collection(data: bytes) -> list[bytes]:
+    """The game records of an SGF collection file (one per "(;" at the start of a line)."""
+    return [part for part in _GAME_START.split(data) if part.strip()]
+
+
+def read_sgf_games(path: str | Path) -> list[GoGame]:
+    """Every game in an SGF file (a collection or a single game), in file order."""
+    p = Path(path)
+    return [parse_game(rec, f"{p.name}#{i}") for i, rec in enumerate(split_collection(p.read_bytes()))]
