@@ -13,34 +13,43 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from common import ANALYSIS_CACHE, add_data_argument, data_dir
+import numpy as np
+from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir
 
+from analyzers.calibration import Calibration
+from analyzers.concordance import kendall_tau_a
 from analyzers.engine.adapter import GO
 from analyzers.engine.gtp import GoLimits
 from analyzers.engine.pool import EnginePool
+from analyzers.gorate import DEFAULT_GO_PROFILE, K_POINTS, GoSkill, load_go_calibration
 from streamer.goassess import GoMove, assess_go_game
 from streamer.sgf import GoGame, read_sgf_games
 
 FOX = "sgf/fox_ranked_5k-9d"
 GROUPS = ("3-5k", "1-2k", "1d", "2d", "3d", "4d", "5d", "6d", "7d", "8d", "9d")
 GO_CACHE = ANALYSIS_CACHE.with_name("go-analysis.sqlite")
+PROFILE = DEFAULT_GO_PROFILE
 
 
 def sample(data: Path, split: str, per_group: int, seed: int, min_moves: int = 60) -> list[tuple[str, GoGame]]:
     """``per_group`` games from each rank group's file of ``split``, seeded; even games with komi only."""
     rng = random.Random(seed)
-    out: list[tuple[str, GoGame]] = []
+    by_group: list[list[tuple[str, GoGame]]] = []
     for group in GROUPS:
         games = [g for g in read_sgf_games(data / FOX / split / f"{group}.sgf")
                  if g.error is None and g.komi > 0 and len(g.moves) >= min_moves
                  and g.black.rating is not None and g.white.rating is not None]
-        out += [(group, g) for g in rng.sample(games, min(per_group, len(games)))]
-    return out
+        rng.shuffle(games)  # a full shuffle, then a prefix: a smaller --*-games takes the first games of a larger one
+        by_group.append([(group, g) for g in games[:per_group]])
+    # round robin over the groups: any prefix of the list (what a partial analysis covers) is balanced
+    return [x for i in range(per_group) for grp in by_group if i < len(grp) for x in [grp[i]]]
 
 
 async def analyse_all(games: list[tuple[str, GoGame]], args: argparse.Namespace) -> dict[str, list[GoMove]]:
@@ -66,17 +75,159 @@ async def analyse_all(games: list[tuple[str, GoGame]], args: argparse.Namespace)
     return out
 
 
+# -- per player-game evidence -------------------------------------------------------------------------------
+@dataclass
+class PlayerGame:
+    group: str
+    truth: float                 # the player's declared rank on the GoR scale
+    moves: list[GoMove]
+    colour: str
+    game_index: int              # the game's place among its group's sampled games
+
+    def skill(self) -> GoSkill:
+        s = GoSkill()
+        for m in self.moves:
+            s.add(m.values, m.played)
+        return s
+
+
+def player_games(games: list[tuple[str, GoGame]], analysed: dict[str, list[GoMove]]) -> list[PlayerGame]:
+    out = []
+    seen: dict[str, int] = {}
+    for group, g in games:
+        index = seen[group] = seen.get(group, -1) + 1
+        moves = analysed.get(g.game_id, [])
+        for colour, p in (("b", g.black), ("w", g.white)):
+            mine = [m for m in moves if m.colour == colour]
+            if mine and p.rating is not None:
+                out.append(PlayerGame(group, p.rating, mine, colour, index))
+    return out
+
+
+def players_of(pgs: list[PlayerGame], n_games: int, seed: int) -> list[tuple[str, float, GoSkill]]:
+    """Disjoint sets of ``n_games`` player-games of one rank group, one side of each game (Black in a group's even
+    games, White in its odd ones): the protocol of Kuboki et al., where a group's games stand for a player of that
+    strength. Returns (group, mean declared rating, the set's evidence)."""
+    rng = random.Random(seed)
+    out = []
+    for group in GROUPS:
+        mine = [pg for pg in pgs if pg.group == group and pg.colour == ("b" if pg.game_index % 2 == 0 else "w")]
+        rng.shuffle(mine)
+        for k in range(len(mine) // n_games):
+            chunk = mine[k * n_games:(k + 1) * n_games]
+            s = GoSkill()
+            for pg in chunk:
+                for m in pg.moves:
+                    s.add(m.values, m.played)
+            out.append((group, float(np.mean([pg.truth for pg in chunk])), s))
+    return out
+
+
+# -- calibration ----------------------------------------------------------------------------------------
+def pav_knots(points: list[tuple[float, float, int]]) -> list[tuple[float, float]]:
+    """(c, rating, weight) group centroids -> knots increasing in c and non-decreasing in rating (pool adjacent
+    violators, weighted)."""
+    blocks = [[c * w, r * w, w] for c, r, w in sorted(points)]
+    merged: list[list[float]] = []
+    for b in blocks:
+        merged.append(b)
+        while len(merged) > 1 and merged[-2][1] / merged[-2][2] > merged[-1][1] / merged[-1][2]:
+            last = merged.pop()
+            merged[-1] = [merged[-1][0] + last[0], merged[-1][1] + last[1], merged[-1][2] + last[2]]
+    knots = [(c / w, r / w) for c, r, w in merged]
+    # strictly increasing c (two centroids at the same c would make the map a step)
+    return [k for i, k in enumerate(knots) if i == 0 or k[0] > knots[i - 1][0] + 1e-9]
+
+
+def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str) -> Calibration:
+    skills = [(pg, pg.skill()) for pg in pgs]
+    centroids = []
+    for group in GROUPS:
+        mine = [(pg, s) for pg, s in skills if pg.group == group]
+        centroids.append((float(np.mean([s.posterior.mean for _, s in mine])), float(np.mean([pg.truth for pg, _ in mine])), len(mine)))
+    knots = pav_knots(centroids)
+    draft = Calibration(profile=PROFILE, engine=engine, engine_elo=0.0, c_knots=knots, residual_sd=0.0)
+    # the error by moves seen, a + b / n: single player-games and sets of 3 and 6 of a group's games
+    rows = [(s.posterior.n, (draft.elo_from_c(s.posterior.mean) - pg.truth) ** 2) for pg, s in skills]
+    for n_games in (3, 6):
+        for _, truth, s in players_of(pgs, n_games, args.seed):
+            rows.append((s.posterior.n, (draft.elo_from_c(s.posterior.mean) - truth) ** 2))
+    n = np.array([r[0] for r in rows], dtype=float)
+    e2 = np.array([r[1] for r in rows])
+    a, b = np.linalg.lstsq(np.column_stack([np.ones_like(n), 1.0 / n]), e2, rcond=None)[0]
+    a, b = max(float(a), 1.0), max(float(b), 0.0)
+    resid = float(np.sqrt(np.mean([(draft.elo_from_c(s.posterior.mean) - pg.truth) ** 2 for pg, s in skills])))
+    return Calibration(
+        profile=PROFILE, engine=engine, engine_elo=0.0, c_knots=[(round(c, 5), round(r, 1)) for c, r in knots],
+        residual_sd=round(resid, 1), error_var=(round(a, 1), round(b, 1)), provisional=False,
+        fitted_on=f"Fox candidating (fox_ranked_5k-9d), {len(pgs)} player-games of {len(pgs) // 2} games "
+                  f"({args.fit_games} per rank group, seed {args.seed}), first {args.plies} moves, GNU Go level {args.level}",
+        command=f"python bench/go_accuracy.py --fit --write --fit-games {args.fit_games} --plies {args.plies} "
+                f"--level {args.level} --seed {args.seed}",
+        extra={"k_points": K_POINTS, "scale": "GoR: 1d = 2100, 100 points a rank",
+               "group_centroids": {g: [round(c, 4), round(r, 1), w] for g, (c, r, w) in zip(GROUPS, centroids)}},
+    )
+
+
+# -- evaluation -----------------------------------------------------------------------------------------
+def group_of(rating: float, centres: dict[str, float]) -> str:
+    return min(centres, key=lambda g: abs(centres[g] - rating))
+
+
+def evaluate(pgs: list[PlayerGame], cal: Calibration, args: argparse.Namespace) -> None:
+    centres = {g: float(np.mean([pg.truth for pg in pgs if pg.group == g])) for g in GROUPS}
+    est = [(pg, cal.from_posterior(pg.skill().posterior)) for pg in pgs]
+    truth = np.array([pg.truth for pg, _ in est])
+    pred = np.array([e.rating for _, e in est])
+    const = float(truth.mean())
+    mae = np.abs(pred - truth).mean() / 100
+    mae_c = np.abs(const - truth).mean() / 100
+    cover = np.mean([e.low <= pg.truth <= e.high for pg, e in est])
+    print(f"\nPer player-game ({len(est)} player-games of {len(est) // 2} held-out games, the first {args.plies} moves; "
+          f"{np.mean([e.n for _, e in est]):.0f} moves each on average)")
+    print("| estimate | MAE (ranks) | cut vs constant | bias (ranks) | r | tau_a | declared rank in the 95 % interval | mean half-width (ranks) |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| moves only (posterior over c, {cal.profile}) | {mae:.2f} | {100 * (1 - mae / mae_c):+.1f}% | "
+          f"{(pred - truth).mean() / 100:+.2f} | {np.corrcoef(pred, truth)[0, 1]:.2f} | {kendall_tau_a(pred, truth):.2f} | "
+          f"{100 * cover:.1f}% | {np.mean([(e.high - e.low) / 2 for _, e in est]) / 100:.2f} |")
+    print(f"| constant = sample mean (oracle) | {mae_c:.2f} | +0.0% | +0.00 | - | - | - | - |")
+    print("\nRank group from N games of one player (one side of each game; 11 groups: 3-5k, 1-2k, 1d ... 9d)")
+    print("| games | players | exact group | within one group | constant (most common group) | MAE (ranks) | in the 95 % interval | mean half-width (ranks) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n_games in (1, 10, 20):
+        players = players_of(pgs, n_games, args.seed)
+        if not players:
+            print(f"| {n_games} | 0 | (too few games per group) | | | | | |")
+            continue
+        hits = near = 0
+        errs, cov, half = [], [], []
+        for group, t, s in players:
+            e = cal.from_posterior(s.posterior)
+            g = group_of(e.rating, centres)
+            hits += g == group
+            near += abs(GROUPS.index(g) - GROUPS.index(group)) <= 1
+            errs.append(abs(e.rating - t) / 100)
+            cov.append(e.low <= t <= e.high)
+            half.append((e.high - e.low) / 200)
+        most = max(GROUPS, key=lambda g: sum(1 for p in players if p[0] == g))
+        base = sum(1 for p in players if p[0] == most) / len(players)
+        print(f"| {n_games} | {len(players)} | {100 * hits / len(players):.0f}% | {100 * near / len(players):.0f}% | "
+              f"{100 * base:.0f}% | {np.mean(errs):.2f} | {100 * np.mean(cov):.0f}% | {np.mean(half):.2f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_argument(ap)
     ap.add_argument("--warm", action="store_true", help="only run the engine analyses into the cache")
     ap.add_argument("--fit-games", type=int, default=12, help="candidating games per rank group (default 12)")
     ap.add_argument("--test-games", type=int, default=24, help="testing games per rank group (default 24)")
-    ap.add_argument("--plies", type=int, default=180, help="moves analysed per game (default 180)")
+    ap.add_argument("--plies", type=int, default=120, help="moves analysed per game (default 120)")
     ap.add_argument("--level", type=int, default=1, help="GNU Go level (default 1)")
     ap.add_argument("--engines", type=int, default=2, help="engine processes (default 2)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--fit", action="store_true", help="fit the calibration on candidating (and print it)")
+    ap.add_argument("--write", action="store_true", help="with --fit: write it to analyzers/calibrations")
     args = ap.parse_args()
     data = data_dir(args, FOX)
     fit = sample(data, "candidating", args.fit_games, args.seed)
@@ -85,6 +236,17 @@ def main() -> None:
         asyncio.run(analyse_all(fit, args))
         asyncio.run(analyse_all(test, args))
         return
+    fit_pgs = player_games(fit, asyncio.run(analyse_all(fit, args)))
+    if args.fit:
+        cal = fit_calibration(fit_pgs, args, engine="GNU Go 3.8")
+        print(json.dumps(cal.to_dict(), indent=2))
+        if args.write:
+            cal.save(ROOT / "analyzers" / "calibrations" / f"{PROFILE}.json")
+            print(f"wrote analyzers/calibrations/{PROFILE}.json")
+    else:
+        cal = load_go_calibration(PROFILE)
+    test_pgs = player_games(test, asyncio.run(analyse_all(test, args)))
+    evaluate(test_pgs, cal, args)
 
 
 if __name__ == "__main__":

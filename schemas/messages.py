@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
 from analyzers.errors import MalformedEvent
 
@@ -14,6 +15,11 @@ SCHEMA_VERSION: Final = 1
 
 #: UCI move syntax: from-square, to-square, optional promotion piece.
 UCI_PATTERN = r"^[a-h][1-8][a-h][1-8][qrbn]?$"
+#: GTP move syntax (Go): a column A-Z without I, a row 1-25, or "pass" (any case).
+GTP_PATTERN = r"^(?i:pass|[a-hj-z](?:[1-9]|1[0-9]|2[0-5]))$"
+#: The games kibitz knows; "chess" when a message does not say.
+Game = Literal["chess", "go"]
+_MOVE_PATTERNS = {"chess": re.compile(UCI_PATTERN), "go": re.compile(GTP_PATTERN)}
 
 Rating = Annotated[float, Field(ge=0, le=4000, description="rating on the Elo scale")]
 RD = Annotated[float, Field(gt=0, le=1000)]
@@ -51,7 +57,11 @@ class PlayerInfo(BaseModel):
 
 
 class GameStarted(Message):
+    """A game begins. Version 2 adds ``game`` ("chess" or "go"; version 1 messages are chess and still parse)."""
+
     type: Literal["game_started"] = "game_started"
+    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]
+    game: Game = "chess"
     game_id: Id
     white: PlayerInfo
     black: PlayerInfo
@@ -62,12 +72,25 @@ class GameStarted(Message):
 
 
 class MoveEvent(Message):
+    """One move. Version 2 adds ``game``: for Go, ``uci`` holds a GTP move ("Q16", "pass"; ``move`` is accepted as its
+    name on input). Version 1 messages are chess and still parse."""
+
     type: Literal["move"] = "move"
+    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]
+    game: Game = "chess"
     game_id: Id
     ply: Ply
-    uci: str = Field(pattern=UCI_PATTERN)
+    uci: str = Field(validation_alias=AliasChoices("uci", "move"), description="UCI (chess) or GTP (Go) move")
     clock: float | None = Field(default=None, ge=0, allow_inf_nan=False, description="mover's remaining time in seconds")
     timestamp: Timestamp | None = None
+
+    @field_validator("uci")
+    @classmethod
+    def _move_syntax(cls, v: str, info: ValidationInfo) -> str:
+        game = info.data.get("game", "chess")
+        if not _MOVE_PATTERNS[game].match(v):
+            raise ValueError(f"not a {'UCI' if game == 'chess' else 'GTP'} move: {v!r}")
+        return v
 
 
 class GameEnded(Message):
@@ -177,10 +200,12 @@ class PerceivedRating(Message):
     player's declared rating as the prior (absent when no rating was declared). Version 3 adds ``method``
     "combination" (the learned combination on top of the move model gives ``rating``, ``low``, ``high`` and the band)
     with the move model's own moves-only estimate beside it in ``model_rating``, ``model_low``, ``model_high``.
-    Versions 1 and 2 still parse."""
+    Version 4 adds ``game`` and, for Go, ``rank``: the kyu/dan label of ``rating`` (Go ratings are on the GoR scale of
+    :mod:`analyzers.gorank`: 1d = 2100, 100 a rank). Versions 1-3 still parse (and are chess)."""
 
     type: Literal["perceived"] = "perceived"
-    schema_version: Literal[1, 2, 3] = 3  # type: ignore[assignment]  # v2 and v3 add fields; older ones still parse
+    schema_version: Literal[1, 2, 3, 4] = 4  # type: ignore[assignment]  # v2-v4 add fields; older ones still parse
+    game: Game = "chess"
     player_id: Id
     scope: Literal["game", "event", "player"]
     scope_id: str
@@ -212,6 +237,9 @@ class PerceivedRating(Message):
     gain_moves: int = Field(ge=0)
     profile: str
     provisional: bool
+    rank: str | None = Field(default=None, description="Go: the kyu/dan label of rating, e.g. '3d' (v4)")
+    rank_low: str | None = None
+    rank_high: str | None = None
 
 
 class GlickoState(BaseModel):
@@ -222,7 +250,11 @@ class GlickoState(BaseModel):
 
 
 class RatingUpdate(Message):
+    """A Glicko-2 update after a game. Version 2 adds ``game`` (version 1 messages are chess and still parse)."""
+
     type: Literal["glicko2"] = "glicko2"
+    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]
+    game: Game = "chess"
     player_id: Id
     game_id: Id
     opponent_id: Id

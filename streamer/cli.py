@@ -126,6 +126,60 @@ def print_rejection(d: DeadLetter) -> None:
 
 
 # -- replay -----------------------------------------------------------------------------------------------
+async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
+    """``kibitz replay FILE.sgf...``: Go games through GNU Go and the Go skill model (streamer.goreplay)."""
+    from analyzers.engine.adapter import GO
+    from analyzers.engine.gtp import GoLimits
+    from analyzers.gorate import load_go_calibration
+
+    from .goreplay import replay_go
+    from .sgf import read_sgf_games
+
+    games = []
+    for p in paths:
+        if not p.is_file():
+            print(f"kibitz: no such file: {p}", file=sys.stderr)
+            return EXIT_FATAL
+        games.extend(read_sgf_games(p))
+    try:
+        cal = load_go_calibration(args.go_profile)
+    except CalibrationError as e:
+        print(f"kibitz: {e}", file=sys.stderr)
+        return EXIT_FATAL
+    limits = GoLimits(int(cal.extra.get("level", 1)) if args.go_level is None else args.go_level)
+    out = JsonLines(args.out, types=(*PUBLISHED, DeadLetter))
+    rejected = published = 0
+    started = time.monotonic()
+    print(f"kibitz replay: {len(games)} Go games from {', '.join(p.name for p in paths)}; calibration {cal.profile} "
+          f"(GNU Go {limits.key}), {args.engines} engines", flush=True)
+    try:
+        async with EnginePool(args.go_engine, size=args.engines, cache_path=args.cache, game=GO,
+                              timeout=args.search_timeout or 60.0) as pool:
+            async for msg in replay_go(games, pool, cal, limits=limits):
+                out(msg)
+                if isinstance(msg, DeadLetter):
+                    rejected += 1
+                    print_rejection(msg)
+                elif isinstance(msg, PerceivedRating):
+                    published += 1
+                    if msg.scope == "game" and not args.quiet:
+                        print(f"{msg.game_id} move {msg.ply + 1:>3} {msg.player_id[:24]:<24} {msg.rank:>3} "
+                              f"[{msg.rank_low}..{msg.rank_high}] ({msg.rating:.0f} {msg.low:.0f}-{msg.high:.0f}), "
+                              f"{msg.moves} moves", flush=True)
+                elif isinstance(msg, RatingUpdate):
+                    print(f"{msg.game_id} glicko-2 {msg.player_id[:24]}: {msg.before.rating:.0f} -> "
+                          f"{msg.after.rating:.0f} (RD {msg.after.rd:.0f})", flush=True)
+            stats = pool.stats
+    except EngineError as e:
+        print(f"kibitz: {e}", file=sys.stderr)
+        return EXIT_FATAL
+    finally:
+        out.close()
+    print(f"{len(games)} games in {time.monotonic() - started:.1f}s; {published} perceived ratings; engine searches "
+          f"{stats.searches}, cache hits {stats.cache_hits}; rejected {rejected}" + (f"; output in {args.out}" if args.out else ""))
+    return EXIT_REJECTED if rejected else EXIT_OK
+
+
 async def _replay(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -135,8 +189,14 @@ async def _replay(args: argparse.Namespace) -> int:
     from .live import LiveStore
     from .ui import ReplayView
 
-    config = build_config(args)
     paths = [Path(p) for p in args.pgn] or [DEMO_PGN]
+    sgf = [p for p in paths if p.suffix.lower() == ".sgf"]
+    if sgf:
+        if len(sgf) != len(paths):
+            print("kibitz: replay takes PGN files or SGF files, not both at once", file=sys.stderr)
+            return EXIT_USAGE
+        return await _replay_go(args, sgf)
+    config = build_config(args)
     games: list = []
     for p in paths:
         if not p.is_file():
@@ -446,11 +506,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--log-level", default="WARNING", help="structured JSON logs on stderr at this level")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    r = sub.add_parser("replay", help="replay PGN games through the embedded runtime, live", description=
+    r = sub.add_parser("replay", help="replay PGN (chess) or SGF (Go) games, live", description=
                        "Replay PGN games at accelerated live speed through the embedded runtime (no broker): a live "
                        "table per board, then perceived rating vs Elo per player. Without PGN files: the demo, round 1 "
-                       "of the London Chess Classic 2011.")
-    r.add_argument("pgn", nargs="*", help="PGN files (default: the London 2011 round-1 demo)")
+                       "of the London Chess Classic 2011. SGF files (Go) are rated through GNU Go: a perceived rank "
+                       "per move for both players, Glicko-2 at each game's end.")
+    r.add_argument("pgn", nargs="*", help="PGN or SGF files (default: the London 2011 round-1 demo)")
     r.add_argument("--demo", action="store_true", help="replay the shipped demo (the default when no PGN is given)")
     sp = r.add_mutually_exclusive_group()
     sp.add_argument("--speed", type=float, default=60.0, help="time compression: 60 plays a minute of thinking in a second (default %(default)s)")
@@ -460,6 +521,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--serve", metavar="HOST:PORT", default=None, help="serve the overlay and API (e.g. 127.0.0.1:8080) "
                    "during the replay and, after it, until interrupted")
     add_engine_options(r)
+    go = r.add_argument_group("Go (SGF files)")
+    go.add_argument("--go-engine", default=None, help="GTP engine binary (default: $KIBITZ_GO_ENGINE or gnugo)")
+    go.add_argument("--go-profile", default="go-fox-gnugo-l1", help="Go calibration (analyzers/calibrations/NAME.json); "
+                    "default %(default)s")
+    go.add_argument("--go-level", type=int, default=None, help="GNU Go level (default: the calibration's)")
+    go.add_argument("--quiet", action="store_true", help="Go: print only game ends and rejections, not every move")
     r.set_defaults(func=lambda a: asyncio.run(_replay(a)))
 
     s = sub.add_parser("stream", help="JSON-lines events on stdin, published messages on stdout", description=

@@ -8,7 +8,7 @@ its value, the best value, the points lost. An illegal move ends the game's asse
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from analyzers.engine.gtp import GoAnalysis, GoLimits
@@ -41,34 +41,44 @@ def judge(game_id: str, pos: GoPosition, colour: str, move: str, analysis: GoAna
                   analysis.candidates[0][0] if analysis.candidates else "pass")
 
 
-async def assess_go_game(game: GoGame, pool: EnginePool, limits: GoLimits, *, max_plies: int | None = None,
-                         on_move: Callable[[GoMove], None] | None = None) -> tuple[list[GoMove], InputError | EngineError | None]:
-    """Assess ``game``'s moves (the first ``max_plies`` of them); returns the moves and the error that stopped it.
+async def go_moves(game: GoGame, pool: EnginePool, limits: GoLimits, *,
+                   max_plies: int | None = None) -> AsyncIterator[GoMove | InputError | EngineError]:
+    """``game``'s moves (the first ``max_plies``) as they are judged; the error that stops it, if any, comes last.
 
     The next position's search starts while the current one is judged (look-ahead), as in the chess pipeline."""
     if game.error is not None:
-        return [], game.error
+        yield game.error
+        return
     pos = GoPosition(size=game.size, komi=game.komi)
-    out: list[GoMove] = []
     moves = game.moves[:max_plies] if max_plies is not None else game.moves
     for i, (colour, move) in enumerate(moves):
         if pos.over:
-            break
+            return
         nxt = pos.copy()
         try:
             nxt.play(move, colour=colour)
         except IllegalMove as e:
-            return out, IllegalMove(f"move {i + 1} ({colour.upper()} {move}): {e}", game_id=game.game_id, ply=i)
+            yield IllegalMove(f"move {i + 1} ({colour.upper()} {move}): {e}", game_id=game.game_id, ply=i)
+            return
         if i + 1 < len(moves) and not nxt.over:
             pool.prefetch(nxt, limits)
         pos.to_move = colour  # a record may let one side move twice (a pass left out): the mover is the one to judge
         try:
             analysis = await pool.analyse_limits(pos, limits)
         except EngineError as e:
-            return out, e
-        m = judge(game.game_id, pos, colour, move, analysis)
-        out.append(m)
-        if on_move is not None:
-            on_move(m)
+            yield e
+            return
+        yield judge(game.game_id, pos, colour, move, analysis)
         pos = nxt
+
+
+async def assess_go_game(game: GoGame, pool: EnginePool, limits: GoLimits, *,
+                         max_plies: int | None = None) -> tuple[list[GoMove], InputError | EngineError | None]:
+    """All of :func:`go_moves` at once: the moves, and the error that stopped the game (None when none did)."""
+    out: list[GoMove] = []
+    async for x in go_moves(game, pool, limits, max_plies=max_plies):
+        if isinstance(x, GoMove):
+            out.append(x)
+        else:
+            return out, x
     return out, None

@@ -27,7 +27,7 @@ import numpy as np
 from analyzers.calibration import Calibration
 from analyzers.combination import Combination, MoveFeatures, ScopeFeatures, moments
 from analyzers.engine.analysis import Limits, PositionAnalysis
-from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, StateStoreError, UnknownGame
+from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, StateStoreError, UnknownGame, UnsupportedGame
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, TIERS, FairPlayMove, FairPlayStats, exclusion
 from analyzers.gain import GainHistogram, gain
 from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
@@ -182,7 +182,13 @@ class GameState:
         return state
 
 
+#: Why the streaming pipeline refuses a Go game (it rates chess; Go is rated by the replay, streamer.goreplay).
+GO_NOT_STREAMED = "Go games are rated by `kibitz replay FILE.sgf`; the streaming pipeline rates chess"
+
+
 def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch | None, config: PipelineConfig) -> GameState:
+    if ev.game != "chess":
+        raise UnsupportedGame(GO_NOT_STREAMED, game_id=ev.game_id)
     if existing is not None:
         # an id names one game: a start after its end is late or a re-used id, and would open a game that never ends
         raise DuplicateGame("game already ended: a game id is used once" if existing.ended else "game already started",
@@ -199,6 +205,8 @@ def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch |
 
 
 def _check_ply(state: GameState | None, ev: MoveEvent) -> GameState:
+    if ev.game != "chess":
+        raise UnsupportedGame(GO_NOT_STREAMED, game_id=ev.game_id, ply=ev.ply)
     if state is None:
         raise UnknownGame("move for a game that was never started", game_id=ev.game_id, ply=ev.ply)
     if state.ended:

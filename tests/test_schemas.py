@@ -9,7 +9,11 @@ from schemas import MESSAGES, GameStarted, MoveEvent, PlayerInfo, export_json_sc
 
 def test_parse_event_discriminates_and_validates():
     ev = parse_event('{"type": "move", "game_id": "g1", "ply": 0, "uci": "e2e4"}')
-    assert isinstance(ev, MoveEvent) and ev.schema_version == 1
+    assert isinstance(ev, MoveEvent) and ev.schema_version == 2 and ev.game == "chess"
+    v1 = parse_event('{"type": "move", "game_id": "g1", "ply": 0, "uci": "e2e4", "schema_version": 1}')
+    assert isinstance(v1, MoveEvent) and v1.game == "chess"
+    go = parse_event('{"type": "move", "game": "go", "game_id": "g1", "ply": 0, "move": "Q16"}')
+    assert isinstance(go, MoveEvent) and go.uci == "Q16"
     gs = parse_event(json.dumps({"type": "game_started", "game_id": "g1", "white": {"id": "a", "rating": 2000}, "black": {"id": "b"}}))
     assert isinstance(gs, GameStarted) and gs.white.rating == 2000
 
@@ -20,7 +24,11 @@ def test_parse_event_discriminates_and_validates():
     ('{"type": "move", "game_id": "g", "ply": 0, "uci": "Nf3"}', "uci"),
     ('{"type": "move", "game_id": "g", "ply": 0, "uci": "e2e4", "extra": 1}', "extra"),
     ('{"type": "move", "game_id": "", "ply": 0, "uci": "e2e4"}', "game_id"),
-    ('{"type": "move", "game_id": "g", "ply": 0, "uci": "e2e4", "schema_version": 2}', "schema_version"),
+    ('{"type": "move", "game_id": "g", "ply": 0, "uci": "e2e4", "schema_version": 3}', "schema_version"),
+    ('{"type": "move", "game": "go", "game_id": "g", "ply": 0, "uci": "e2e4"}', "uci"),
+    ('{"type": "move", "game": "go", "game_id": "g", "ply": 0, "uci": "I5"}', "uci"),
+    ('{"type": "move", "game_id": "g", "ply": 0, "uci": "Q16"}', "uci"),
+    ('{"type": "move", "game": "shogi", "game_id": "g", "ply": 0, "uci": "e2e4"}', "game"),
     ('{"type": "game_started", "game_id": "g", "white": {"id": "a", "rating": 9000}, "black": {"id": "b"}}', "rating"),
     ('{"type": "teleport", "game_id": "g"}', "type"),
     ('not json at all', "message"),

@@ -1,0 +1,225 @@
+"""Go: the position (captures, ko, suicide, passes), SGF records with their errors, GNU Go through the engine pool
+(real engine; a fake GTP engine only to inject faults), the skill model, and `kibitz replay FILE.sgf` end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analyzers.calibration import load_calibration
+from analyzers.engine.adapter import GO
+from analyzers.engine.gtp import GoLimits, parse_values
+from analyzers.engine.pool import EnginePool
+from analyzers.errors import EngineCrashed, EngineTimeout, IllegalMove, MalformedRecord, UnsupportedGame
+from analyzers.goboard import GoPosition, from_gtp, to_gtp
+from analyzers.gorank import parse_rank, rank_label
+from analyzers.gorate import GoSkill, go_gain
+from analyzers.profiles import get_profile
+from schemas import GameStarted, MoveEvent, PlayerInfo
+from streamer.goassess import assess_go_game
+from streamer.pipeline import PipelineConfig, apply_move, start_game
+from streamer.sgf import parse_game, read_sgf_games
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FOX = FIXTURES / "fox_5d_testing.sgf"
+FAKE_GTP = str(FIXTURES / "fake_gtp.py")
+
+
+def gnugo() -> str:
+    path = shutil.which("gnugo") or shutil.which("gnugo", path="/usr/games")
+    if path is None:
+        pytest.fail("GNU Go is not installed: run `make setup` (apt-get install gnugo)")
+    return path
+
+
+# -- position ---------------------------------------------------------------------------------------------
+def test_gtp_coordinates_skip_i():
+    assert to_gtp((3, 3)) == "D4" and to_gtp((15, 15)) == "Q16" and to_gtp((0, 8)) == "J1" and to_gtp(None) == "pass"
+    assert from_gtp("q16", 19) == (15, 15) and from_gtp("PASS", 19) is None
+    for bad in ("I5", "A20", "Z1", "D0", "44"):
+        with pytest.raises(ValueError):
+            from_gtp(bad, 19)
+
+
+def test_ko_and_captures():
+    pos = GoPosition(size=9)
+    # Black: D5 E4 E6 (around E5), White: F5 E4? Build the classic ko: B at D5 E6 E4, W at F6 F4 G5, then W E5, B F5
+    for colour, m in [("b", "D5"), ("w", "F6"), ("b", "E6"), ("w", "F4"), ("b", "E4"), ("w", "G5"), ("b", "A9"),
+                      ("w", "E5"), ("b", "F5")]:
+        pos.play(m, colour=colour)
+    assert pos.captures["b"] == 1 and pos.board.get(4, 4) is None  # E5 taken
+    assert pos.ko == (4, 4) and pos.to_move == "w"
+    with pytest.raises(IllegalMove, match="ko"):
+        pos.play("E5")
+    pos.play("A1")  # a ko threat elsewhere
+    pos.play("A2")
+    pos.play("E5")  # now White may retake
+    assert pos.captures["w"] == 1 and pos.board.get(4, 5) is None
+
+
+def test_suicide_and_occupied_are_illegal_and_leave_the_position():
+    pos = GoPosition(size=9)
+    for colour, m in [("b", "A2"), ("b", "B1")]:
+        pos.play(m, colour=colour)
+    key = pos.key()
+    with pytest.raises(IllegalMove, match="suicide"):
+        pos.play("A1", colour="w")
+    with pytest.raises(IllegalMove, match="occupied"):
+        pos.play("A2", colour="w")
+    assert pos.key() == key and pos.to_move == "w" and not pos.is_legal("A1") and pos.is_legal("A3")
+    pos.play("pass")
+    pos.play("pass")
+    assert pos.over
+
+
+def test_unsupported_size():
+    with pytest.raises(ValueError, match="size"):
+        GoPosition(size=7)
+
+
+# -- ranks and the skill model -------------------------------------------------------------------------
+def test_rank_scale_round_trips():
+    assert parse_rank("1d") == 2100 and parse_rank("1k") == 2000 and parse_rank("9段") == 2900
+    assert parse_rank("18级") == 300 and parse_rank("3k?") == 1800 and parse_rank("P9段") > parse_rank("9d")
+    for text in ("5k", "1k", "1d", "4d", "9d", "20k"):
+        assert rank_label(parse_rank(text)) == text
+    with pytest.raises(ValueError):
+        parse_rank("10d")
+
+
+def test_skill_posterior_prefers_the_player_who_loses_fewer_points():
+    strong, weak = GoSkill(), GoSkill()
+    values = [20.0, 15.0, 12.0, 8.0, 3.0, 0.0]
+    for i in range(60):
+        strong.add(values, 0 if i % 4 else 1)
+        weak.add(values, 3 + i % 3)
+    assert strong.posterior.mean > weak.posterior.mean + 0.5
+    assert go_gain(values, 3) == -12 and strong.gains.count == 60
+
+
+# -- SGF records -----------------------------------------------------------------------------------------
+def test_sgf_errors_are_typed_and_name_the_game(tmp_path):
+    good = FOX.read_bytes().strip()
+    small = b"(;GM[1]FF[4]SZ[7]PB[a]PW[b];B[dd];W[cc])"
+    handicap = b"(;GM[1]FF[4]SZ[19]HA[2]AB[dd][pp]PB[a]PW[b];W[qd])"
+    truncated = b"(;GM[1]FF[4]SZ[19]PB[a]PW[b];B[dd];W[c"
+    f = tmp_path / "mixed.sgf"
+    f.write_bytes(b"\n".join([good, small, handicap, truncated, good]))
+    games = read_sgf_games(f)
+    assert len(games) == 5
+    assert games[0].error is None and len(games[0].moves) == 105 and games[0].black.rating == 2500
+    assert games[0].komi == 6.5  # Fox writes KM[0] in komi games
+    assert isinstance(games[1].error, UnsupportedGame) and "size 7" in str(games[1].error)
+    assert isinstance(games[2].error, UnsupportedGame) and "handicap" in str(games[2].error)
+    assert isinstance(games[3].error, MalformedRecord) and "mixed.sgf#3" in str(games[3].error)
+    assert games[4].error is None and games[4].moves == games[0].moves
+
+
+def test_fox_komi_quirks():
+    assert parse_game(b"(;SZ[19]KM[650]TC[3]TT[30];B[dd])", "x.sgf#0").komi == 6.5
+    assert parse_game(b"(;SZ[19]KM[375]AP[foxwq];B[dd])", "x.sgf#0").komi == 7.5
+    assert parse_game(b"(;SZ[19]KM[0]HA[1]TC[3]TT[30];B[dd])", "x.sgf#0").komi == 0.0
+    assert parse_game(b"(;SZ[19]KM[5.5];B[dd])", "x.sgf#0").komi == 5.5
+
+
+# -- the streaming pipeline rates chess only, and says so ------------------------------------------------
+def test_chess_pipeline_refuses_go_events_with_a_typed_error():
+    ev = GameStarted(game="go", game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"))
+    with pytest.raises(UnsupportedGame, match="replay"):
+        start_game(None, ev, None, PipelineConfig(get_profile("fast"), load_calibration("fast")))
+    with pytest.raises(UnsupportedGame):
+        apply_move(None, MoveEvent(game="go", game_id="g", ply=0, uci="Q16"))
+
+
+# -- GNU Go through the pool -----------------------------------------------------------------------------
+def _positions(n: int) -> list[GoPosition]:
+    game = read_sgf_games(FOX)[0]
+    pos, out = GoPosition(komi=game.komi), []
+    for colour, move in game.moves[:n]:
+        out.append(pos.copy())
+        pos.play(move, colour=colour)
+    return out
+
+
+def test_gnugo_values_are_reproducible_whatever_was_searched_before():
+    positions = _positions(24)
+
+    async def run() -> tuple[list, list]:
+        async with EnginePool(gnugo(), size=1, game=GO) as pool:
+            forward = [await pool.analyse_limits(p, GoLimits(1)) for p in positions]
+        async with EnginePool(gnugo(), size=2, game=GO) as pool:
+            backward = await asyncio.gather(*(pool.analyse_limits(p, GoLimits(1)) for p in reversed(positions)))
+        return forward, backward[::-1]
+
+    forward, backward = asyncio.run(run())
+    assert [a.candidates for a in forward] == [b.candidates for b in backward]
+    assert all(a.candidates and a.candidates[0][1] >= a.candidates[-1][1] for a in forward)
+    assert forward[0].engine.startswith("GNU Go")
+
+
+def test_gtp_value_lists_reject_garbage():
+    assert parse_values("Q16 75.00 P3 74.01", 19) == {"Q16": 75.0, "P3": 74.01}
+    with pytest.raises(EngineCrashed):
+        parse_values("ZZ99 lots", 19)
+    with pytest.raises(EngineCrashed):
+        parse_values("Q16", 19)
+
+
+@pytest.mark.parametrize("mode,error", [("crash", EngineCrashed), ("garbage", EngineCrashed), ("hang", EngineTimeout)])
+def test_a_failing_gtp_engine_fails_the_search_and_is_replaced(mode, error):
+    async def run() -> None:
+        async with EnginePool([sys.executable, FAKE_GTP, mode], size=1, game=GO, timeout=1.0) as pool:
+            with pytest.raises(error):
+                await pool.analyse_limits(GoPosition(), GoLimits(1))
+            assert pool.stats.restarts == 2 and pool.stats.failures == 1
+            assert len(pool.pids) == 1  # the slot holds a fresh process
+
+    asyncio.run(run())
+
+
+def test_an_illegal_move_stops_its_game_only(tmp_path):
+    game = read_sgf_games(FOX)[0]
+    game.moves = game.moves[:6] + [(game.moves[6][0], game.moves[0][1])] + game.moves[7:]  # play on an occupied point
+
+    async def run():
+        async with EnginePool(gnugo(), size=2, game=GO) as pool:
+            return await assess_go_game(game, pool, GoLimits(1))
+
+    moves, err = asyncio.run(run())
+    assert len(moves) == 6 and isinstance(err, IllegalMove)
+    assert err.game_id == game.game_id and err.ply == 6 and "move 7" in str(err) and "occupied" in str(err)
+
+
+# -- kibitz replay FILE.sgf ------------------------------------------------------------------------------
+def test_replay_of_a_held_out_fox_game_rates_both_players_move_by_move(tmp_path):
+    bad = tmp_path / "bad_then_good.sgf"
+    bad.write_bytes(b"(;GM[1]FF[4]SZ[19]PB[x]PW[y];B[dd];W[dd])\n(;GM[1]FF[4]SZ[19]PB[a]PW[b];B[dd];W[c\n"
+                    + FOX.read_bytes())
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "streamer.cli", "replay", str(bad), "--out", str(out), "--quiet",
+                           "--go-engine", gnugo()], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 3, proc.stderr  # rejections happened, the rest was rated
+    msgs = [json.loads(line) for line in out.read_text().splitlines()]
+    dead = [m for m in msgs if m["type"] == "deadletter"]
+    assert [d["reason"] for d in dead] == ["illegal_move", "malformed_record"]
+    assert "move 2 (W dd" not in dead[0]["error"] and "move 2" in dead[0]["error"] and dead[0]["ply"] == 1
+    game = [m for m in msgs if m["type"] == "perceived" and m["scope"] == "game" and m["game_id"].startswith("bad_then_good")]
+    fox = [m for m in game if m["moves"] and m["player_id"] in ("E9A38EE584BFE58EBB", "jkl012")]
+    by_player = {p: [m for m in fox if m["player_id"] == p] for p in ("E9A38EE584BFE58EBB", "jkl012")}
+    # one perceived rating per move for both players (105 moves: 53 black, 52 white), each with its interval
+    assert [len(v) for v in by_player.values()] == [53, 52]
+    for ratings in by_player.values():
+        assert [m["moves"] for m in ratings] == list(range(1, len(ratings) + 1))
+        assert all(m["game"] == "go" and m["low"] < m["rating"] < m["high"] and m["rank"] for m in ratings)
+        first, last = ratings[0], ratings[-1]
+        assert last["high"] - last["low"] < 0.8 * (first["high"] - first["low"])  # the interval narrows
+    updates = [m for m in msgs if m["type"] == "glicko2"]
+    assert len(updates) == 2 and {u["score"] for u in updates} == {0.0, 1.0}
+    black = next(u for u in updates if u["player_id"] == "E9A38EE584BFE58EBB")
+    assert black["before"]["rating"] == 2500 and black["after"]["rating"] > 2500  # B+R from the declared 5d
