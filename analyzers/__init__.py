@@ -15,7 +15,12 @@ Move-based skill (from the moves alone):
 Result-based ratings: :mod:`.glicko2` (platform updates after each game), :mod:`.pool` (Ordo-style pool fit with
 error bars), :mod:`.concordance` (Kendall's tau_a, how well one ordering agrees with another).
 
-Engines: :mod:`.engine`, an asyncio pool of deterministic UCI searches with a cache and fault handling.
+Engines: :mod:`.engine`, an asyncio pool of deterministic searches with a cache and fault handling, one pool for
+both games through a game adapter (:mod:`.engine.adapter`): UCI engines for chess, GTP engines (GNU Go) for Go.
+
+Go (docs/models.md s. 11): :mod:`.goboard` (the position: captures, ko, suicide, passes, GTP notation),
+:mod:`.gorank` (kyu/dan ranks on the GoR scale), :mod:`.gorate` (points lost, the posterior over c in points, a
+rating per server's calibration).
 
 Errors are types, all in :mod:`.errors`. State-holding classes have ``to_dict``/``from_dict`` so any store can keep
 them. Published reference figures (docs/models.md) are reproduced in ``tests/``.

@@ -41,10 +41,24 @@ def go_gain(values: Sequence[float], played: int) -> int:
 
 @dataclass
 class GoSkill:
-    """One scope's evidence: the posterior over c (K in points) and the histogram of gains in points."""
+    """One scope's evidence: the posterior over c (K in points) and the histogram of gains in points.
 
+    ``prior`` (mean, sd) is the population's c (the calibration's ``extra["c_prior"]``): it starts the posterior, so
+    that the first moves move the estimate from the population's typical rank instead of from the middle of the grid.
+    """
+
+    prior: tuple[float, float] | None = None
     posterior: SkillPosterior = field(default_factory=lambda: SkillPosterior(k=K_POINTS))
     gains: GainHistogram = field(default_factory=GainHistogram)
+
+    def __post_init__(self) -> None:
+        if self.prior is not None and self.posterior.n == 0:
+            self.posterior.apply_prior(*self.prior)
+
+    @classmethod
+    def for_calibration(cls, calibration: Calibration) -> GoSkill:
+        p = calibration.extra.get("c_prior")
+        return cls(prior=(float(p[0]), float(p[1])) if p else None)
 
     def add(self, values: Sequence[float], played: int) -> None:
         """One move: candidate values in points (side to move, the played move among them) and its index."""

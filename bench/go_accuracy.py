@@ -26,8 +26,10 @@ from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir
 from analyzers.calibration import Calibration
 from analyzers.concordance import kendall_tau_a
 from analyzers.engine.adapter import GO
-from analyzers.engine.gtp import GoLimits
+from analyzers.engine.gtp import GoLimits, GtpEngine
 from analyzers.engine.pool import EnginePool
+from analyzers.engine.uci import find_engine
+from analyzers.goboard import GoPosition
 from analyzers.gorate import DEFAULT_GO_PROFILE, K_POINTS, GoSkill, load_go_calibration
 from streamer.goassess import GoMove, assess_go_game
 from streamer.sgf import GoGame, read_sgf_games
@@ -84,8 +86,8 @@ class PlayerGame:
     colour: str
     game_index: int              # the game's place among its group's sampled games
 
-    def skill(self) -> GoSkill:
-        s = GoSkill()
+    def skill(self, prior: tuple[float, float] | None = None) -> GoSkill:
+        s = GoSkill(prior=prior)
         for m in self.moves:
             s.add(m.values, m.played)
         return s
@@ -104,7 +106,8 @@ def player_games(games: list[tuple[str, GoGame]], analysed: dict[str, list[GoMov
     return out
 
 
-def players_of(pgs: list[PlayerGame], n_games: int, seed: int) -> list[tuple[str, float, GoSkill]]:
+def players_of(pgs: list[PlayerGame], n_games: int, seed: int,
+               prior: tuple[float, float] | None = None) -> list[tuple[str, float, GoSkill]]:
     """Disjoint sets of ``n_games`` player-games of one rank group, one side of each game (Black in a group's even
     games, White in its odd ones): the protocol of Kuboki et al., where a group's games stand for a player of that
     strength. Returns (group, mean declared rating, the set's evidence)."""
@@ -115,7 +118,7 @@ def players_of(pgs: list[PlayerGame], n_games: int, seed: int) -> list[tuple[str
         rng.shuffle(mine)
         for k in range(len(mine) // n_games):
             chunk = mine[k * n_games:(k + 1) * n_games]
-            s = GoSkill()
+            s = GoSkill(prior=prior)
             for pg in chunk:
                 for m in pg.moves:
                     s.add(m.values, m.played)
@@ -147,10 +150,21 @@ def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str
         centroids.append((float(np.mean([s.posterior.mean for _, s in mine])), float(np.mean([pg.truth for pg, _ in mine])), len(mine)))
     knots = pav_knots(centroids)
     draft = Calibration(profile=PROFILE, engine=engine, engine_elo=0.0, c_knots=knots, residual_sd=0.0)
-    # the error by moves seen, a + b / n: single player-games and sets of 3 and 6 of a group's games
-    rows = [(s.posterior.n, (draft.elo_from_c(s.posterior.mean) - pg.truth) ** 2) for pg, s in skills]
+    # the population prior over c: the player-games' posterior means (their spread includes each game's sampling
+    # noise, so the prior errs on the wide side)
+    means = np.array([s.posterior.mean for _, s in skills])
+    prior = (float(means.mean()), float(means.std()))
+    skills = [(pg, pg.skill(prior)) for pg in pgs]
+    # the error by moves seen, a + b / n: player-games cut after 5, 10, 20 ... moves, and sets of 3 and 6 of a
+    # group's games
+    rows = []
+    for pg in pgs:
+        for cut in (5, 10, 20, 40, len(pg.moves)):
+            if cut <= len(pg.moves):
+                s = PlayerGame(pg.group, pg.truth, pg.moves[:cut], pg.colour, pg.game_index).skill(prior)
+                rows.append((s.posterior.n, (draft.elo_from_c(s.posterior.mean) - pg.truth) ** 2))
     for n_games in (3, 6):
-        for _, truth, s in players_of(pgs, n_games, args.seed):
+        for _, truth, s in players_of(pgs, n_games, args.seed, prior):
             rows.append((s.posterior.n, (draft.elo_from_c(s.posterior.mean) - truth) ** 2))
     n = np.array([r[0] for r in rows], dtype=float)
     e2 = np.array([r[1] for r in rows])
@@ -164,7 +178,8 @@ def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str
                   f"({args.fit_games} per rank group, seed {args.seed}), first {args.plies} moves, GNU Go level {args.level}",
         command=f"python bench/go_accuracy.py --fit --write --fit-games {args.fit_games} --plies {args.plies} "
                 f"--level {args.level} --seed {args.seed}",
-        extra={"k_points": K_POINTS, "scale": "GoR: 1d = 2100, 100 points a rank",
+        extra={"k_points": K_POINTS, "scale": "GoR: 1d = 2100, 100 points a rank", "level": args.level,
+               "c_prior": [round(prior[0], 4), round(prior[1], 4)],
                "group_centroids": {g: [round(c, 4), round(r, 1), w] for g, (c, r, w) in zip(GROUPS, centroids)}},
     )
 
@@ -176,7 +191,8 @@ def group_of(rating: float, centres: dict[str, float]) -> str:
 
 def evaluate(pgs: list[PlayerGame], cal: Calibration, args: argparse.Namespace) -> None:
     centres = {g: float(np.mean([pg.truth for pg in pgs if pg.group == g])) for g in GROUPS}
-    est = [(pg, cal.from_posterior(pg.skill().posterior)) for pg in pgs]
+    prior = GoSkill.for_calibration(cal).prior
+    est = [(pg, cal.from_posterior(pg.skill(prior).posterior)) for pg in pgs]
     truth = np.array([pg.truth for pg, _ in est])
     pred = np.array([e.rating for _, e in est])
     const = float(truth.mean())
@@ -195,7 +211,7 @@ def evaluate(pgs: list[PlayerGame], cal: Calibration, args: argparse.Namespace) 
     print("| games | players | exact group | within one group | constant (most common group) | MAE (ranks) | in the 95 % interval | mean half-width (ranks) |")
     print("|---|---|---|---|---|---|---|---|")
     for n_games in (1, 10, 20):
-        players = players_of(pgs, n_games, args.seed)
+        players = players_of(pgs, n_games, args.seed, prior)
         if not players:
             print(f"| {n_games} | 0 | (too few games per group) | | | | | |")
             continue
@@ -215,6 +231,41 @@ def evaluate(pgs: list[PlayerGame], cal: Calibration, args: argparse.Namespace) 
               f"{100 * base:.0f}% | {np.mean(errs):.2f} | {100 * np.mean(cov):.0f}% | {np.mean(half):.2f} |")
 
 
+# -- engine cost ----------------------------------------------------------------------------------------
+async def engine_cost(game: GoGame, args: argparse.Namespace) -> None:
+    """ms per move: kibitz's Go pool (one engine, a fresh process and a replay per search, no cache) against the raw
+    engine on the same positions and level (one process playing the game on, the same three GTP commands a move)."""
+    limits = GoLimits(args.level)
+    moves = game.moves[: args.plies]
+    positions, pos = [], GoPosition(size=game.size, komi=game.komi)
+    for colour, move in moves:
+        positions.append(pos.copy())
+        pos.play(move, colour=colour)
+    async with EnginePool(size=1, game=GO) as pool:
+        t0 = time.perf_counter()
+        for p in positions:
+            await pool.analyse_limits(p, limits)
+        kibitz = (time.perf_counter() - t0) / len(positions)
+    raw = GtpEngine(find_engine(default="gnugo", env="KIBITZ_GO_ENGINE"), {})
+    await raw.start()
+    try:
+        for cmd in ("boardsize 19", f"komi {game.komi:g}", "clear_board", f"level {args.level}"):
+            await raw._send(cmd)
+        t0 = time.perf_counter()
+        for colour, move in moves:
+            await raw._send(f"reg_genmove {colour}")
+            await raw._send("top_moves")
+            await raw._send("all_move_values")
+            await raw._send(f"play {colour} {move}")
+        bare = (time.perf_counter() - t0) / len(moves)
+    finally:
+        await raw.kill()
+    print(f"\nEngine cost per move ({len(positions)} positions of one held-out game, GNU Go level {args.level}, one "
+          f"process each, nothing cached): kibitz's pool {1000 * kibitz:.0f} ms, the raw engine {1000 * bare:.0f} ms "
+          f"(ratio {kibitz / bare:.2f}: the pool restarts the engine and replays the game before every search, which "
+          "is what makes its values reproducible)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_argument(ap)
@@ -226,6 +277,7 @@ def main() -> None:
     ap.add_argument("--engines", type=int, default=2, help="engine processes (default 2)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--cost", action="store_true", help="also time the engine per move against the raw engine")
     ap.add_argument("--fit", action="store_true", help="fit the calibration on candidating (and print it)")
     ap.add_argument("--write", action="store_true", help="with --fit: write it to analyzers/calibrations")
     args = ap.parse_args()
@@ -245,8 +297,10 @@ def main() -> None:
             print(f"wrote analyzers/calibrations/{PROFILE}.json")
     else:
         cal = load_go_calibration(PROFILE)
-    test_pgs = player_games(test, asyncio.run(analyse_all(test, args)))
-    evaluate(test_pgs, cal, args)
+    if test:
+        evaluate(player_games(test, asyncio.run(analyse_all(test, args))), cal, args)
+    if args.cost and test:
+        asyncio.run(engine_cost(test[0][1], args))
 
 
 if __name__ == "__main__":
