@@ -122,17 +122,6 @@ class SkillPosterior:
         self.n = 0
         self._moments: tuple[float, float] | None = None  # (mean, sd) until the density changes: one pass per move
 
-    def apply_prior(self, mean: float, sd: float) -> SkillPosterior:
-        """Multiply in a normal prior N(mean, sd^2) over c (instead of the flat one); returns self.
-
-        For a posterior that publishes from its first move on: with a handful of moves a flat prior leaves the mean
-        near the middle of the grid, which says nothing about the player; a population prior says what is known."""
-        if not sd > 0:
-            raise ValueError("a prior needs sd > 0")
-        self.logp = self.logp - 0.5 * ((self.grid - mean) / sd) ** 2
-        self._moments = None
-        return self
-
     # -- updating -------------------------------------------------------------------------------------
     def update(self, values: Sequence[float], played_index: int) -> None:
         """Multiply in the likelihood of the move ``played_index`` among candidates with ``values`` (pawns).

@@ -17,7 +17,7 @@ import json
 import random
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -86,8 +86,8 @@ class PlayerGame:
     colour: str
     game_index: int              # the game's place among its group's sampled games
 
-    def skill(self, prior: tuple[float, float] | None = None) -> GoSkill:
-        s = GoSkill(prior=prior)
+    def skill(self) -> GoSkill:
+        s = GoSkill()
         for m in self.moves:
             s.add(m.values, m.played)
         return s
@@ -106,8 +106,7 @@ def player_games(games: list[tuple[str, GoGame]], analysed: dict[str, list[GoMov
     return out
 
 
-def players_of(pgs: list[PlayerGame], n_games: int, seed: int,
-               prior: tuple[float, float] | None = None) -> list[tuple[str, float, GoSkill]]:
+def players_of(pgs: list[PlayerGame], n_games: int, seed: int) -> list[tuple[str, float, GoSkill]]:
     """Disjoint sets of ``n_games`` player-games of one rank group, one side of each game (Black in a group's even
     games, White in its odd ones): the protocol of Kuboki et al., where a group's games stand for a player of that
     strength. Returns (group, mean declared rating, the set's evidence)."""
@@ -118,7 +117,7 @@ def players_of(pgs: list[PlayerGame], n_games: int, seed: int,
         rng.shuffle(mine)
         for k in range(len(mine) // n_games):
             chunk = mine[k * n_games:(k + 1) * n_games]
-            s = GoSkill(prior=prior)
+            s = GoSkill()
             for pg in chunk:
                 for m in pg.moves:
                     s.add(m.values, m.played)
@@ -149,39 +148,39 @@ def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str
         mine = [(pg, s) for pg, s in skills if pg.group == group]
         centroids.append((float(np.mean([s.posterior.mean for _, s in mine])), float(np.mean([pg.truth for pg, _ in mine])), len(mine)))
     knots = pav_knots(centroids)
-    draft = Calibration(profile=PROFILE, engine=engine, engine_elo=0.0, c_knots=knots, residual_sd=0.0)
-    # the population prior over c: the player-games' posterior means (their spread includes each game's sampling
-    # noise, so the prior errs on the wide side)
-    means = np.array([s.posterior.mean for _, s in skills])
-    prior = (float(means.mean()), float(means.std()))
-    skills = [(pg, pg.skill(prior)) for pg in pgs]
-    # the error by moves seen, a + b / n: player-games cut after 5, 10, 20 ... moves, and sets of 3 and 6 of a
-    # group's games
+    centre = {g: c for g, (c, _, _) in zip(GROUPS, centroids)}
+    # the scatter of a scope's c around its group's centroid by moves seen, a + b / n: player-games cut after
+    # 20 ... 60 moves, and sets of 3 and 6 of a group's games
     rows = []
+    # (from 20 moves on: below that a flat prior's posterior mean is still mostly the grid's middle, and its error
+    # would set b for every n; with fewer moves a + b / n is large anyway and the population prior rules)
     for pg in pgs:
-        for cut in (5, 10, 20, 40, len(pg.moves)):
+        for cut in (20, 30, 40, len(pg.moves)):
             if cut <= len(pg.moves):
-                s = PlayerGame(pg.group, pg.truth, pg.moves[:cut], pg.colour, pg.game_index).skill(prior)
-                rows.append((s.posterior.n, (draft.elo_from_c(s.posterior.mean) - pg.truth) ** 2))
+                s = PlayerGame(pg.group, pg.truth, pg.moves[:cut], pg.colour, pg.game_index).skill()
+                rows.append((s.posterior.n, (s.posterior.mean - centre[pg.group]) ** 2))
     for n_games in (3, 6):
-        for _, truth, s in players_of(pgs, n_games, args.seed, prior):
-            rows.append((s.posterior.n, (draft.elo_from_c(s.posterior.mean) - truth) ** 2))
+        for group, _, s in players_of(pgs, n_games, args.seed):
+            rows.append((s.posterior.n, (s.posterior.mean - centre[group]) ** 2))
     n = np.array([r[0] for r in rows], dtype=float)
     e2 = np.array([r[1] for r in rows])
     a, b = np.linalg.lstsq(np.column_stack([np.ones_like(n), 1.0 / n]), e2, rcond=None)[0]
-    a, b = max(float(a), 1.0), max(float(b), 0.0)
-    resid = float(np.sqrt(np.mean([(draft.elo_from_c(s.posterior.mean) - pg.truth) ** 2 for pg, s in skills])))
-    return Calibration(
+    a, b = max(float(a), 1e-4), max(float(b), 0.0)
+    truths = np.array([pg.truth for pg in pgs])
+    cal = Calibration(
         profile=PROFILE, engine=engine, engine_elo=0.0, c_knots=[(round(c, 5), round(r, 1)) for c, r in knots],
-        residual_sd=round(resid, 1), error_var=(round(a, 1), round(b, 1)), provisional=False,
+        residual_sd=0.0, provisional=False,
         fitted_on=f"Fox candidating (fox_ranked_5k-9d), {len(pgs)} player-games of {len(pgs) // 2} games "
                   f"({args.fit_games} per rank group, seed {args.seed}), first {args.plies} moves, GNU Go level {args.level}",
         command=f"python bench/go_accuracy.py --fit --write --fit-games {args.fit_games} --plies {args.plies} "
                 f"--level {args.level} --seed {args.seed}",
         extra={"k_points": K_POINTS, "scale": "GoR: 1d = 2100, 100 points a rank", "level": args.level,
-               "c_prior": [round(prior[0], 4), round(prior[1], 4)],
+               "rank_model": {"prior": [round(float(truths.mean()), 1), round(float(truths.std()), 1)],
+                              "c_var": [round(a, 6), round(b, 6)]},
                "group_centroids": {g: [round(c, 4), round(r, 1), w] for g, (c, r, w) in zip(GROUPS, centroids)}},
     )
+    resid = float(np.sqrt(np.mean([(s.estimate(cal).rating - pg.truth) ** 2 for pg, s in skills])))
+    return replace(cal, residual_sd=round(resid, 1))
 
 
 # -- evaluation -----------------------------------------------------------------------------------------
@@ -191,8 +190,7 @@ def group_of(rating: float, centres: dict[str, float]) -> str:
 
 def evaluate(pgs: list[PlayerGame], cal: Calibration, args: argparse.Namespace) -> None:
     centres = {g: float(np.mean([pg.truth for pg in pgs if pg.group == g])) for g in GROUPS}
-    prior = GoSkill.for_calibration(cal).prior
-    est = [(pg, cal.from_posterior(pg.skill(prior).posterior)) for pg in pgs]
+    est = [(pg, pg.skill().estimate(cal)) for pg in pgs]
     truth = np.array([pg.truth for pg, _ in est])
     pred = np.array([e.rating for _, e in est])
     const = float(truth.mean())
@@ -211,14 +209,14 @@ def evaluate(pgs: list[PlayerGame], cal: Calibration, args: argparse.Namespace) 
     print("| games | players | exact group | within one group | constant (most common group) | MAE (ranks) | in the 95 % interval | mean half-width (ranks) |")
     print("|---|---|---|---|---|---|---|---|")
     for n_games in (1, 10, 20):
-        players = players_of(pgs, n_games, args.seed, prior)
+        players = players_of(pgs, n_games, args.seed)
         if not players:
             print(f"| {n_games} | 0 | (too few games per group) | | | | | |")
             continue
         hits = near = 0
         errs, cov, half = [], [], []
         for group, t, s in players:
-            e = cal.from_posterior(s.posterior)
+            e = s.estimate(cal)
             g = group_of(e.rating, centres)
             hits += g == group
             near += abs(GROUPS.index(g) - GROUPS.index(group)) <= 1

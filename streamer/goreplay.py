@@ -36,14 +36,11 @@ GoOutput = PerceivedRating | RatingUpdate | DeadLetter
 class GoPlayers:
     """What the replay keeps per player across games: the evidence of all their moves and their Glicko-2 rating."""
 
-    calibration: Calibration
     skill: dict[str, GoSkill] = field(default_factory=dict)
     glicko: dict[str, Glicko2Rating] = field(default_factory=dict)
 
     def skill_of(self, player_id: str) -> GoSkill:
-        if player_id not in self.skill:
-            self.skill[player_id] = GoSkill.for_calibration(self.calibration)
-        return self.skill[player_id]
+        return self.skill.setdefault(player_id, GoSkill())
 
 
 def perceived(skill: GoSkill, calibration: Calibration, *, player_id: str, scope: str, scope_id: str, game_id: str,
@@ -90,13 +87,13 @@ def _glicko_updates(game: GoGame, players: GoPlayers, config: Glicko2Config) -> 
 async def replay_go(games: Sequence[GoGame], pool: EnginePool, calibration: Calibration, *, limits: GoLimits,
                     players: GoPlayers | None = None, glicko: Glicko2Config | None = None) -> AsyncIterator[GoOutput]:
     """Rate ``games`` in order; yields every message as it is produced."""
-    players = players if players is not None else GoPlayers(calibration)
+    players = players if players is not None else GoPlayers()
     glicko = glicko or Glicko2Config()
     for game in games:
         if game.error is not None:
             yield _dead_letter(game, game.error)
             continue
-        in_game = {"b": GoSkill.for_calibration(calibration), "w": GoSkill.for_calibration(calibration)}
+        in_game = {"b": GoSkill(), "w": GoSkill()}
         ids = {"b": game.black.id, "w": game.white.id}
         error: KibitzError | None = None
         async for m in go_moves(game, pool, limits):

