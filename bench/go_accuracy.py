@@ -107,21 +107,24 @@ def player_games(games: list[tuple[str, GoGame]], analysed: dict[str, list[GoMov
 
 
 def players_of(pgs: list[PlayerGame], n_games: int, seed: int) -> list[tuple[str, float, GoSkill]]:
-    """Disjoint sets of ``n_games`` player-games of one rank group, one side of each game (Black in a group's even
-    games, White in its odd ones): the protocol of Kuboki et al., where a group's games stand for a player of that
-    strength. Returns (group, mean declared rating, the set's evidence)."""
+    """Sets of ``n_games`` player-games of one rank group standing for one player of that strength (the protocol of
+    Kuboki et al.): the group's games are shuffled and cut into disjoint runs of ``n_games``; each run gives two
+    players, its Black sides and its White sides (two players of the same games, not of the same moves).
+    Returns (group, mean declared rating, the set's evidence)."""
     rng = random.Random(seed)
     out = []
     for group in GROUPS:
-        mine = [pg for pg in pgs if pg.group == group and pg.colour == ("b" if pg.game_index % 2 == 0 else "w")]
-        rng.shuffle(mine)
-        for k in range(len(mine) // n_games):
-            chunk = mine[k * n_games:(k + 1) * n_games]
-            s = GoSkill()
-            for pg in chunk:
-                for m in pg.moves:
-                    s.add(m.values, m.played)
-            out.append((group, float(np.mean([pg.truth for pg in chunk])), s))
+        games = sorted({pg.game_index for pg in pgs if pg.group == group})
+        rng.shuffle(games)
+        for k in range(len(games) // n_games):
+            run = set(games[k * n_games:(k + 1) * n_games])
+            for colour in ("b", "w"):
+                chunk = [pg for pg in pgs if pg.group == group and pg.game_index in run and pg.colour == colour]
+                s = GoSkill()
+                for pg in chunk:
+                    for m in pg.moves:
+                        s.add(m.values, m.played)
+                out.append((group, float(np.mean([pg.truth for pg in chunk])), s))
     return out
 
 
@@ -205,7 +208,8 @@ def evaluate(pgs: list[PlayerGame], cal: Calibration, args: argparse.Namespace) 
           f"{(pred - truth).mean() / 100:+.2f} | {np.corrcoef(pred, truth)[0, 1]:.2f} | {kendall_tau_a(pred, truth):.2f} | "
           f"{100 * cover:.1f}% | {np.mean([(e.high - e.low) / 2 for _, e in est]) / 100:.2f} |")
     print(f"| constant = sample mean (oracle) | {mae_c:.2f} | +0.0% | +0.00 | - | - | - | - |")
-    print("\nRank group from N games of one player (one side of each game; 11 groups: 3-5k, 1-2k, 1d ... 9d)")
+    print("\nRank group from N games of one player (a group's games in disjoint runs of N, each run's Black sides and "
+          "its White sides as two players; 11 groups: 3-5k, 1-2k, 1d ... 9d; the nearest group centre is predicted)")
     print("| games | players | exact group | within one group | constant (most common group) | MAE (ranks) | in the 95 % interval | mean half-width (ranks) |")
     print("|---|---|---|---|---|---|---|---|")
     for n_games in (1, 10, 20):

@@ -166,19 +166,18 @@ class GtpEngine:
             await self._send(f"play {colour} {move}")
 
     async def analyse(self, pos: GoPosition, limits: GoLimits) -> GoAnalysis:
-        if self._proc is None:  # a slot whose restart failed earlier: try again now
-            try:
-                await self.start()
-            except Exception as e:
-                await self.kill()
-                raise EngineCrashed(f"cannot restart engine {self.command!r}: {e!r}") from e
         loop = asyncio.get_running_loop()
         started = loop.time()
-        if self._searched:
-            # GNU Go keeps state between searches that clear_cache does not reset (values move by up to ~0.2 point
-            # with what the process searched before): a fresh process per search is what makes answers reproducible
+        # GNU Go keeps state between searches that clear_cache does not reset (values move by up to ~0.2 point with
+        # what the process searched before): a fresh process per search is what makes answers reproducible. The same
+        # restart serves a slot whose earlier restart failed.
+        if self._proc is None or self._searched:
             await self.kill()
-            await self.start()
+            try:
+                await self.start()
+            except (OSError, EngineError) as e:
+                await self.kill()
+                raise EngineCrashed(f"cannot start engine {self.command!r}: {e!r}") from e
         self._searched = True
         if self._level != limits.level:
             await self._send(f"level {limits.level}")
