@@ -18,22 +18,22 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test,bench,rocksdb]'
 	touch $(STAMP)
 
-stockfish:
-	@if command -v stockfish >/dev/null 2>&1 || [ -x /usr/games/stockfish ]; then :; \
+# an engine from Debian when it is missing: $(call engine,BINARY,ENV VARIABLE THAT OVERRIDES IT)
+define engine
+	@if command -v $(1) >/dev/null 2>&1 || [ -x /usr/games/$(1) ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  echo "installing Stockfish from Debian"; \
-	  (apt-get install -y -qq stockfish >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq stockfish >/dev/null)) \
-	  || { echo "could not install stockfish: run 'sudo apt-get install stockfish' or set KIBITZ_ENGINE=/path/to/stockfish"; exit 1; }; \
-	else echo "Stockfish is missing: run 'sudo apt-get install stockfish' (Debian/Ubuntu) or set KIBITZ_ENGINE=/path/to/stockfish"; exit 1; fi
+	  echo "installing $(1) from Debian"; \
+	  (apt-get install -y -qq $(1) >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq $(1) >/dev/null)) \
+	  || { echo "could not install $(1): run 'sudo apt-get install $(1)' or set $(2)=/path/to/$(1)"; exit 1; }; \
+	else echo "$(1) is missing: run 'sudo apt-get install $(1)' (Debian/Ubuntu) or set $(2)=/path/to/$(1)"; exit 1; fi
+endef
 
-# Go games are analysed by GNU Go (GTP) from Debian
+# chess games are analysed by Stockfish (UCI), Go games by GNU Go (GTP)
+stockfish:
+	$(call engine,stockfish,KIBITZ_ENGINE)
+
 gnugo:
-	@if command -v gnugo >/dev/null 2>&1 || [ -x /usr/games/gnugo ]; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  echo "installing GNU Go from Debian"; \
-	  (apt-get install -y -qq gnugo >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq gnugo >/dev/null)) \
-	  || { echo "could not install gnugo: run 'sudo apt-get install gnugo' or set KIBITZ_GO_ENGINE=/path/to/gnugo"; exit 1; }; \
-	else echo "GNU Go is missing: run 'sudo apt-get install gnugo' (Debian/Ubuntu) or set KIBITZ_GO_ENGINE=/path/to/gnugo"; exit 1; fi
+	$(call engine,gnugo,KIBITZ_GO_ENGINE)
 
 # the overlay's browser test and the Prometheus scrape test use Debian's chromium and prometheus
 browser:
