@@ -8,7 +8,8 @@ For every move of a game (after a game's error-free moves, an illegal move stops
 - at the end of a game with a result, a Glicko-2 :class:`~schemas.messages.RatingUpdate` for each player, starting
   from the declared rank (``BR``/``WR``) or the platform default;
 - for a game that cannot be rated (unreadable record, unsupported size or handicap, illegal move, engine failure),
-  a :class:`~schemas.messages.DeadLetter` naming the game and the move, and the next game goes on.
+  a :class:`~schemas.messages.DeadLetter` with the whole SGF record, naming the game and the move, and the next game
+  goes on.
 
 :func:`replay_go` is I/O-free apart from the engine pool: the CLI (``kibitz replay FILE.sgf``) prints what it yields.
 """
@@ -28,6 +29,7 @@ from schemas.messages import DeadLetter, GlickoState, PerceivedRating, PlayerInf
 
 from .goassess import GoMove, go_moves
 from .sgf import GoGame
+from .steps import dead_letter
 
 GoOutput = PerceivedRating | RatingUpdate | DeadLetter
 
@@ -53,11 +55,6 @@ def perceived(skill: GoSkill, calibration: Calibration, *, player_id: str, scope
         rating=round(est.rating, 1), low=round(est.low, 1), high=round(est.high, 1), method="posterior",
         c_mean=round(mean, 4), c_sd=round(sd, 4), moves=skill.moves, gain_moves=skill.gains.count,
         profile=calibration.profile, provisional=calibration.provisional, rank=rank, rank_low=low, rank_high=high)
-
-
-def _dead_letter(game: GoGame, error: KibitzError) -> DeadLetter:
-    return DeadLetter(source=game.source, key=game.game_id, reason=getattr(error, "reason", "error"), error=str(error),
-                      game_id=game.game_id, ply=getattr(error, "ply", None), raw=game.source)
 
 
 def _glicko_updates(game: GoGame, players: GoPlayers, config: Glicko2Config) -> list[RatingUpdate]:
@@ -91,7 +88,7 @@ async def replay_go(games: Sequence[GoGame], pool: EnginePool, calibration: Cali
     glicko = glicko or Glicko2Config()
     for game in games:
         if game.error is not None:
-            yield _dead_letter(game, game.error)
+            yield dead_letter(game.error, game.record, source=game.source, key=game.game_id)
             continue
         in_game = {"b": GoSkill(), "w": GoSkill()}
         ids = {"b": game.black.id, "w": game.white.id}
@@ -108,7 +105,7 @@ async def replay_go(games: Sequence[GoGame], pool: EnginePool, calibration: Cali
             yield perceived(players.skill_of(pid), calibration, player_id=pid, scope="player", scope_id=pid,
                             game_id=game.game_id, ply=m.ply)
         if error is not None:
-            yield _dead_letter(game, error)
+            yield dead_letter(error, game.record, source=game.source, key=game.game_id)
             continue
         for update in _glicko_updates(game, players, glicko):
             yield update

@@ -46,6 +46,7 @@ class GoGame:
     event: str = ""
     source: str = ""                 # "file.sgf#index"
     error: InputError | None = None
+    record: bytes = b""              # the SGF record as read, for a dead letter
 
     @property
     def black_score(self) -> float | None:
@@ -97,14 +98,14 @@ def parse_game(data: bytes, source: str) -> GoGame:
     try:
         g = sgf.Sgf_game.from_bytes(data)
     except ValueError as e:
-        return GoGame(game_id, unknown, PlayerInfo(id=f"{game_id}:w"), source=source,
+        return GoGame(game_id, unknown, PlayerInfo(id=f"{game_id}:w"), source=source, record=data,
                       error=MalformedRecord(f"{source}: not a readable SGF record ({e})", game_id=game_id))
     root = g.get_root()
     # Fox records name the server in a second AP, or carry its own time properties TC/TT
     fox = b"foxwq" in data[:2000] or (root.has_property("TC") and root.has_property("TT"))
     game = GoGame(game_id, _player(root, "b", game_id), _player(root, "w", game_id), size=g.get_size(),
                   komi=_komi(root, fox), result=(root.get("RE") if root.has_property("RE") else "") or "",
-                  event=(root.get("EV") if root.has_property("EV") else "") or "", source=source)
+                  event=(root.get("EV") if root.has_property("EV") else "") or "", source=source, record=data)
     handicap = root.get("HA") if root.has_property("HA") else 0
     if game.size not in SUPPORTED_SIZES:
         game.error = UnsupportedGame(f"{source}: board size {game.size} is not rated (sizes {SUPPORTED_SIZES})", game_id=game_id)

@@ -227,6 +227,7 @@ def test_replay_of_a_held_out_fox_game_rates_both_players_move_by_move(tmp_path)
     msgs = [json.loads(line) for line in out.read_text().splitlines()]
     dead = [m for m in msgs if m["type"] == "deadletter"]
     assert [d["reason"] for d in dead] == ["illegal_move", "malformed_record"]
+    assert dead[0]["raw"] == "(;GM[1]FF[4]SZ[19]PB[x]PW[y];B[dd];W[dd])" and dead[0]["source"] == "bad_then_good.sgf#0"
     assert "move 2 (W dd" not in dead[0]["error"] and "move 2" in dead[0]["error"] and dead[0]["ply"] == 1
     game = [m for m in msgs if m["type"] == "perceived" and m["scope"] == "game" and m["game_id"].startswith("bad_then_good")]
     fox = [m for m in game if m["moves"] and m["player_id"] in ("E9A38EE584BFE58EBB", "jkl012")]
