@@ -2,11 +2,11 @@
 
 A :class:`GameAdapter` names the game's engine protocol (a class with ``start``/``analyse``/``kill``/``quit``), the
 default binary, how a position is keyed for the cache, what the engine is shown (the position alone, so the key
-determines the answer), which positions need no search, how an analysis is read back from the cache, and how a
-move is applied (legality and notation: UCI for chess, GTP coordinates for Go).
+determines the answer), which positions need no search, and how an analysis is read back from the cache. Moves
+are applied by each game's position type: python-chess boards (UCI), :class:`~analyzers.goboard.GoPosition` (GTP).
 
-- :data:`CHESS`: UCI engines (Stockfish), python-chess boards, UCI moves;
-- :data:`GO`: GTP engines (GNU Go), :class:`~analyzers.goboard.GoPosition`, GTP moves or "pass".
+- :data:`CHESS`: UCI engines (Stockfish) on python-chess boards;
+- :data:`GO`: GTP engines (GNU Go) on :class:`~analyzers.goboard.GoPosition`.
 """
 
 from __future__ import annotations
@@ -15,27 +15,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import chess
-
-from ..errors import IllegalMove
 from ..goboard import GoPosition
 from .analysis import PositionAnalysis, canonical_board, position_key, terminal_analysis
 from .gtp import GoAnalysis, GtpEngine
 from .uci import DEFAULT_OPTIONS, UciEngine
-
-
-def _push_uci(board: chess.Board, move: str) -> None:
-    try:
-        m = chess.Move.from_uci(move)
-    except ValueError:
-        raise IllegalMove(f"{move!r} is not a UCI move") from None
-    if m not in board.legal_moves:
-        raise IllegalMove(f"{move} is not legal in {board.fen()}")
-    board.push(m)
-
-
-def _copy_go(pos: GoPosition) -> GoPosition:
-    return pos.copy()
 
 
 @dataclass(frozen=True)
@@ -48,7 +31,6 @@ class GameAdapter:
     canonical: Callable[[Any], Any]  # what the engine is shown (an independent copy)
     terminal: Callable[[Any, str, Any], Any | None]  # the analysis of a position that needs no search, or None
     decode: Callable[[dict[str, Any]], Any]           # an analysis from its to_dict()
-    play: Callable[[Any, str], None]                   # apply a move in the game's notation, or raise IllegalMove
     describe: Callable[[Any], str]                     # the position in error messages
     default_options: dict[str, Any] = field(default_factory=dict)
 
@@ -56,13 +38,11 @@ class GameAdapter:
 CHESS = GameAdapter(
     name="chess", default_engine="stockfish", engine_env="KIBITZ_ENGINE", make_engine=UciEngine,
     key=position_key, canonical=canonical_board, terminal=terminal_analysis, decode=PositionAnalysis.from_dict,
-    play=_push_uci, describe=lambda b: b.epd(), default_options=dict(DEFAULT_OPTIONS),
+    describe=lambda b: b.epd(), default_options=dict(DEFAULT_OPTIONS),
 )
 
 GO = GameAdapter(
     name="go", default_engine="gnugo", engine_env="KIBITZ_GO_ENGINE", make_engine=GtpEngine,
-    key=GoPosition.key, canonical=_copy_go, terminal=lambda pos, engine, limits: None, decode=GoAnalysis.from_dict,
-    play=GoPosition.play, describe=lambda p: f"go {p.size}x{p.size} after {p.ply} moves",
+    key=GoPosition.key, canonical=GoPosition.copy, terminal=lambda pos, engine, limits: None, decode=GoAnalysis.from_dict,
+    describe=lambda p: f"go {p.size}x{p.size} after {p.ply} moves",
 )
-
-ADAPTERS = {a.name: a for a in (CHESS, GO)}
