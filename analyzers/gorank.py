@@ -47,7 +47,3 @@ def rank_label(rating: float) -> str:
         return f"{min(steps + 1, 9)}d"
     return f"{min(-steps, 30)}k"
 
-
-def rank_number(rating: float) -> float:
-    """Ranks above 1 kyu, continuous: 1k = 0, 1d = 1, 9d = 9, 5k = -4 (a kyu/dan difference counts one rank)."""
-    return (rating - (DAN_1 - PER_RANK)) / PER_RANK

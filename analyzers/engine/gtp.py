@@ -56,17 +56,8 @@ class GoAnalysis:
     limits: str
     time: float = 0.0
 
-    @property
-    def best_points(self) -> float:
-        return self.candidates[0][1] if self.candidates else 0.0
-
-    def value_of(self, move: str) -> float:
-        """The value of ``move``: its listed value, 0 for a move the engine gave no value (pass included)."""
-        m = move.upper()
-        return next((v for c, v in self.candidates if c.upper() == m), 0.0)
-
     def values(self, played: str) -> tuple[list[float], int]:
-        """Candidate values and the index of ``played`` among them (appended at its value when not listed)."""
+        """Candidate values and the index of ``played`` among them (appended at 0 points when not listed)."""
         vals = [v for _, v in self.candidates]
         m = played.upper()
         for i, (c, _) in enumerate(self.candidates):
@@ -188,13 +179,13 @@ class GtpEngine:
         values = parse_values(await self._send("top_moves"), pos.size)
         for move, v in parse_values(await self._send("all_move_values"), pos.size).items():
             values[move] = max(v, values.get(move, v))
-        if best not in values and best != "RESIGN":
-            values[PASS if best == "PASS" else best] = values.get(best, 0.0)
+        if best != "RESIGN":
+            values.setdefault(best, 0.0)  # GNU Go's choice is a candidate even when it lists no value for it
         if not values:
-            values[PASS] = 0.0
+            values["PASS"] = 0.0
         # best first; ties keep GNU Go's choice first, then by name, so the order is reproducible
         ordered = sorted(values.items(), key=lambda kv: (-kv[1], kv[0] != best, kv[0]))
-        return GoAnalysis(key=pos.key(), candidates=tuple((m.lower() if m == "PASS" else m, v) for m, v in ordered),
+        return GoAnalysis(key=pos.key(), candidates=tuple((PASS if m == "PASS" else m, v) for m, v in ordered),
                           engine=self.name, limits=limits.key, time=loop.time() - started)
 
     async def quit(self, timeout: float = 5.0) -> None:
