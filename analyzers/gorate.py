@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -59,8 +60,9 @@ class GoSkill:
     def moves(self) -> int:
         return self.posterior.n
 
-    def estimate(self, calibration: Calibration, level: float = DEFAULT_LEVEL) -> RatingEstimate:
-        return RankModel.of(calibration).estimate(self.posterior, level)
+    def estimate(self, model: Calibration | RankModel, level: float = DEFAULT_LEVEL) -> RatingEstimate:
+        """The rating; pass the :class:`RankModel` (``RankModel.of(calibration)``) where many estimates are read."""
+        return (model if isinstance(model, RankModel) else RankModel.of(model)).estimate(self.posterior, level)
 
 
 @dataclass(frozen=True)
@@ -100,13 +102,18 @@ class RankModel:
         out = np.where(ratings < rs[0], cs[0] + lo_slope * (ratings - rs[0]), out)
         return np.where(ratings > rs[-1], cs[-1] + hi_slope * (ratings - rs[-1]), out)
 
+    @cached_property
+    def _grid(self) -> tuple[np.ndarray, np.ndarray]:
+        """c(R) and the log prior on :attr:`GRID`: the same for every estimate, computed once."""
+        r = self.GRID
+        return self.c_of(r), -0.5 * ((r - self.prior_mean) / self.prior_sd) ** 2
+
     def estimate(self, posterior: SkillPosterior, level: float = DEFAULT_LEVEL) -> RatingEstimate:
         r = self.GRID
-        n = max(posterior.n, 1)
-        var = self.var_a + self.var_b / n
-        logp = -0.5 * ((r - self.prior_mean) / self.prior_sd) ** 2
+        c_grid, logp = self._grid
         if posterior.n > 0:
-            logp = logp - 0.5 * (posterior.mean - self.c_of(r)) ** 2 / var
+            var = self.var_a + self.var_b / posterior.n
+            logp = logp - 0.5 * (posterior.mean - c_grid) ** 2 / var
         p = np.exp(logp - logp.max())
         p /= p.sum()
         cdf = np.cumsum(p)

@@ -30,7 +30,7 @@ from analyzers.engine.gtp import GoLimits, GtpEngine
 from analyzers.engine.pool import EnginePool
 from analyzers.engine.uci import find_engine
 from analyzers.goboard import GoPosition
-from analyzers.gorate import DEFAULT_GO_PROFILE, K_POINTS, GoSkill, load_go_calibration
+from analyzers.gorate import DEFAULT_GO_PROFILE, K_POINTS, GoSkill, RankModel, load_go_calibration
 from streamer.goassess import GoMove, assess_go_game
 from streamer.sgf import GoGame, read_sgf_games
 
@@ -183,7 +183,8 @@ def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str
                               "c_var": [round(a, 6), round(b, 6)]},
                "group_centroids": {g: [round(c, 4), round(r, 1), w] for g, (c, r, w) in zip(GROUPS, centroids)}},
     )
-    resid = float(np.sqrt(np.mean([(s.estimate(cal).rating - pg.truth) ** 2 for pg, s in skills])))
+    model = RankModel.of(cal)
+    resid = float(np.sqrt(np.mean([(s.estimate(model).rating - pg.truth) ** 2 for pg, s in skills])))
     return replace(cal, residual_sd=round(resid, 1))
 
 
@@ -194,7 +195,8 @@ def group_of(rating: float, centres: dict[str, float]) -> str:
 
 def evaluate(pgs: list[PlayerGame], cal: Calibration, args: argparse.Namespace) -> None:
     centres = {g: float(np.mean([pg.truth for pg in pgs if pg.group == g])) for g in GROUPS}
-    est = [(pg, pg.skill().estimate(cal)) for pg in pgs]
+    model = RankModel.of(cal)
+    est = [(pg, pg.skill().estimate(model)) for pg in pgs]
     truth = np.array([pg.truth for pg, _ in est])
     pred = np.array([e.rating for _, e in est])
     const = float(truth.mean())
@@ -221,7 +223,7 @@ def evaluate(pgs: list[PlayerGame], cal: Calibration, args: argparse.Namespace) 
         hits = near = 0
         errs, cov, half = [], [], []
         for group, t, s in players:
-            e = s.estimate(cal)
+            e = s.estimate(model)
             g = group_of(e.rating, centres)
             hits += g == group
             near += abs(GROUPS.index(g) - GROUPS.index(group)) <= 1

@@ -130,6 +130,7 @@ async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
     """``kibitz replay FILE.sgf...``: Go games through GNU Go and the Go skill model (streamer.goreplay)."""
     from analyzers.engine.adapter import GO
     from analyzers.engine.gtp import GoLimits
+    from analyzers.engine.pool import DEFAULT_TIMEOUT
     from analyzers.gorate import load_go_calibration
 
     from .goreplay import replay_go
@@ -156,7 +157,7 @@ async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
         print(f"calibration is PROVISIONAL: {cal.fitted_on}; see the README's Go section for what it measures", flush=True)
     try:
         async with EnginePool(args.go_engine, size=args.engines, cache_path=args.cache, game=GO,
-                              timeout=args.search_timeout or 60.0) as pool:
+                              timeout=args.search_timeout or DEFAULT_TIMEOUT) as pool:
             async for msg in replay_go(games, pool, cal, limits=limits):
                 out(msg)
                 if isinstance(msg, DeadLetter):

@@ -24,7 +24,7 @@ from analyzers.engine.gtp import GoLimits
 from analyzers.engine.pool import EnginePool
 from analyzers.errors import KibitzError
 from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
-from analyzers.gorate import GoSkill, rank_range
+from analyzers.gorate import GoSkill, RankModel, rank_range
 from schemas.messages import DeadLetter, GlickoState, PerceivedRating, PlayerInfo, RatingUpdate
 
 from .goassess import GoMove, go_moves
@@ -45,9 +45,9 @@ class GoPlayers:
         return self.skill.setdefault(player_id, GoSkill())
 
 
-def perceived(skill: GoSkill, calibration: Calibration, *, player_id: str, scope: str, scope_id: str, game_id: str,
-              ply: int) -> PerceivedRating:
-    est = skill.estimate(calibration)
+def perceived(skill: GoSkill, calibration: Calibration, model: RankModel, *, player_id: str, scope: str, scope_id: str,
+              game_id: str, ply: int) -> PerceivedRating:
+    est = skill.estimate(model)
     rank, low, high = rank_range(est)
     mean, sd = skill.posterior.moments()
     return PerceivedRating(
@@ -86,6 +86,7 @@ async def replay_go(games: Sequence[GoGame], pool: EnginePool, calibration: Cali
     """Rate ``games`` in order; yields every message as it is produced."""
     players = players if players is not None else GoPlayers()
     glicko = glicko or Glicko2Config()
+    model = RankModel.of(calibration)  # once: its grid is shared by every estimate
     for game in games:
         if game.error is not None:
             yield dead_letter(game.error, game.record, source=game.source, key=game.game_id)
@@ -100,9 +101,9 @@ async def replay_go(games: Sequence[GoGame], pool: EnginePool, calibration: Cali
             pid = ids[m.colour]
             for skill in (in_game[m.colour], players.skill_of(pid)):
                 skill.add(m.values, m.played)
-            yield perceived(in_game[m.colour], calibration, player_id=pid, scope="game", scope_id=game.game_id,
+            yield perceived(in_game[m.colour], calibration, model, player_id=pid, scope="game", scope_id=game.game_id,
                             game_id=game.game_id, ply=m.ply)
-            yield perceived(players.skill_of(pid), calibration, player_id=pid, scope="player", scope_id=pid,
+            yield perceived(players.skill_of(pid), calibration, model, player_id=pid, scope="player", scope_id=pid,
                             game_id=game.game_id, ply=m.ply)
         if error is not None:
             yield dead_letter(error, game.record, source=game.source, key=game.game_id)
