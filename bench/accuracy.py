@@ -60,18 +60,21 @@ SPLITS = {"holdout": "rated-holdout", "dev": "rated-dev"}
 MOVES_SEEN = (10, 20, 40, 80, 160)
 
 
-def population_prior(folder) -> tuple[float, float]:  # noqa: ANN001
-    """Mean and sd of the FIDE ratings of rated-dev's players: what a platform knows of a newcomer (dev data only)."""
+def dev_population(folder) -> tuple[tuple[float, float], set[str]]:  # noqa: ANN001
+    """From rated-dev's headers (dev data only): the mean and sd of its players' FIDE ratings (what a platform knows
+    of a newcomer) and every player id in it (ids as the ingest makes them: FIDE id, else the name), for the
+    player-disjoint check."""
     import chess.pgn
 
-    from streamer.ingest import rating_from_tag
+    from streamer.ingest import player_id_for, rating_from_tag
 
-    ratings = []
+    ratings, ids = [], set()
     for path in sorted(folder.glob("*.pgn")):
         with open(path, encoding="utf-8", errors="replace") as f:
             while (h := chess.pgn.read_headers(f)) is not None:
                 ratings += [r for r in (rating_from_tag(h.get("WhiteElo")), rating_from_tag(h.get("BlackElo"))) if r]
-    return float(np.mean(ratings)), float(np.std(ratings))
+                ids |= {player_id_for(h, color, "") for color in ("White", "Black")}
+    return (float(np.mean(ratings)), float(np.std(ratings))), ids
 
 
 #: Event families of rated-holdout, by file name: where the errors differ (juniors, time controls, level).
@@ -97,6 +100,7 @@ class Estimates:
     perf: RatingEstimate | None = None   # the move model with the FIDE rating (declared) as prior, RD DEFAULT_DECLARED_RD
     move_model: RatingEstimate | None = None  # the move model's own moves-only estimate
     tclass: str = ""
+    player: str = ""  # the player's id (FIDE id, else name)
 
     @property
     def main(self) -> RatingEstimate:
@@ -185,7 +189,7 @@ def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment
                     s.add(a, None, MODEL)
             if rated(s, cal):
                 rows.append(estimates(s, cal, me.rating, opp.rating))
-                rows[-1].family = family(g.game_id)
+                rows[-1].family, rows[-1].player = family(g.game_id), me.id
     return rows
 
 
@@ -196,8 +200,12 @@ def per_player_event(games: list[PgnGame], results, cal: Calibration, min_games:
     scopes = follow_player_events(games, results, MOVES_SEEN,
                                   lambda n, s, me, opp: seen.append((n, main_estimate(s, cal), me.rating)),
                                   counted_only=cal.has_c_map, model=MODEL)
-    rows = [estimates(s, cal, mine[-1].rating, float(np.mean([o.rating for o in theirs])))
-            for s, mine, theirs in scopes.values() if s.games >= min_games and rated(s, cal)]
+    families = {g.event: family(g.game_id) for g in games}
+    rows = []
+    for (event, _), (s, mine, theirs) in scopes.items():
+        if s.games >= min_games and rated(s, cal):
+            rows.append(estimates(s, cal, mine[-1].rating, float(np.mean([o.rating for o in theirs]))))
+            rows[-1].family, rows[-1].player = families[event], mine[-1].id
     return rows, seen
 
 
@@ -349,7 +357,12 @@ def main() -> None:
     if COMB is not None:
         print(f"combination: {COMB.fitted_on} ({'PROVISIONAL' if COMB.provisional else 'final'}); {COMB.command}")
     method = "combination" if COMB is not None else "move model" if MODEL is not None else "posterior over c" if cal.has_c_map else "gain histogram, Alg. 4"
-    groupings = [("event family", lambda e: e.family)] + ([("time-control class", lambda e: e.tclass)] if MODEL else [])
+    (prior, dev_players) = dev_population(data / "pgn" / "rated-dev")
+    # the player-disjoint check: juniors and students recur across years, so some held-out players also played in
+    # rated-dev, which the models were fitted on; their rows apart from the others show whether that helped
+    disjoint = ("player-disjoint check (players who also played in rated-dev, the fitting set)",
+                lambda e: "also in rated-dev" if e.player in dev_players else "not in rated-dev")
+    groupings = [("event family", lambda e: e.family)] + ([("time-control class", lambda e: e.tclass)] if MODEL else []) + [disjoint]
     for label, key in groupings:
         grouped_table(method, f"{label}, per player-game", key, game_rows)
         if len(event_rows) >= 10:
@@ -363,7 +376,6 @@ def main() -> None:
             cover = np.mean([e.low <= t <= e.high for e, t in pts])
             print(f"| {k} | {len(pts)} | {np.mean(np.abs(err)):.0f} | {np.mean(err):+.0f} | {cover:.1%} | "
                   f"{np.mean([e.half_width for e, _ in pts]):.0f} |")
-    prior = population_prior(data / "pgn" / "rated-dev")
     ll = outcome_loglik(games, results, cal, prior)
     print(f"\nNewcomers (not seen yet in the sample) start as the rated-dev population: {prior[0]:.0f} +/- {prior[1]:.0f}")
     names = list(next(iter(ll.values())))
