@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from .posterior import K_PAWNS
 
@@ -40,6 +41,10 @@ OBVIOUS_GAP = 0.20
 TIERS = ("screening", "action")
 #: Fewer moves than this never raise an alert.
 DEFAULT_MIN_MOVES = 40
+#: The player scope's evidence is its last DEFAULT_PLAYER_WINDOW to 2 x DEFAULT_PLAYER_WINDOW counted moves (about
+#: 10-20 games): a sum over every game a player ever played would let any small, persistent misfit of the model for an
+#: honest player grow as sqrt(moves) until it crossed a tier.
+DEFAULT_PLAYER_WINDOW = 300
 
 
 def exclusion(win_losses: Sequence[float], recapture: bool) -> str | None:
@@ -96,7 +101,12 @@ class FairPlayMove:
 
 @dataclass
 class FairPlayStats:
-    """Running sums for the match and loss statistics of one player (or one player in one game)."""
+    """Running sums for the match and loss statistics of one player (or one player in one game).
+
+    With ``window`` > 0 the sums cover only the most recent counted moves, between ``window`` and 2 x ``window`` of
+    them, in O(1) state: ``block`` sums the moves since the last full block, the totals sum that block and the one
+    before; when ``block`` fills, the older block leaves and the totals become the full block's sums (copied, not
+    subtracted, so no rounding accumulates)."""
 
     n: int = 0
     matches: int = 0
@@ -105,6 +115,8 @@ class FairPlayStats:
     loss: float = 0.0
     expected_loss: float = 0.0
     loss_var: float = 0.0
+    window: int = 0  # 0: every move counts; else the recency window above
+    block: FairPlayStats | None = None  # the moves since the last full block (window > 0 only)
 
     def update(self, values: Sequence[float], played_index: int, c_ref: float, k: float = K_PAWNS) -> None:
         """Add one move: candidate ``values`` (pawns, side to move, best first or not), the index played."""
@@ -114,6 +126,16 @@ class FairPlayStats:
         """Add one move's precomputed terms (None: a forced move, not counted)."""
         if m is None:
             return
+        self._sum(m)
+        if self.window > 0:
+            block = self.block = self.block or FairPlayStats()
+            block._sum(m)
+            if block.n >= self.window:
+                # the older block leaves the window: what is left is this full block
+                self._copy_sums(block)
+                self.block = FairPlayStats()
+
+    def _sum(self, m: FairPlayMove) -> None:
         self.n += 1
         self.matches += m.matched
         self.expected_matches += m.p_top
@@ -121,6 +143,10 @@ class FairPlayStats:
         self.loss += m.loss
         self.expected_loss += m.expected_loss
         self.loss_var += m.loss_var
+
+    def _copy_sums(self, other: FairPlayStats) -> None:
+        self.n, self.matches, self.expected_matches, self.match_var = other.n, other.matches, other.expected_matches, other.match_var
+        self.loss, self.expected_loss, self.loss_var = other.loss, other.expected_loss, other.loss_var
 
     @property
     def z_match(self) -> float:
@@ -151,9 +177,14 @@ class FairPlayStats:
         z = self.strongest()[1]
         return "action" if z >= action else "screening" if z >= screen else None
 
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if not self.window:  # the states of game and event scopes stay as they were
+            del d["window"], d["block"]
+        return d
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, float]) -> FairPlayStats:
-        return cls(**{k: type(getattr(cls(), k))(v) for k, v in data.items()})
+    def from_dict(cls, data: Mapping[str, Any]) -> FairPlayStats:
+        block = data.get("block")
+        fields = {k: type(getattr(cls(), k))(v) for k, v in data.items() if k != "block"}
+        return cls(**fields, block=cls.from_dict(block) if block else None)

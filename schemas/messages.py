@@ -279,12 +279,12 @@ class FairPlayAlert(Message):
     statistic: Literal["match", "loss"]
     z: float
     threshold: float = Field(description="the tier's z threshold")
-    moves: int = Field(description="counted moves behind the statistic")
+    moves: int = Field(description="counted moves behind the statistic (player scope: its recent window of them)")
     observed: float = Field(description="engine matches, or summed loss (win probability with the move model)")
     expected: float
     reference_rating: Rating
     reference_source: str = Field(default="declared", description="where the reference rating came from")
-    games: int
+    games: int = Field(description="games in the scope (player scope: every game of the player so far)")
     plies: list[int] = Field(default_factory=list, description="the counted plies of the game that ended the crossing")
 
 

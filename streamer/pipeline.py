@@ -28,7 +28,7 @@ from analyzers.calibration import Calibration
 from analyzers.combination import Combination, MoveFeatures, ScopeFeatures, moments
 from analyzers.engine.analysis import Limits, PositionAnalysis
 from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, StateStoreError, UnknownGame, UnsupportedGame
-from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, TIERS, FairPlayMove, FairPlayStats, exclusion
+from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_PLAYER_WINDOW, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, TIERS, FairPlayMove, FairPlayStats, exclusion
 from analyzers.gain import GainHistogram, gain
 from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
 from analyzers.perceived import DEFAULT_LEVEL, RatingEstimate
@@ -94,6 +94,8 @@ class PipelineConfig:
     z_threshold: float = DEFAULT_Z_THRESHOLD  # the action tier
     screen_z: float = DEFAULT_SCREEN_Z  # the screening tier (a review queue)
     min_alert_moves: int = DEFAULT_MIN_MOVES
+    #: The player scope's fair-play evidence: its last window to 2 x window counted moves (0: every move it ever had)
+    player_fair_window: int = DEFAULT_PLAYER_WINDOW
     level: float = DEFAULT_LEVEL
     #: A player's unfinished game scopes and event scopes kept at most; the oldest goes first. With the player scope
     #: that bounds a player's state near (32 + 8 + 1) scopes x about 6 KB (see PLAYER_STATE_BOUND).
@@ -575,6 +577,7 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
         return []  # duplicate (game_id, ply): already counted
     cal = config.calibration
     c_ref = cal.c_from_elo(a.reference_rating) if a.reference_rating and cal is not None and cal.has_c_map else None
+    state.overall.fair.window = config.player_fair_window  # the config decides, also for states stored before it
     scopes = [game, state.overall] + ([_scope(state.events, a.event, config.max_events, state)] if a.event else [])
     if count_move(scopes, a, c_ref, config.model) is not None:
         game.fair_plies.append(a.ply)
@@ -586,8 +589,9 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
 def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, game: ScopeStats,
                     event: ScopeStats | None) -> FairPlayAlert | None:
     """At a game's end: the alert for a new crossing, or None. The player's tier is the highest any scope (this game,
-    this event, all their games) crosses; an alert goes out when it rises above the tier of the last alert, naming
-    the scope with the largest z at that tier. Falling under every tier re-arms the alerts: one alert per crossing."""
+    this event, the player's recent games: :attr:`PipelineConfig.player_fair_window`) crosses; an alert goes out
+    when it rises above the tier of the last alert, naming the scope with the largest z at that tier. Falling under
+    every tier re-arms the alerts: one alert per crossing."""
     scopes = [("game", r.game_id, game, 1), ("player", r.player_id, state.overall, state.overall.games)]
     if event is not None:
         scopes.insert(1, ("event", r.event, event, event.games))

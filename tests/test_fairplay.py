@@ -9,10 +9,18 @@ import pytest
 
 from analyzers.calibration import load_calibration
 from analyzers.engine import EnginePool
-from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, OBVIOUS_GAP, FairPlayMove, FairPlayStats, exclusion
+from analyzers.fairplay import (
+    DEFAULT_MIN_MOVES,
+    DEFAULT_PLAYER_WINDOW,
+    DEFAULT_Z_THRESHOLD,
+    OBVIOUS_GAP,
+    FairPlayMove,
+    FairPlayStats,
+    exclusion,
+)
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import load_move_model
-from schemas import GameResult, GameStarted, MoveEvent, PlayerInfo
+from schemas import GameResult, GameStarted, MoveAssessment, MoveEvent, PlayerInfo
 from streamer.pipeline import PipelineConfig, PlayerState, apply_player_event, count_move
 from streamer.steps import Steps
 
@@ -129,3 +137,47 @@ def test_one_crossing_gives_one_alert_and_falling_back_rearms_it():
     again = [a for _ in range(8) for a in game(40, True, event="third")]
     assert [a.tier for a in again] in (["action"], ["screening", "action"])  # a new crossing: one alert per tier
     assert PlayerState.from_dict(state.to_dict()).alert_tier == state.alert_tier
+
+
+def test_the_player_scope_weighs_only_its_recent_moves():
+    """An honest player the model fits badly (plays like 2200, declared 1800: about the model's person sd) over
+    20,000 counted moves: summed over every move the match z grows as sqrt(moves) and crosses the action tier;
+    over the player scope's window (300 to 600 recent moves) it never does, and the window's sums are exact."""
+    rng = np.random.default_rng(11)
+    s_true, c_true = params(2200)
+    s_ref, c_ref = params(1800)
+    forever, recent = FairPlayStats(), FairPlayStats(window=DEFAULT_PLAYER_WINDOW)
+    peak_recent = 0.0
+    moves: list[FairPlayMove] = []
+    for i in range(20_000):
+        losses = position(rng)
+        m = FairPlayMove.from_model(losses, honest_choice(rng, losses, s_true, c_true), s_ref, c_ref)
+        moves.append(m)
+        forever.add(m)
+        recent.add(m)
+        if i >= DEFAULT_MIN_MOVES:
+            peak_recent = max(peak_recent, recent.z_match, recent.z_loss)
+        if i + 1 >= DEFAULT_PLAYER_WINDOW:
+            assert DEFAULT_PLAYER_WINDOW <= recent.n < 2 * DEFAULT_PLAYER_WINDOW
+    assert forever.z_match >= DEFAULT_Z_THRESHOLD  # the misfit alone, summed forever, would be an action alert
+    assert peak_recent < DEFAULT_Z_THRESHOLD
+    again = FairPlayStats()
+    for m in moves[-recent.n:]:
+        again.add(m)
+    assert (again.n, again.matches) == (recent.n, recent.matches)
+    assert again.expected_matches == pytest.approx(recent.expected_matches) and again.loss == pytest.approx(recent.loss)
+    assert FairPlayStats.from_dict(recent.to_dict()) == recent  # the block in progress survives the state store
+
+
+def test_the_pipeline_applies_the_configured_player_window():
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, player_fair_window=7)
+    cands = [{"uci": "e2e4", "cp": 30, "mate": None}, {"uci": "d2d4", "cp": 20, "mate": None}, {"uci": "g1f3", "cp": -40, "mate": None}]
+    state = None
+    for i in range(20):
+        a = MoveAssessment(game_id="g", ply=20 + 2 * i, player_id="p", color="white", uci="d2d4", reference_rating=1800,
+                           eval_before=30, eval_after=20, gain=-10, loss=10, candidates=cands, played_rank=1, played_value=20,
+                           counted=True, engine="test", limits="d8-mpv5", time_class="rapid")
+        state, _ = apply_player_event(state, a, config)
+    assert state is not None and state.games["g"].fair.n == 20  # the game scope counts every move
+    assert state.overall.fair.window == 7 and state.overall.fair.n == 7 + 20 % 7  # the player scope: the last 7-13
+    assert PlayerState.from_dict(state.to_dict()).overall.fair == state.overall.fair
