@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import random
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -21,7 +22,7 @@ from fairplay_data import analyse, load_samples, whole_player_events
 
 from analyzers import fairplay
 from analyzers.engine import EnginePool
-from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, exclusion
+from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, FairPlayStats, exclusion
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
 from schemas import MoveAssessment
@@ -42,14 +43,28 @@ def without_obvious_rule() -> Iterator[None]:
         fairplay.OBVIOUS_GAP = gap
 
 
-def scope_z(moves: Iterable[MoveAssessment], model, exclusions: bool = True) -> tuple[float, int]:  # noqa: ANN001
-    """(the larger of the match and loss z, counted moves) of one scope, through the service's own counting;
-    ``exclusions=False``: without the obvious-move and recapture rules."""
+def scope_stats(moves: Iterable[MoveAssessment], model, exclusions: bool = True) -> FairPlayStats:  # noqa: ANN001
+    """One scope's fair-play sums, through the service's own counting; ``exclusions=False``: without the
+    obvious-move and recapture rules."""
     s = ScopeStats()
     with contextlib.nullcontext() if exclusions else without_obvious_rule():
         for a in moves:
             count_move([s], a if exclusions else a.model_copy(update={"recapture": False}), None, model)
-    return s.fair.strongest()[1] if s.fair.n >= DEFAULT_MIN_MOVES else float("-inf"), s.fair.n
+    return s.fair
+
+
+def scope_z(moves: Iterable[MoveAssessment], model, exclusions: bool = True) -> tuple[float, int]:  # noqa: ANN001
+    """(the larger of the match and loss z, counted moves) of one scope; -inf under the alerts' minimum of moves."""
+    f = scope_stats(moves, model, exclusions)
+    return f.strongest()[1] if f.n >= DEFAULT_MIN_MOVES else float("-inf"), f.n
+
+
+def normal_tail_per_1000(zs: list[float], threshold: float) -> tuple[float, float, float]:
+    """(mean, sd, alarms per 1,000 units) if the z of the units that can alarm (40+ counted moves) were normal with
+    their own mean and sd: what the honest sample says about rates too rare to count in it."""
+    live = [z for z in zs if z > float("-inf")]
+    m, sd = float(np.mean(live)), float(np.std(live, ddof=1))
+    return m, sd, 1000 * len(live) / len(zs) * 0.5 * math.erfc((threshold - m) / (sd * math.sqrt(2)))
 
 
 def band(r: float) -> str:
@@ -70,6 +85,10 @@ def alarm_table(title: str, rows: list[tuple[float, str, str]]) -> None:
         cells = [f"{sum(z >= th for z in zs):>2}/{len(zs)}" for th in THRESHOLDS]
         print(f"{key:<10} " + "  ".join(f"{c:>5}" for c in cells) + "   per 1,000 at 4.75: "
               f"{1000 * sum(z >= DEFAULT_Z_THRESHOLD for z in zs) / len(zs):.1f}")
+    m, sd, rate = normal_tail_per_1000([z for z, _, _ in rows], DEFAULT_Z_THRESHOLD)
+    rate3 = normal_tail_per_1000([z for z, _, _ in rows], DEFAULT_SCREEN_Z)[2]
+    print(f"z of the units with {DEFAULT_MIN_MOVES}+ counted moves: mean {m:+.2f}, sd {sd:.2f} (a calibrated null: 0, 1); "
+          f"were it normal so, per 1,000 units: {rate3:.1f} at {DEFAULT_SCREEN_Z}, {rate:.2f} at {DEFAULT_Z_THRESHOLD}")
 
 
 def arguments() -> argparse.Namespace:
@@ -133,9 +152,9 @@ def report(samples, results, assisted, model, seed: int) -> None:  # noqa: ANN00
     pes = whole_player_events(samples.events)
     print("\ndetection over whole held-out player-events (5-11 games), share of the player's moves replaced by the "
           "depth-12 first choice, re-valued at the service's limit; per threshold the share of player-events flagged")
-    print("fraction  events  " + "  ".join(f"{t:>5}" for t in THRESHOLDS) + "   median z")
+    print("fraction  events  " + "  ".join(f"{t:>5}" for t in THRESHOLDS) + "   median z (match, loss)")
     for frac in (0.0, *FRACTIONS):
-        zs = []
+        zs, by_stat = [], []
         for (_, pid), games in sorted(pes.items()):
             moves: list[MoveAssessment] = []
             complete = True
@@ -150,10 +169,12 @@ def report(samples, results, assisted, model, seed: int) -> None:  # noqa: ANN00
                     if a.color == color:
                         moves.append(alt[a.ply] if a.ply in alt and rng.random() < frac else a)
             if complete:
-                zs.append(scope_z(moves, model)[0])
+                f = scope_stats(moves, model)
+                zs.append(f.strongest()[1] if f.n >= DEFAULT_MIN_MOVES else float("-inf"))
+                by_stat.append((f.z_match, f.z_loss))
         if zs:
             print(f"{frac:>8.0%}  {len(zs):>6}  " + "  ".join(f"{np.mean([z >= t for z in zs]):>5.0%}" for t in THRESHOLDS)
-                  + f"   {np.median(zs):.1f}")
+                  + f"   {np.median(zs):.1f} ({np.median([m for m, _ in by_stat]):.1f}, {np.median([x for _, x in by_stat]):.1f})")
     # -- TCEC: engine games as 100 % ------------------------------------------------------------------------------
     zs: dict[int, list[float]] = {}
     for ref in (2000, 2500, 2800) if samples.tcec else ():
