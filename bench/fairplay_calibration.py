@@ -121,16 +121,16 @@ def main() -> None:
     if args.warm:
         return
     model = load_move_model(args.profile)
-    report(samples, results, assisted, model, args.seed)
+    report(samples, results, assisted, model, args.seed, config.profile)
 
 
-def report(samples, results, assisted, model, seed: int) -> None:  # noqa: ANN001
+def report(samples, results, assisted, model, seed: int, profile) -> None:  # noqa: ANN001
     # -- what the exclusions remove ----------------------------------------------------------------------------
     reasons: Counter = Counter()
     for g in samples.honest:
         for a in results.get(g.game_id, []):
-            if not a.counted:
-                reasons["book, forced or decided"] += 1
+            if not a.counted:  # the game step's rules, in its order: book plies, then forced, else decided
+                reasons["book" if a.ply < profile.skip_plies else "forced" if len(a.candidates) <= 1 else "decided"] += 1
                 continue
             values, idx = move_choice(a)
             reasons[exclusion(win_losses([v * 100 for v in values]).tolist(), a.recapture) or "counted"] += 1
