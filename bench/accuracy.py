@@ -367,14 +367,17 @@ def main() -> None:
         grouped_table(method, f"{label}, per player-game", key, game_rows)
         if len(event_rows) >= 10:
             grouped_table(method, f"{label}, per player-event", key, event_rows)
-    print(f"\n| {'counted ' if cal.has_c_map else ''}moves seen (player-event) | n | {method} MAE | bias | in 95 % | mean half-width |")
-    print("|---|---|---|---|---|---|")
+    print(f"\n| {'counted ' if cal.has_c_map else ''}moves seen (player-event) | n | {method} MAE | constant's MAE | cut | bias "
+          "| in 95 % | mean half-width |")
+    print("|---|---|---|---|---|---|---|---|")
     for k in MOVES_SEEN:
         pts = [(e, t) for kk, e, t in seen if kk == k]
         if pts:
-            err = np.array([e.rating - t for e, t in pts])
+            truths = np.array([t for _, t in pts])
+            err = np.array([e.rating for e, _ in pts]) - truths
+            mae, const = np.mean(np.abs(err)), np.mean(np.abs(truths - truths.mean()))  # the constant: these rows' mean
             cover = np.mean([e.low <= t <= e.high for e, t in pts])
-            print(f"| {k} | {len(pts)} | {np.mean(np.abs(err)):.0f} | {np.mean(err):+.0f} | {cover:.1%} | "
+            print(f"| {k} | {len(pts)} | {mae:.0f} | {const:.0f} | {1 - mae / const:+.1%} | {np.mean(err):+.0f} | {cover:.1%} | "
                   f"{np.mean([e.half_width for e, _ in pts]):.0f} |")
     ll = outcome_loglik(games, results, cal, prior)
     print(f"\nNewcomers (not seen yet in the sample) start as the rated-dev population: {prior[0]:.0f} +/- {prior[1]:.0f}")
