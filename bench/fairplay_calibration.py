@@ -53,10 +53,15 @@ def scope_stats(moves: Iterable[MoveAssessment], model, exclusions: bool = True)
     return s.fair
 
 
+def alarm_z(f: FairPlayStats) -> float:
+    """The larger of the match and loss z; -inf under the alerts' minimum of counted moves (it can never alarm)."""
+    return f.strongest()[1] if f.n >= DEFAULT_MIN_MOVES else float("-inf")
+
+
 def scope_z(moves: Iterable[MoveAssessment], model, exclusions: bool = True) -> tuple[float, int]:  # noqa: ANN001
-    """(the larger of the match and loss z, counted moves) of one scope; -inf under the alerts' minimum of moves."""
+    """(:func:`alarm_z`, counted moves) of one scope."""
     f = scope_stats(moves, model, exclusions)
-    return f.strongest()[1] if f.n >= DEFAULT_MIN_MOVES else float("-inf"), f.n
+    return alarm_z(f), f.n
 
 
 def normal_tail_per_1000(zs: list[float], threshold: float) -> tuple[float, float, float]:
@@ -85,8 +90,8 @@ def alarm_table(title: str, rows: list[tuple[float, str, str]]) -> None:
         cells = [f"{sum(z >= th for z in zs):>2}/{len(zs)}" for th in THRESHOLDS]
         print(f"{key:<10} " + "  ".join(f"{c:>5}" for c in cells) + "   per 1,000 at 4.75: "
               f"{1000 * sum(z >= DEFAULT_Z_THRESHOLD for z in zs) / len(zs):.1f}")
-    m, sd, rate = normal_tail_per_1000([z for z, _, _ in rows], DEFAULT_Z_THRESHOLD)
-    rate3 = normal_tail_per_1000([z for z, _, _ in rows], DEFAULT_SCREEN_Z)[2]
+    zs_all = [z for z, _, _ in rows]
+    (m, sd, rate), rate3 = normal_tail_per_1000(zs_all, DEFAULT_Z_THRESHOLD), normal_tail_per_1000(zs_all, DEFAULT_SCREEN_Z)[2]
     print(f"z of the units with {DEFAULT_MIN_MOVES}+ counted moves: mean {m:+.2f}, sd {sd:.2f} (a calibrated null: 0, 1); "
           f"were it normal so, per 1,000 units: {rate3:.1f} at {DEFAULT_SCREEN_Z}, {rate:.2f} at {DEFAULT_Z_THRESHOLD}")
 
@@ -170,7 +175,7 @@ def report(samples, results, assisted, model, seed: int, profile) -> None:  # no
                         moves.append(alt[a.ply] if a.ply in alt and rng.random() < frac else a)
             if complete:
                 f = scope_stats(moves, model)
-                zs.append(f.strongest()[1] if f.n >= DEFAULT_MIN_MOVES else float("-inf"))
+                zs.append(alarm_z(f))
                 by_stat.append((f.z_match, f.z_loss))
         if zs:
             print(f"{frac:>8.0%}  {len(zs):>6}  " + "  ".join(f"{np.mean([z >= t for z in zs]):>5.0%}" for t in THRESHOLDS)
