@@ -15,8 +15,11 @@ Move-based skill (from the moves alone):
 Result-based ratings: :mod:`.glicko2` (platform updates after each game), :mod:`.pool` (Ordo-style pool fit with
 error bars), :mod:`.concordance` (Kendall's tau_a, how well one ordering agrees with another).
 
-Engines: :mod:`.engine`, an asyncio pool of deterministic searches with a cache and fault handling, one pool for
-both games through a game adapter (:mod:`.engine.adapter`): UCI engines for chess, GTP engines (GNU Go) for Go.
+Games: a game adapter (:mod:`.engine.adapter`, ``CHESS`` and ``GO``) is everything the pipeline and the engine pool
+know of a game: the rules (:mod:`.chessboard` on python-chess, :mod:`.goboard` on sgfmill: the initial position, a move
+in the game's notation applied or refused with ``IllegalMove``, the side to move, a position stored and restored) and
+the engine request. Engines: :mod:`.engine`, an asyncio pool of deterministic searches with a cache and fault
+handling, one pool for both games: UCI engines for chess, GTP engines (GNU Go) for Go.
 
 Go (docs/models.md s. 11): :mod:`.goboard` (the position: captures, ko, suicide, passes, GTP notation),
 :mod:`.gorank` (kyu/dan ranks on the GoR scale), :mod:`.gorate` (points lost, the posterior over c in points, a

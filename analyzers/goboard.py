@@ -118,3 +118,42 @@ class GoPosition:
         other = GoPosition(self.size, self.komi, self.to_move, self.ko, self.passes, dict(self.captures), list(self.moves))
         other.board = self.board.copy()
         return other
+
+
+# -- the game adapter's view (analyzers.engine.adapter.GO): the same functions as analyzers.chessboard ------------
+#: Colours by side: 0 is the first player (Black in Go), 1 the second.
+SIDES = ("b", "w")
+
+
+def start(setup: str | None = None) -> GoPosition:
+    """The position ``setup`` describes: "SIZE KOMI", optionally followed by moves (what :func:`snapshot` writes);
+    an empty 19x19 board with komi 7.5 when None. Raises :class:`IllegalMove` for a setup that cannot be played."""
+    return restore(setup) if setup else GoPosition()
+
+
+def play(pos: GoPosition, move: str, side: int | None = None) -> None:
+    """Play ``move`` (GTP) for the side to move, or for ``side`` (0 Black, 1 White: a record may let one side move
+    twice, a pass left out)."""
+    pos.play(move, colour=SIDES[side] if side is not None else None)
+
+
+def mover(pos: GoPosition) -> int:
+    """The side to move: 0 Black (the first player), 1 White."""
+    return SIDES.index(pos.to_move)
+
+
+def snapshot(pos: GoPosition) -> str:
+    """The game as text :func:`restore` replays: size, komi, then each move as colour and GTP point."""
+    return " ".join([str(pos.size), f"{pos.komi:g}", *(f"{c}:{m}" for c, m in pos.moves)])
+
+
+def restore(text: str) -> GoPosition:
+    try:
+        size, komi, *moves = text.split()
+        pos = GoPosition(size=int(size), komi=float(komi))
+        for cm in moves:
+            colour, move = cm.split(":", 1)
+            pos.play(move, colour=colour)
+    except ValueError as e:  # a size kibitz does not rate, or text that is not a snapshot
+        raise IllegalMove(f"not a Go position: {text[:40]!r} ({e})") from None
+    return pos

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from analyzers.engine.adapter import GO
 from analyzers.engine.gtp import GoAnalysis, GoLimits
 from analyzers.engine.pool import EnginePool
 from analyzers.errors import EngineError, IllegalMove, InputError
-from analyzers.goboard import GoPosition
+from analyzers.goboard import SIDES, GoPosition
 
 from .sgf import GoGame
 
@@ -49,14 +50,14 @@ async def go_moves(game: GoGame, pool: EnginePool, limits: GoLimits, *,
     if game.error is not None:
         yield game.error
         return
-    pos = GoPosition(size=game.size, komi=game.komi)
+    pos: GoPosition = GO.start(f"{game.size} {game.komi:g}")
     moves = game.moves[:max_plies] if max_plies is not None else game.moves
     for i, (colour, move) in enumerate(moves):
         if pos.over:
             return
-        nxt = pos.copy()
+        nxt = GO.copy(pos)
         try:
-            nxt.play(move, colour=colour)
+            GO.play(nxt, move, SIDES.index(colour))
         except IllegalMove as e:
             yield IllegalMove(f"move {i + 1} ({colour.upper()} {move}): {e}", game_id=game.game_id, ply=i)
             return

@@ -1,8 +1,11 @@
 """The pipeline both runtimes call: one step per game event, one step per player event. No I/O.
 
-Game step (keyed by game_id): :func:`start_game`, :func:`assess_move`, :func:`end_game` keep a :class:`GameState`
-and turn moves into :class:`~schemas.MoveAssessment` (one engine search per position, shared by the gain, the
-posterior and fair play) and game ends into one :class:`~schemas.GameResult` per player.
+Game step (keyed by game_id): :func:`start_game`, :func:`apply_move`, :func:`assess_move`, :func:`end_game` keep a
+:class:`GameState` and turn moves into :class:`~schemas.MoveAssessment` (one engine search per position, shared by the
+gain, the posterior and fair play) and game ends into one :class:`~schemas.GameResult` per player. Positions are
+handled only through the game's adapter (:mod:`analyzers.engine.adapter`); the assessment itself (centipawns, the
+move model) is chess's, so the game step refuses Go events with :class:`~analyzers.errors.UnsupportedGame` (Go is
+rated by the replay, :mod:`streamer.goreplay`).
 
 Player step (keyed by player_id): :func:`apply_player_event` updates a :class:`PlayerState` (gain histograms,
 posteriors over c and fair-play sums for the game, event and player scopes; the Glicko-2 rating) and returns what to
@@ -21,11 +24,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import chess
 import numpy as np
 
 from analyzers.calibration import Calibration
 from analyzers.combination import Combination, MoveFeatures, ScopeFeatures, moments
+from analyzers.engine.adapter import GAMES, GameAdapter
 from analyzers.engine.analysis import Limits, PositionAnalysis
 from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, StateStoreError, UnknownGame, UnsupportedGame
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_PLAYER_WINDOW, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, TIERS, FairPlayMove, FairPlayStats, exclusion
@@ -64,8 +67,9 @@ from schemas import (
 )
 
 log = logging.getLogger("kibitz.pipeline")
-Analyse = Callable[[chess.Board, Limits], Awaitable[PositionAnalysis]]
-Prefetch = Callable[[chess.Board, Limits], None]
+#: The engine pool's search and look-ahead, on a position of the game's adapter (a python-chess board for chess).
+Analyse = Callable[[Any, Limits], Awaitable[PositionAnalysis]]
+Prefetch = Callable[[Any, Limits], None]
 #: Finished games a player state remembers, so a late duplicate of their events is recognised.
 _REMEMBER_GAMES = 256
 SECONDS_PER_DAY = 86400.0
@@ -138,20 +142,28 @@ class GameState:
     #: the input offset of the last record applied to this game (set by the transactional stage): a record at or
     #: before it was applied and committed already, and is skipped when a cut transaction re-reads it
     input_offset: int = -1
-    _board: chess.Board | None = field(default=None, repr=False, compare=False)
+    game: str = "chess"  # the messages' ``game``: which adapter (analyzers.engine.adapter.GAMES) holds the rules
+    _position: Any = field(default=None, repr=False, compare=False)
 
-    def board(self) -> chess.Board:
-        if self._board is None:
-            b = chess.Board(self.initial_fen) if self.initial_fen else chess.Board()
+    @property
+    def adapter(self) -> GameAdapter:
+        return GAMES[self.game]
+
+    def position(self) -> Any:
+        """The current position (the adapter's type: a python-chess board for chess), built on first use."""
+        if self._position is None:
+            game = self.adapter
+            pos = game.start(self.initial_fen)
             for m in self.moves:
-                b.push_uci(m)
-            self._board = b
-        return self._board
+                game.play(pos, m)
+            self._position = pos
+        return self._position
 
     def copy(self) -> GameState:
-        """An independent copy (its own move and clock lists; the board is rebuilt from the moves if it is needed),
-        for a stage that may have to put a game back as it was before a record: a few us, where to_dict costs 30."""
-        return replace(self, moves=list(self.moves), last_clock=list(self.last_clock), _board=None)
+        """An independent copy (its own move and clock lists; the position is rebuilt from the moves if it is
+        needed), for a stage that may have to put a game back as it was before a record: a few us, where to_dict
+        costs 30."""
+        return replace(self, moves=list(self.moves), last_clock=list(self.last_clock), _position=None)
 
     def to_dict(self) -> dict[str, Any]:
         if self.ended:  # an end marker: enough to reject a late event or a re-used id, a few hundred bytes
@@ -165,7 +177,8 @@ class GameState:
             "time_class": self.time_class, "clock_base": self.clock_base, "last_clock": list(self.last_clock),
             "touched": self.touched, "input_offset": self.input_offset,
             # the current position, so a stored game is restored in O(1) instead of replaying every move
-            "fen": self.board().fen(),
+            "position": self.adapter.snapshot(self.position()),
+            **({"game": self.game} if self.game != "chess" else {}),  # chess states keep their earlier form
         }
 
     @classmethod
@@ -176,11 +189,12 @@ class GameState:
             d["game_id"], PlayerInfo(**d["white"]), PlayerInfo(**d["black"]), d["event"], d.get("initial_fen"),
             list(d.get("moves", ())), GameEnded(**pending) if pending else None, d["ended"],
             d.get("time_class", UNKNOWN_CLASS), d.get("clock_base"), list(d.get("last_clock") or [None, None]),
-            float(d.get("touched", 0.0)), int(d.get("input_offset", -1)),
+            float(d.get("touched", 0.0)), int(d.get("input_offset", -1)), d.get("game", "chess"),
         )
-        if d.get("fen"):
-            # the engine sees positions without history (see analyzers.engine.analysis), so the FEN is all it needs
-            state._board = chess.Board(d["fen"])
+        stored = d.get("position") or d.get("fen")  # "fen": chess states stored before the adapter
+        if stored:
+            # the engine sees positions without history (see analyzers.engine.analysis), so this is all it needs
+            state._position = state.adapter.restore(stored)
         return state
 
 
@@ -197,12 +211,12 @@ def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch |
                             game_id=ev.game_id)
     try:
         state = GameState(ev.game_id, ev.white, ev.black, ev.event, ev.initial_fen,
-                          time_class=parse_time_control(ev.time_control))
-        board = state.board()
-    except ValueError as e:
-        raise IllegalMove(f"invalid initial position: {e}", game_id=ev.game_id) from None
+                          time_class=parse_time_control(ev.time_control), game=ev.game)
+        position = state.position()
+    except IllegalMove as e:
+        raise IllegalMove(str(e), game_id=ev.game_id) from None
     if prefetch is not None:
-        prefetch(board, config.limits)  # the first position is known now: search it before the first move
+        prefetch(position, config.limits)  # the first position is known now: search it before the first move
     return state
 
 
@@ -223,8 +237,9 @@ def _check_ply(state: GameState | None, ev: MoveEvent) -> GameState:
     return state
 
 
-def _white_view(a: PositionAnalysis, board: chess.Board) -> int:
-    return a.best_cp if board.turn == chess.WHITE else -a.best_cp
+def _first_view(a: PositionAnalysis, side: int) -> int:
+    """The evaluation from the first player's side (White's, in chess) when ``side`` is to move."""
+    return a.best_cp if side == 0 else -a.best_cp
 
 
 @dataclass
@@ -233,28 +248,31 @@ class AppliedMove:
 
     event: MoveEvent
     state: GameState
-    before: chess.Board
-    after: chess.Board
-    white_moved: bool
+    before: Any   # the position before the move and after it (copies, the adapter's type)
+    after: Any
+    side: int     # who moved: 0 the first player (White), 1 the second
     results: list[GameResult]
     clock_spent: float | None = None  # the mover's previous clock minus this one
-    captured_on: int | None = None  # the square the opponent's last move captured on, if it captured
+    captured_on: Any = None  # where the opponent's last move captured (chess: a square), if it captured
+
+    @property
+    def white_moved(self) -> bool:
+        return self.side == 0
 
 
 def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
     """Validate a move and advance the game. Input errors leave the state untouched."""
     state = _check_ply(state, ev)
-    board = state.board()
+    game = state.adapter
+    pos = state.position()
+    before = game.copy(pos)
+    captured_on = game.last_capture(pos)
+    side = game.mover(pos)
     try:
-        move = chess.Move.from_uci(ev.uci)
-    except ValueError:
-        raise IllegalMove(f"not a UCI move: {ev.uci}", game_id=ev.game_id, ply=ev.ply) from None
-    if move not in board.legal_moves:
-        raise IllegalMove(f"{ev.uci} is illegal in {board.fen()}", game_id=ev.game_id, ply=ev.ply)
-    before = board.copy(stack=False)
-    captured_on = _last_capture(board)
-    white_moved = board.turn == chess.WHITE
-    board.push(move)
+        game.play(pos, ev.uci)
+    except IllegalMove as e:
+        raise IllegalMove(str(e), game_id=ev.game_id, ply=ev.ply) from None
+    white_moved = side == 0
     state.moves.append(ev.uci)
     if state.time_class == UNKNOWN_CLASS and ev.clock is not None and ev.ply <= 1:
         # no declared time control: the first clock is base + increment minus a few seconds
@@ -267,7 +285,7 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
         state.last_clock[side] = ev.clock
         if ev.ply <= 1 and ev.clock > 0:
             state.clock_base = max(state.clock_base or 0.0, ev.clock)
-    return AppliedMove(ev, state, before, board.copy(stack=False), white_moved, _maybe_finish(state), spent, captured_on)
+    return AppliedMove(ev, state, before, game.copy(pos), side, _maybe_finish(state), spent, captured_on)
 
 
 async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineConfig) -> MoveAssessment:
@@ -276,21 +294,22 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
 
     The game has already advanced (:func:`apply_move`), so an engine failure here loses only this assessment.
     """
-    ev, state, before_board, board = applied.event, applied.state, applied.before, applied.after
+    ev, state, before_pos, after_pos = applied.event, applied.state, applied.before, applied.after
     white_moved = applied.white_moved
     limits = config.limits
-    before = await analyse(before_board, limits)
-    after = await analyse(board, limits)
+    before = await analyse(before_pos, limits)
+    after = await analyse(after_pos, limits)
     mover = state.white if white_moved else state.black
     rank = before.rank_of(ev.uci)
-    recapture = _recaptures(before_board, before, applied.captured_on)
+    # the recapture rule of fair play: the engine's first choice takes back what the opponent just took
+    recapture = bool(before.candidates) and state.adapter.retakes(before_pos, before.candidates[0].uci, applied.captured_on)
     played_value = before.candidates[rank].value if rank is not None else -after.best_cp
     counted = (
         ev.ply >= config.profile.skip_plies
         and abs(before.best_cp) <= config.profile.decided_cp
         and len(before.candidates) > 1
     )
-    s_before, s_after = _white_view(before, before_board), _white_view(after, board)
+    s_before, s_after = _first_view(before, applied.side), _first_view(after, state.adapter.mover(after_pos))
     return MoveAssessment(
         game_id=ev.game_id, ply=ev.ply, player_id=mover.id, color="white" if white_moved else "black", uci=ev.uci,
         event=state.event, reference_rating=mover.rating, reference_rd=mover.rd, time_class=state.time_class,
@@ -302,28 +321,6 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
         played_rank=rank, played_value=played_value, counted=counted, engine=before.engine, limits=before.limits,
         recapture=recapture,
     )
-
-
-def _last_capture(board: chess.Board) -> int | None:
-    """The square the last move of ``board`` captured on, or None. Read from the board alone: a move captured if
-    it reset the halfmove clock and was not a pawn push (a pawn captures when it changes file)."""
-    if not board.move_stack:
-        return None
-    last = board.move_stack[-1]
-    piece = board.piece_at(last.to_square)
-    if piece is not None and piece.piece_type == chess.PAWN:
-        captured = chess.square_file(last.from_square) != chess.square_file(last.to_square)
-    else:
-        captured = board.halfmove_clock == 0
-    return last.to_square if captured else None
-
-
-def _recaptures(board: chess.Board, analysis: PositionAnalysis, captured_on: int | None) -> bool:
-    """Whether the engine's first choice in ``board`` takes back on ``captured_on``."""
-    if captured_on is None or not analysis.candidates:
-        return False
-    best = chess.Move.from_uci(analysis.candidates[0].uci)
-    return best.to_square == captured_on and board.is_capture(best)
 
 
 def end_game(state: GameState | None, ev: GameEnded) -> list[GameResult]:
