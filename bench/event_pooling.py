@@ -32,7 +32,7 @@ from common import add_data_argument, data_dir
 from fit_model import analysed
 
 from analyzers.profiles import get_profile
-from analyzers.ratingmodel import RATING_GRID, UNKNOWN_CLASS, MoveModel, load_move_model, summarise, win_losses
+from analyzers.ratingmodel import FLAT_PRIOR, RATING_GRID, UNKNOWN_CLASS, MoveModel, load_move_model, summarise, win_losses
 from schemas import MoveAssessment
 from streamer.batch import sample_player_events
 from streamer.pipeline import move_choice
@@ -59,8 +59,7 @@ def likelihood(model: MoveModel, moves: list[MoveAssessment]) -> tuple[np.ndarra
             tclass = a.time_class or UNKNOWN_CLASS
             ll = ll + model.move_loglik(win_losses([v * 100 for v in values]), idx, tclass)
             n += 1
-    t = model.temperature * ll
-    like = np.exp(t - t.max()) @ model._kernel()
+    like = model.posteriors(ll, (FLAT_PRIOR,))[0]  # tempered and convolved, as the service does, with no prior
     return like / like.max(), n, tclass
 
 
