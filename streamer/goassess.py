@@ -50,7 +50,7 @@ async def go_moves(game: GoGame, pool: EnginePool, limits: GoLimits, *,
     if game.error is not None:
         yield game.error
         return
-    pos: GoPosition = GO.start(f"{game.size} {game.komi:g}")
+    pos = GoPosition(size=game.size, komi=game.komi)  # the record's setup, already checked by the SGF reader
     moves = game.moves[:max_plies] if max_plies is not None else game.moves
     for i, (colour, move) in enumerate(moves):
         if pos.over:
