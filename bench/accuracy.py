@@ -41,16 +41,17 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir, follow_player_events
+from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir, event_priors, follow_player_events
 
 from analyzers.calibration import Calibration, load_calibration
 from analyzers.combination import Combination, load_combination
 from analyzers.concordance import kendall_tau_a
 from analyzers.engine import EnginePool
+from analyzers.eventpool import load_event_pool
 from analyzers.glicko2 import SCALE, Glicko2Config, expected, update_after_game
 from analyzers.perceived import RatingEstimate
 from analyzers.profiles import get_profile
-from analyzers.ratingmodel import MoveModel, load_move_model
+from analyzers.ratingmodel import MoveModel, Prior, load_move_model
 from schemas import MoveAssessment
 from streamer.batch import assess_games, sample_player_events, sample_rated_games
 from streamer.ingest import PgnGame
@@ -101,6 +102,12 @@ class Estimates:
     move_model: RatingEstimate | None = None  # the move model's own moves-only estimate
     tclass: str = ""
     player: str = ""  # the player's id (FIDE id, else name)
+    unpooled: RatingEstimate | None = None  # the moves-only estimate without the event prior, where there was one
+
+    @property
+    def without_pool(self) -> RatingEstimate | None:
+        """The published estimate as it would be without event pooling."""
+        return self.unpooled or self.model
 
     @property
     def main(self) -> RatingEstimate:
@@ -113,6 +120,8 @@ class Estimates:
 MODEL: MoveModel | None = None
 #: The combination on top of it (set by main), or None: then the move model's estimate is the published one.
 COMB: Combination | None = None
+#: The event prior attached to each assessment, {(game_id, ply): Prior} (set by main; empty without event pooling).
+PRIORS: dict[tuple[str, int], Prior] = {}
 
 
 def rated(s: ScopeStats, cal: Calibration) -> bool:
@@ -122,9 +131,14 @@ def rated(s: ScopeStats, cal: Calibration) -> bool:
     return s.post.n >= 1 and s.hist.count >= 1 if cal.has_c_map else s.hist.count >= 1
 
 
-def main_estimate(s: ScopeStats, cal: Calibration) -> RatingEstimate:
+def prior_at(a: MoveAssessment | None) -> Prior | None:
+    """The event prior the pool step attached to assessment ``a`` (None without event pooling or before any)."""
+    return PRIORS.get((a.game_id, a.ply)) if a is not None else None
+
+
+def main_estimate(s: ScopeStats, cal: Calibration, event_prior: Prior | None = None) -> RatingEstimate:
     """What the player step publishes (streamer.pipeline.model_estimates, the same function)."""
-    est = model_estimates(s, MODEL, COMB) if MODEL is not None else None
+    est = model_estimates(s, MODEL, COMB, event_prior=event_prior) if MODEL is not None else None
     if est is not None:
         return est.moves_only
     return cal.from_posterior(s.post) if cal.has_c_map else cal.from_histogram(s.hist)
@@ -135,7 +149,7 @@ def performance(s: ScopeStats, declared: float) -> RatingEstimate | None:
     return est.performance if est else None
 
 
-def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float) -> Estimates:
+def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float, event_prior: Prior | None = None) -> Estimates:
     gn = cal.from_histogram(s.hist)
     if not cal.has_c_map:
         return Estimates(truth, opponent, None, gn, None)
@@ -144,9 +158,13 @@ def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float) ->
     comb = (w_p * p.rating + w_g * gn.rating) / (w_p + w_g)
     half = 1.96 * math.sqrt(1 / (w_p + w_g))  # treats the two as independent: optimistic, they share the moves
     out = Estimates(truth, opponent, p, gn, RatingEstimate(comb, comb - half, comb + half, p.n))
-    est = model_estimates(s, MODEL, COMB, declared=(truth, None)) if MODEL is not None else None
+    est = model_estimates(s, MODEL, COMB, declared=(truth, None), event_prior=event_prior) if MODEL is not None else None
     if est is not None:
         out.model, out.perf, out.move_model, out.tclass = est.moves_only, est.performance, est.model, s.rating.tclass
+        if event_prior is not None:  # what the scope's estimate would be without event pooling, for the comparison
+            alone = model_estimates(s, MODEL, COMB)
+            assert alone is not None
+            out.unpooled = alone.moves_only
     return out
 
 
@@ -166,7 +184,11 @@ def table(title: str, rows: list[Estimates]) -> None:
     print("|---|---|---|---|---|---|---|")
     # (the performance estimate has the FIDE rating as its prior, so it is judged by predicting results, below)
     published = "combination, moves only (published)" if COMB else "move model, moves only (published)"
-    for name, attr in ((published, "model"), *((("move model alone, moves only", "move_model"),) if COMB else ()),
+    pooled = ()
+    if PRIORS:
+        published = "published: event prior (s. 12)" + (", else combination" if COMB else "")
+        pooled = ((("combination, no event prior" if COMB else "move model, no event prior"), "without_pool"),)
+    for name, attr in ((published, "model"), *pooled, *((("move model alone, moves only", "move_model"),) if COMB else ()),
                        ("posterior over c", "post"),
                        ("gain histogram (Ferreira Alg. 4)", "gain"), ("posterior and gains, inverse variance", "comb")):
         es = [getattr(e, attr) for e in rows]
@@ -183,12 +205,13 @@ def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment
     rows = []
     for g in games:
         for color, me, opp in (("white", g.white, g.black), ("black", g.black, g.white)):
-            s = ScopeStats()
+            s, last = ScopeStats(), None
             for a in results.get(g.game_id, []):
                 if a.color == color:
                     s.add(a, None, MODEL)
+                    last = a
             if rated(s, cal):
-                rows.append(estimates(s, cal, me.rating, opp.rating))
+                rows.append(estimates(s, cal, me.rating, opp.rating, prior_at(last)))
                 rows[-1].family, rows[-1].player = family(g.game_id), me.id
     return rows
 
@@ -197,14 +220,21 @@ def per_player_event(games: list[PgnGame], results, cal: Calibration, min_games:
     """Rows for player-events with ``min_games``+ games, and (k, estimate, truth) after k counted moves for every
     player-event that reaches k (across its games, in round order)."""
     seen: list[tuple[int, RatingEstimate, float]] = []
-    scopes = follow_player_events(games, results, MOVES_SEEN,
-                                  lambda n, s, me, opp: seen.append((n, main_estimate(s, cal), me.rating)),
-                                  counted_only=cal.has_c_map, model=MODEL)
+    last: dict = {}
+
+    def at(n, s, me, opp, a) -> None:  # noqa: ANN001
+        seen.append((n, main_estimate(s, cal, prior_at(a)), me.rating))
+
+    scopes = follow_player_events(games, results, MOVES_SEEN, at, counted_only=cal.has_c_map, model=MODEL)
+    for g in games:  # each player-event's last assessment: its event prior is the one its last estimate starts from
+        for a in results.get(g.game_id, []):
+            last[(g.event, a.player_id)] = a
     families = {g.event: family(g.game_id) for g in games}
     rows = []
-    for (event, _), (s, mine, theirs) in scopes.items():
+    for (event, pid), (s, mine, theirs) in scopes.items():
         if s.games >= min_games and rated(s, cal):
-            rows.append(estimates(s, cal, mine[-1].rating, float(np.mean([o.rating for o in theirs]))))
+            rows.append(estimates(s, cal, mine[-1].rating, float(np.mean([o.rating for o in theirs])),
+                                  prior_at(last.get((event, pid)))))
             rows[-1].family, rows[-1].player = families[event], mine[-1].id
     return rows, seen
 
@@ -313,6 +343,8 @@ def main() -> None:
     ap.add_argument("--no-model", action="store_true", help="publish from the posterior over c, as without a move model")
     ap.add_argument("--no-combination", action="store_true", help="publish the move model's estimate, without the "
                     "learned combination on top")
+    ap.add_argument("--no-event-pool", action="store_true", help="publish without the event prior from the other "
+                    "players' moves (docs/models.md s. 12)")
     ap.add_argument("--plots", action="store_true", help="write the two PNGs into docs/img")
     ap.add_argument("--warm", action="store_true", help="only fill the analysis cache (no calibration needed); an "
                     "interrupted run keeps every finished search")
@@ -321,9 +353,10 @@ def main() -> None:
     data = data_dir(args, f"pgn/{SPLITS[args.split]}", "pgn/rated-dev")
     profile = get_profile(args.profile)
     cal = None if args.warm else load_calibration(profile.name)
-    global MODEL, COMB
+    global MODEL, COMB, PRIORS
     MODEL = None if args.no_model else load_move_model(profile.name)
     COMB = None if args.no_model or args.no_combination else load_combination(profile.name)
+    pool = None if args.no_model or args.no_event_pool else load_event_pool(profile.name)
     config = PipelineConfig(profile, cal)
     sampler = sample_player_events if args.sample == "events" else sample_rated_games
     games = sampler(data / "pgn" / SPLITS[args.split], args.games, seed=args.seed)
@@ -340,6 +373,8 @@ def main() -> None:
         print(f"warm: profile {profile.name}, {len(games)} games, {stats.searches} searches ({stats.search_seconds:.0f} "
               f"engine-s), {stats.cache_hits} cache hits")
         return
+    if pool is not None:
+        PRIORS = event_priors(games, results, PipelineConfig(profile, cal, model=MODEL, event_pool=pool))
     game_rows = per_player_game(games, results, cal)
     event_rows, seen = per_player_event(games, results, cal)
     truth = np.array([e.truth for e in game_rows])
@@ -357,6 +392,8 @@ def main() -> None:
     if COMB is not None:
         print(f"combination: {COMB.fitted_on} ({'PROVISIONAL' if COMB.provisional else 'final'}); {COMB.command}")
     method = "combination" if COMB is not None else "move model" if MODEL is not None else "posterior over c" if cal.has_c_map else "gain histogram, Alg. 4"
+    if PRIORS:
+        method = f"event prior, else {method}"
     (prior, dev_players) = dev_population(data / "pgn" / "rated-dev")
     # the player-disjoint check: juniors and students recur across years, so some held-out players also played in
     # rated-dev, which the models were fitted on; their rows apart from the others show whether that helped

@@ -68,7 +68,7 @@ def sample_positions(n: int, data: Path, *, folder: str = "pgn/rated-dev", seed:
 
 def follow_player_events(games, results, checkpoints, at, *, counted_only: bool = True, model=None):  # noqa: ANN001, ANN201
     """Replay each player's moves through one ScopeStats per (event, player), in the order of ``games`` (round
-    order), calling ``at(n, scope, player, opponent)`` when a scope's posterior reaches n counted moves, n in
+    order), calling ``at(n, scope, player, opponent, assessment)`` when a scope's posterior reaches n counted moves, n in
     ``checkpoints`` (with ``counted_only=False``: when its gain histogram reaches n moves, for gains-only profiles);
     ``model``: the move model the scopes also feed (None: none).
     Returns {(event, player id): (scope, [player's PlayerInfo per game], [opponent's])}."""
@@ -85,7 +85,31 @@ def follow_player_events(games, results, checkpoints, at, *, counted_only: bool 
                 if a.color == color:
                     s.add(a, None, model)
                     if counted_only and a.counted and s.post.n in checkpoints:
-                        at(s.post.n, s, me, opp)
+                        at(s.post.n, s, me, opp, a)
                     elif not counted_only and s.hist.count in checkpoints:
-                        at(s.hist.count, s, me, opp)
+                        at(s.hist.count, s, me, opp, a)
     return scopes
+
+
+def event_priors(games, results, config) -> dict:  # noqa: ANN001
+    """The event prior the pool step attaches to each assessment (docs/models.md s. 12), replaying the sample's games
+    in their order (round order) through :func:`streamer.pipeline.pool_event`, one game after another: a live event
+    also has the concurrent games of a round, so this is the prior a little earlier than live. Returns
+    {(game_id, ply): Prior} for the assessments that got one."""
+    from analyzers.eventpool import EventEvidence
+    from analyzers.ratingmodel import Prior
+    from streamer.pipeline import pool_event
+
+    events: dict[str, EventEvidence] = {}
+    out = {}
+    for g in games:
+        for a in results.get(g.game_id, []):
+            if not a.event:
+                continue
+            events[a.event], passed = pool_event(events.get(a.event), a, config)
+            if passed.event_prior is not None:
+                out[(a.game_id, a.ply)] = Prior(passed.event_prior.mean, passed.event_prior.sd)
+        for a in results.get(g.game_id, [])[-2:]:
+            if a.event in events:
+                events[a.event].close(f"{a.game_id}/{a.player_id}")  # as the game's results do
+    return out

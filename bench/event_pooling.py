@@ -1,23 +1,21 @@
-"""What the other games of an event say about a player: a measurement on rated-dev (the fitting set), not a service feature.
+"""Fit and measure event pooling (docs/models.md s. 12) on rated-dev, the fitting set. Never on rated-holdout.
 
-    python bench/event_pooling.py [--dev 1000] [--seed 0]      # analyses from the cache (bench/warm_cache.py)
+    python bench/event_pooling.py [--profile fast] [--dev 1000] [--seed 0] [--write]   # analyses from the cache
 
-The published per-game estimate starts from a population prior (per time-control class) and one game's moves say
-little, so it stays near that population. Players of one event are of a similar level (age groups, rating sections,
-an invitational field), and the moves of everyone in the event say where that level is. This compares, per
-player-game of the rated-dev player-events sample (whole games in the analysis cache only), the move model's
-moves-only posterior (docs/models.md s. 9: tempered, person effect, class prior) with:
+Players of one event are of a similar level, and the moves of everyone else in the event say where that level is.
+The pool step (streamer.pipeline.pool_event) turns them into each player's prior; this fits its four numbers and
+shows what it does, per player-game of the rated-dev player-events sample (whole games in the analysis cache only):
 
-1. the opponent's moves: a bivariate normal prior on the two players' ratings (the population's, with the
-   correlation of opponents' FIDE ratings in the sample's headers), the opponent's likelihood integrated out;
-2. event pooling: the event's mean level mu from the moves of all its other player-games (each player's rating
-   ~ N(mu, within-event sd), the event means ~ N(population), both read from the sample's headers; the player's own
-   games left out), the player's prior the predictive N(mu, within sd^2 + event sd^2); ``event sd`` widens it for
-   what the moves get wrong about a whole population (printed for three values);
-3. for reference, an oracle: the prior centred on the event's true mean FIDE rating (what pooling could reach if the
-   moves measured an event's level without error).
+1. From the sample's headers (dev data; no declared rating enters an estimate): the within-event sd w of the FIDE
+   ratings, and the mean mu_0 and sd tau of the events' mean ratings.
+2. For each event sd e on a grid: the game-scope estimate at each player-game's end with the event prior the pool
+   step gives, replaying the games in sample (round) order through the service's own code, one game after another
+   (a live round also has its concurrent games: this is the prior a little earlier than live). The published e is
+   the smallest whose 95 % interval covers 95 % of the FIDE ratings.
+3. For comparison on the same rows: the move model with its class prior, the combination (fitted on rated-dev,
+   these games included, so flattered here), and an oracle prior at the event's true mean FIDE rating.
 
-No declared rating enters an estimate; the headers give the truth and the hyper-parameters only.
+``--write`` saves analyzers/calibrations/<profile>.eventpool.json with the command.
 """
 
 from __future__ import annotations
@@ -25,51 +23,24 @@ from __future__ import annotations
 import argparse
 import math
 from collections import defaultdict
-from dataclasses import dataclass
 
 import numpy as np
-from common import add_data_argument, data_dir
+from common import ROOT, add_data_argument, data_dir, event_priors
 from fit_model import analysed
 
+from analyzers.combination import load_combination
+from analyzers.eventpool import EventPoolModel
+from analyzers.perceived import RatingEstimate
 from analyzers.profiles import get_profile
-from analyzers.ratingmodel import FLAT_PRIOR, RATING_GRID, UNKNOWN_CLASS, MoveModel, load_move_model, summarise, win_losses
-from schemas import MoveAssessment
+from analyzers.ratingmodel import Prior, load_move_model
 from streamer.batch import sample_player_events
-from streamer.pipeline import move_choice
+from streamer.pipeline import PipelineConfig, ScopeStats, model_estimates
 
-G = RATING_GRID
-
-
-@dataclass
-class PlayerGame:
-    event: str
-    player: str
-    truth: float
-    like: np.ndarray    # tempered likelihood convolved with the person effect, max 1
-    moves: int
-    tclass: str
+#: Event sds tried (step 2).
+EVENT_SDS = (0.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0)
 
 
-def likelihood(model: MoveModel, moves: list[MoveAssessment]) -> tuple[np.ndarray, int, str]:
-    """The move model's likelihood of one player-game over the rating grid, as the service's posterior uses it."""
-    ll, n, tclass = np.zeros_like(G), 0, UNKNOWN_CLASS
-    for a in moves:
-        if a.counted:
-            values, idx = move_choice(a)
-            tclass = a.time_class or UNKNOWN_CLASS
-            ll = ll + model.move_loglik(win_losses([v * 100 for v in values]), idx, tclass)
-            n += 1
-    like = model.posteriors(ll, (FLAT_PRIOR,))[0]  # tempered and convolved, as the service does, with no prior
-    return like / like.max(), n, tclass
-
-
-def normal_rows(centres: np.ndarray, sd: float) -> np.ndarray:
-    """M[i, j] = N(G[j]; centres[i], sd), each row normalised over the grid."""
-    m = np.exp(-0.5 * ((G[None, :] - centres[:, None]) / sd) ** 2)
-    return m / m.sum(axis=1, keepdims=True)
-
-
-def row(name: str, truth: np.ndarray, est: list, const: float) -> str:  # noqa: ANN001
+def row(name: str, truth: np.ndarray, est: list[RatingEstimate], const: float) -> str:
     r = np.array([e.rating for e in est])
     mae = float(np.abs(r - truth).mean())
     cover = np.mean([e.low <= t <= e.high for e, t in zip(est, truth, strict=True)])
@@ -80,85 +51,85 @@ def row(name: str, truth: np.ndarray, est: list, const: float) -> str:  # noqa: 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="fast")
     ap.add_argument("--dev", type=int, default=1000, help="rated-dev games, as whole player-events (as warm_cache draws them)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--write", action="store_true", help="write analyzers/calibrations/<profile>.eventpool.json")
     add_data_argument(ap)
     args = ap.parse_args()
     data = data_dir(args, "pgn/rated-dev")
-    model = load_move_model("fast")
-    assert model is not None
+    profile = get_profile(args.profile)
+    model, comb = load_move_model(profile.name), load_combination(profile.name)
+    assert model is not None, f"profile {profile.name} has no move model"
     sample = sample_player_events(data / "pgn" / "rated-dev", args.dev, seed=args.seed)
-    games, results = analysed([(g, False) for g in sample], get_profile("fast"))
-    # hyper-parameters from the sample's headers: opponents' correlation, event means and within-event spread
+    complete, results = analysed([(g, False) for g in sample], profile)
+    games = [g for g, _ in complete]
+
+    # 1. hyper-parameters from the sample's headers
     ratings = defaultdict(list)
     for g in sample:
         ratings[g.event] += [g.white.rating, g.black.rating]
-    rho = float(np.corrcoef([g.white.rating for g in sample], [g.black.rating for g in sample])[0, 1])
     within = math.sqrt(np.mean([np.var(v) for v in ratings.values()]))
     means = np.array([np.mean(v) for v in ratings.values()])
-    pgs: list[PlayerGame] = []
-    opponent: dict[int, int] = {}
-    for g, _ in games:
-        here = {}
-        for color, p in (("white", g.white), ("black", g.black)):
-            like, n, tclass = likelihood(model, [a for a in results[g.game_id] if a.color == color])
-            here[color] = len(pgs)
-            pgs.append(PlayerGame(g.event, p.id, float(p.rating or 0), like, n, tclass))
-        opponent[here["white"]], opponent[here["black"]] = here["black"], here["white"]
-    counted = [i for i, x in enumerate(pgs) if x.moves > 0]
-    truth = np.array([pgs[i].truth for i in counted])
-    print(f"{len(games)} rated-dev games fully analysed ({len(sample)} drawn), {len(counted)} player-games with counted "
-          f"moves, {len(ratings)} events; opponents' FIDE correlation {rho:.2f}; within-event sd {within:.0f}; "
-          f"event means {means.mean():.0f} +/- {means.std():.0f}")
+    print(f"{len(games)} rated-dev games fully analysed ({len(sample)} drawn), {len(ratings)} events; 1. within-event sd "
+          f"w {within:.0f}; event means mu_0 {means.mean():.0f}, tau {means.std():.0f}")
 
-    def posterior(prior: np.ndarray, x: PlayerGame):  # noqa: ANN202
-        p = prior * x.like
-        return summarise(p / p.sum(), x.moves)
-
-    def class_prior(x: PlayerGame) -> np.ndarray:
-        pr = model.prior_for(x.tclass)
-        return np.exp(-0.5 * ((G - pr.mean) / pr.sd) ** 2)
-
-    base = [posterior(class_prior(pgs[i]), pgs[i]) for i in counted]
-    # 1. the opponent's moves, through a bivariate normal prior with correlation rho
-    opp = []
-    for i in counted:
-        x, y = pgs[i], pgs[opponent[i]]
-        pr = model.prior_for(x.tclass)
-        cond = normal_rows(pr.mean + rho * (G - pr.mean), pr.sd * math.sqrt(1 - rho ** 2))  # R_opp | R
-        opp.append(posterior(class_prior(x) * (cond @ y.like), x))
-    # 2. event pooling: log p(moves of a player-game | mu) = log sum_R like(R) N(R; mu, within)
-    k_within = normal_rows(G, within)
-    log_m = np.array([np.log(k_within @ x.like + 1e-300) for x in pgs])
-    log_mu_prior = -0.5 * ((G - means.mean()) / means.std()) ** 2
-    by_event = defaultdict(list)
-    for i in counted:
-        by_event[pgs[i].event].append(i)
-    pooled: dict[float, list] = {}
-    mu_err = []
-    for i in counted:
-        x = pgs[i]
-        others = [j for j in by_event[x.event] if pgs[j].player != x.player]
-        lm = log_mu_prior + log_m[others].sum(axis=0)
-        p_mu = np.exp(lm - lm.max())
-        p_mu /= p_mu.sum()
-        mu_err.append(abs(float(p_mu @ G) - np.mean(ratings[x.event])))
-        for event_sd in (0.0, 100.0, 200.0):
-            prior = p_mu @ normal_rows(G, math.hypot(within, event_sd))
-            pooled.setdefault(event_sd, []).append(posterior(prior, x))
-    # 3. the oracle: the event's true mean FIDE rating
-    oracle = [posterior(np.exp(-0.5 * ((G - np.mean(ratings[pgs[i].event])) / within) ** 2), pgs[i]) for i in counted]
-
+    # the player-game scopes at their end, and the last assessment of each (its event prior is the published one's)
+    scopes, truths, lasts, events = [], [], [], []
+    for g in games:
+        for color, me in (("white", g.white), ("black", g.black)):
+            s, last = ScopeStats(), None
+            for a in results[g.game_id]:
+                if a.color == color:
+                    s.add(a, None, model)
+                    last = a
+            if s.rating.n:
+                scopes.append(s)
+                truths.append(float(me.rating or 0))
+                lasts.append(last)
+                events.append(g.event)
+    truth = np.array(truths)
     const = float(np.abs(truth - truth.mean()).mean())
-    print(f"\nper player-game ({len(counted)}); constant = the sample's mean FIDE (oracle), MAE {const:.0f}; the event's "
-          f"mean from its other player-games' moves misses the event's mean FIDE by {np.mean(mu_err):.0f} on average\n")
+
+    def published(priors: dict) -> list[RatingEstimate]:
+        out = []
+        for s, a in zip(scopes, lasts, strict=True):
+            est = model_estimates(s, model, comb, event_prior=priors.get((a.game_id, a.ply)))
+            assert est is not None
+            out.append(est.moves_only)
+        return out
+
+    print(f"\n2-3. per player-game ({len(truth)}); constant = the rows' mean FIDE (oracle), MAE {const:.0f}\n")
     print("| estimate | MAE | cut vs constant | bias | r | FIDE in the 95 % interval | mean half-width |")
     print("|---|---|---|---|---|---|---|")
-    print(row("move model, class prior (the service's model posterior)", truth, base, const))
-    print(row("+ the opponent's moves", truth, opp, const))
-    for event_sd, est in pooled.items():
-        print(row(f"event pooling from moves, event sd {event_sd:.0f}", truth, est, const))
-    print(row("oracle: prior at the event's mean FIDE (reference, not an estimate)", truth, oracle, const))
+    base = [model_estimates(s, model) for s in scopes]
+    print(row("move model, class prior", truth, [e.model for e in base if e], const))
+    if comb is not None:
+        print(row("combination where it applies, else move model (fitted on these games)", truth, published({}), const))
+    chosen = None
+    for e_sd in EVENT_SDS:
+        pool = EventPoolModel(round(within, 1), round(float(means.mean()), 1), round(float(means.std()), 1), e_sd)
+        est = published(event_priors(games, results, PipelineConfig(profile, model=model, event_pool=pool)))
+        cover = np.mean([e.low <= t <= e.high for e, t in zip(est, truth, strict=True)])
+        print(row(f"event prior from the other players' moves, event sd {e_sd:.0f}", truth, est, const))
+        if chosen is None and cover >= 0.95:
+            chosen = pool
+    oracle = [model_estimates(s, model, event_prior=Prior(float(np.mean(ratings[ev])), within)) for s, ev in zip(scopes, events, strict=True)]
+    print(row("oracle: prior at the event's mean FIDE (reference, not an estimate)", truth, [e.moves_only for e in oracle if e], const))
+    if chosen is None:
+        raise SystemExit("no event sd on the grid reaches 95 % coverage")
+    print(f"\nchosen: event sd {chosen.event_sd:.0f} (the smallest whose 95 % interval covers 95 %)")
+    if args.write:
+        out = EventPoolModel(
+            chosen.within_sd, chosen.mean0, chosen.tau, chosen.event_sd, profile=profile.name,
+            fitted_on=f"{len(games)} rated-dev games (player-events, seed {args.seed}), {len(ratings)} events; move model: "
+                      f"{model.fitted_on}",
+            command=f"python bench/event_pooling.py --profile {profile.name} --dev {args.dev} --seed {args.seed} --write",
+            provisional=model.provisional,
+        )
+        dest = ROOT / "analyzers" / "calibrations" / f"{profile.name}.eventpool.json"
+        out.save(dest)
+        print(f"written {dest}")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def event_errors(games, results, cal: Calibration) -> list[tuple[int, float]]:  
     """(n, FIDE - estimate) for every player-event at each checkpoint of counted moves it reaches, in round order."""
     out: list[tuple[int, float]] = []
     follow_player_events(games, results, EVENT_CHECKPOINTS,
-                         lambda n, s, me, opp: out.append((n, me.rating - cal.elo_from_c(s.post.mean))))
+                         lambda n, s, me, opp, a: out.append((n, me.rating - cal.elo_from_c(s.post.mean))))
     return out
 
 

@@ -12,6 +12,7 @@ from .messages import (
     SCHEMA_VERSION,
     Candidate,
     DeadLetter,
+    EventPrior,
     FairPlayAlert,
     GameEnded,
     GameResult,
@@ -29,7 +30,7 @@ from .messages import (
 )
 
 __all__ = [
-    "INPUT_EVENTS", "MESSAGES", "SCHEMA_VERSION", "Candidate", "DeadLetter", "FairPlayAlert", "GameEnded",
+    "INPUT_EVENTS", "MESSAGES", "SCHEMA_VERSION", "Candidate", "DeadLetter", "EventPrior", "FairPlayAlert", "GameEnded",
     "GameResult", "GameStarted", "GlickoState", "InputEvent", "MoveAssessment", "MoveEvent", "PerceivedRating",
     "PlayerInfo", "RESULT_SCORES", "RatingUpdate", "export_json_schemas", "parse_event",
     "parse_player_event",

@@ -138,8 +138,18 @@ class Candidate(BaseModel):
     mate: int | None = None
 
 
+class EventPrior(BaseModel):
+    """The prior the event's other players' moves give a player (docs/models.md s. 12), attached by the pool stage."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    mean: float = Field(ge=0, le=4000, allow_inf_nan=False)
+    sd: float = Field(gt=0, le=4000, allow_inf_nan=False)
+    player_games: int = Field(ge=1, description="the other players' player-games behind it")
+
+
 class MoveAssessment(Message):
-    """One analysed move, re-keyed by the mover's player_id."""
+    """One analysed move, re-keyed by the mover's player_id. Version 3 adds ``event_prior``, set by the pool stage for
+    a game of an event (versions 1-2 still parse)."""
 
     type: Literal["assessment"] = "assessment"
     game_id: Id
@@ -148,7 +158,7 @@ class MoveAssessment(Message):
     color: Literal["white", "black"]
     uci: str = Field(pattern=UCI_PATTERN)
     event: str = ""
-    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]  # v2 adds fields; v1 still parses
+    schema_version: Literal[1, 2, 3] = 3  # type: ignore[assignment]  # v2, v3 add fields; older ones still parse
     reference_rating: Rating | None = None
     reference_rd: RD | None = Field(default=None, description="the declared rating's RD, when the producer gave one")
     time_class: str | None = Field(default=None, description="blitz, rapid, classical or unknown (v2)")
@@ -169,12 +179,15 @@ class MoveAssessment(Message):
     limits: str
     recapture: bool = Field(default=False, description="the engine's first choice takes back on the square the opponent "
                             "just captured on (not counted for fair play)")
+    event_prior: EventPrior | None = Field(default=None, description="the event's level from the other players' moves (v3)")
 
 
 class GameResult(Message):
-    """The end of a game for one player, on the assessments topic so it follows that player's moves in order."""
+    """The end of a game for one player, on the assessments topic so it follows that player's moves in order. Version
+    2 adds ``event_prior`` (as in :class:`MoveAssessment`)."""
 
     type: Literal["game_result"] = "game_result"
+    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]
     game_id: Id
     player_id: Id
     color: Literal["white", "black"]
@@ -183,6 +196,7 @@ class GameResult(Message):
     player: PlayerInfo
     opponent: PlayerInfo
     timestamp: float | None = None
+    event_prior: EventPrior | None = None
 
 
 PlayerEvent = Annotated[MoveAssessment | GameResult, Field(discriminator="type")]

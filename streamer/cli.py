@@ -24,6 +24,7 @@ from analyzers.calibration import load_calibration
 from analyzers.combination import load_combination
 from analyzers.engine import EnginePool
 from analyzers.errors import CalibrationError, EngineError, StateStoreError, UnratablePool, where
+from analyzers.eventpool import load_event_pool
 from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from analyzers.ratingmodel import Prior, load_move_model
 from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, RatingUpdate, export_json_schemas
@@ -56,6 +57,9 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                    help="the population the moves-only estimate starts from, e.g. 2600:150 for an elite event; the move "
                         "model's posterior under it is then published, not the combination fitted on rated online events "
                         "(default: the combination, and the move model's prior per time-control class)")
+    g.add_argument("--no-event-pool", action="store_true",
+                   help="rate each player from their own moves only, without the prior the other players' moves in the "
+                        "same event give (docs/models.md s. 12; default: on for games with an event name)")
     g.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on PORT")
     g.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds (default %(default)s; "
                    "0.0.0.0 where a scraper in another container or pod reads it)")
@@ -82,9 +86,11 @@ def build_config(args: argparse.Namespace):
     # the learned combination on top of it gives the moves-only rating; it was fitted on rated-dev's population, so
     # a platform that states its own population (--prior) gets the move model's posterior under that prior instead
     combination = load_combination(profile.name) if model is not None else None
+    # the event pooling's population of event levels is rated-dev's too: off with a platform's own population
+    event_pool = None if model is None or getattr(args, "no_event_pool", False) else load_event_pool(profile.name)
     if model is not None and getattr(args, "prior", None) is not None:
         model = replace(model, priors={k: args.prior for k in model.priors}, _cache={})
-        combination = None
+        combination = event_pool = None
     if profile.gains_only:
         # a gains-only profile publishes no posterior and no fair-play statistics: not a live service
         raise CalibrationError(f"profile {profile.name!r} rates by gains only (one PV); it is for bench/ferreira_tables.py "
@@ -98,7 +104,8 @@ def build_config(args: argparse.Namespace):
         calibration = replace(calibration, provisional=True)
         model = replace(model, provisional=True, _cache={}) if model else None
         combination = replace(combination, provisional=True) if combination else None
-    config = PipelineConfig(profile, calibration, model=model, combination=combination,
+        event_pool = replace(event_pool, provisional=True) if event_pool else None
+    config = PipelineConfig(profile, calibration, model=model, combination=combination, event_pool=event_pool,
                             search_timeout=getattr(args, "search_timeout", None))
     idle = getattr(args, "idle_game_seconds", None)
     return replace(config, idle_game_seconds=idle) if idle else config

@@ -2,8 +2,9 @@
 
 Events are routed to ``partitions`` worker tasks by a stable hash of the game_id, as Kafka would route them, so a
 game's events stay in order while different games use the engines concurrently. Each worker runs the game step and
-then, inline, the player step (:class:`~streamer.steps.Steps`, the driver every runtime calls). Rejected input becomes a
-:class:`~schemas.DeadLetter` handed to ``on_reject``; the stream goes on.
+then, inline, the pool step (for games in an event, with event pooling configured) and the player step
+(:class:`~streamer.steps.Steps`, the driver every runtime calls). Rejected input becomes a :class:`~schemas.DeadLetter`
+handed to ``on_reject``; the stream goes on.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ Sink = Callable[[BaseModel], None]
 Reject = Callable[[DeadLetter], None]
 
 
+#: Events whose evidence the pool step keeps at most (least recently used go first).
+MAX_EVENTS = 1_000
 #: Default limits of the embedded runtime's memory: at most this many games and players (least recently used go
 #: first, counted in ``kibitz_evicted_total``). Measured with tracemalloc (tests/test_embedded.py): 20,000 games that
 #: never end hold about 20 KB per game with its player (three scopes of a player, each a 2.4 KB posterior over c and a
@@ -55,6 +58,7 @@ class EmbeddedRuntime:
         self.metrics = self.steps.metrics
         self.games = LruMap(max_games, self._evicted("game"))
         self.players = LruMap(max_players, self._evicted("player"))
+        self.events = LruMap(MAX_EVENTS, self._evicted("event"))
         self._last_sweep = time.monotonic()
         self._queues: list[asyncio.Queue[tuple[GameEvent, bytes | str | None, str]]] = [
             asyncio.Queue() for _ in range(partitions)
@@ -82,9 +86,9 @@ class EmbeddedRuntime:
             self.metrics.evicted.labels(what).inc()
             unlogged += 1
             if time.monotonic() - last_log >= EVICTION_LOG_SECONDS:  # one line per interval, not one per eviction
+                limit = {"game": self.games, "player": self.players, "event": self.events}[what].max_items
                 log.warning("state evicted at the memory limit", extra={"what": what, "last_key": key, "evicted": unlogged,
-                                                                        "limit": self.games.max_items if what == "game"
-                                                                        else self.players.max_items})
+                                                                        "limit": limit})
                 unlogged, last_log = 0, time.monotonic()
         return on_evict
 
@@ -118,6 +122,7 @@ class EmbeddedRuntime:
                 if time.monotonic() - self._last_sweep > SWEEP_SECONDS:
                     self._last_sweep = time.monotonic()
                     self.steps.sweep_games(self.games)
+                    self.steps.sweep_events(self.events)
             finally:
                 queue.task_done()
 
@@ -126,6 +131,10 @@ class EmbeddedRuntime:
         if out.route is Route.DEADLETTER:
             assert isinstance(msg, DeadLetter)
             self.on_reject(msg)
+            return
+        if out.route is Route.POOL:
+            for o in self.steps.pool_step(self.events, msg, key=out.key):  # type: ignore[arg-type]
+                self._route(o)
             return
         if out.route is Route.ASSESSMENTS:
             if isinstance(msg, MoveAssessment):

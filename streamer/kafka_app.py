@@ -6,6 +6,9 @@
   faust-streaming 0.15), so a worker uses one engine at a time: scale out with one worker per core. It keeps
   :class:`~streamer.pipeline.GameState` in the ``games`` table and sends
   assessments and game results to ``kibitz.assessments``, keyed by player.
+- ``pool`` consumes ``kibitz.assessments.events`` (a game in an event, with event pooling), keeps
+  :class:`~analyzers.eventpool.EventEvidence` in the ``events`` table and sends each record on to
+  ``kibitz.assessments`` with the player's event prior.
 - ``rate`` consumes ``kibitz.assessments``, keeps :class:`~streamer.pipeline.PlayerState` in the ``players`` table and
   publishes perceived ratings, Glicko-2 updates and fair-play alerts.
 - Anything rejected goes to ``kibitz.deadletter`` with the original bytes and the reason; the agent goes on.
@@ -29,7 +32,7 @@ from analyzers.engine.pool import DEFAULT_TIMEOUT
 
 from .kafka_config import KafkaSettings
 from .metrics import Metrics
-from .pipeline import GameState, PipelineConfig, PlayerState
+from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState
 from .steps import ObjectTable, Output, Route, Steps
 
 RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
@@ -77,11 +80,15 @@ def create_app(
     t = settings.topics
     moves_topic = app.topic(t.moves, **RAW)
     assessments_topic = app.topic(t.assessments, **RAW)
-    outputs = {name: app.topic(name, **RAW) for name in {t.for_route(r) for r in Route} - {t.assessments}}
-    outputs[t.assessments] = assessments_topic  # the game step's output is the rate agent's input
+    pool_topic = app.topic(t.pool, **RAW)
+    outputs = {name: app.topic(name, **RAW) for name in {t.for_route(r) for r in Route} - {t.assessments, t.pool}}
+    outputs[t.assessments] = assessments_topic  # the game and pool steps' output is the rate agent's input
+    outputs[t.pool] = pool_topic
     games = app.Table("games", default=None, partitions=settings.partitions, key_type=str)
     players = app.Table("players", default=None, partitions=settings.partitions, key_type=str)
+    events = app.Table("events", default=None, partitions=settings.partitions, key_type=str)
     game_states, player_states = ObjectTable(games, GameState), ObjectTable(players, PlayerState)
+    event_states = ObjectTable(events, EventEvidence)
     holder = PoolHolder(engine, engines, cache_path, config.timeout)
     steps = Steps(config, None)  # the pool is set once the Engines service has started it
 
@@ -109,6 +116,11 @@ def create_app(
         steps.pool = await holder.get()
         async for event in stream.events():
             publish(await steps.game_record(game_states, event.key, event.value, where(event)))
+
+    @app.agent(pool_topic)
+    async def pool(stream):  # noqa: ANN001
+        async for event in stream.events():
+            publish(steps.pool_record(event_states, event.key, event.value, where(event)))
 
     @app.agent(assessments_topic)
     async def rate(stream):  # noqa: ANN001

@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from .steps import Route
 
 DEFAULT_BROKER = "127.0.0.1:9092"
-#: The stages of a worker, in pipeline order: analyse (moves -> assessments), rate (assessments -> ratings).
-STAGES = ("analyse", "rate")
+#: The stages of a worker, in pipeline order: analyse (moves -> assessments; those of a game in an event go by way of
+#: the pool stage, keyed by event, which attaches the event prior), rate (assessments -> ratings).
+STAGES = ("analyse", "pool", "rate")
 
 
 class Topics(BaseModel):
@@ -45,6 +46,11 @@ class Topics(BaseModel):
         return self.name("assessments")
 
     @property
+    def pool(self) -> str:
+        """Assessments and game results of games in an event, keyed by event (the pool stage's input)."""
+        return self.name("assessments.events")
+
+    @property
     def perceived(self) -> str:
         return self.name("ratings.perceived")
 
@@ -70,16 +76,21 @@ class Topics(BaseModel):
         """Compacted changelog of player state (the rate stage)."""
         return self.name("state.players")
 
+    @property
+    def state_events(self) -> str:
+        """Compacted changelog of event evidence (the pool stage)."""
+        return self.name("state.events")
+
     def for_route(self, route: Route) -> str:
         """The topic an output of ``route`` is published to."""
-        return {Route.ASSESSMENTS: self.assessments, Route.PERCEIVED: self.perceived, Route.GLICKO2: self.glicko2,
+        return {Route.ASSESSMENTS: self.assessments, Route.POOL: self.pool, Route.PERCEIVED: self.perceived, Route.GLICKO2: self.glicko2,
                 Route.FAIRPLAY: self.alerts, Route.DEADLETTER: self.deadletter}[route]
 
     def changelogs(self) -> list[str]:
-        return [self.state_games, self.state_players]
+        return [self.state_games, self.state_events, self.state_players]
 
     def all(self) -> list[str]:
-        return [self.games, self.moves, self.assessments, self.perceived, self.glicko2, self.alerts, self.deadletter]
+        return [self.games, self.moves, self.pool, self.assessments, self.perceived, self.glicko2, self.alerts, self.deadletter]
 
 
 class KafkaSettings(BaseModel):

@@ -1,9 +1,12 @@
 """The transactional Kafka runtime (the default worker): each record's effects are published exactly once.
 
-Two stages run in one worker, each a consume-transform-produce loop on aiokafka:
+Three stages run in one worker, each a consume-transform-produce loop on aiokafka:
 
-- ``analyse``: ``kibitz.moves`` (every game event, keyed by game) -> ``kibitz.assessments`` (keyed by player), game
-  state in the compacted changelog ``kibitz.state.games``;
+- ``analyse``: ``kibitz.moves`` (every game event, keyed by game) -> ``kibitz.assessments`` (keyed by player; with
+  event pooling, a game in an event goes to ``kibitz.assessments.events``, keyed by event), game state in the
+  compacted changelog ``kibitz.state.games``;
+- ``pool``: ``kibitz.assessments.events`` -> ``kibitz.assessments`` with each player's event prior attached, event
+  evidence in ``kibitz.state.events``;
 - ``rate``: ``kibitz.assessments`` -> perceived ratings, Glicko-2 updates, fair-play alerts, player state in
   ``kibitz.state.players``.
 
@@ -48,7 +51,7 @@ from analyzers.engine import EnginePool
 from analyzers.errors import PoisonRecord
 
 from .kafka_config import STAGES, KafkaSettings, wait_for_broker
-from .pipeline import GameState, PipelineConfig, PlayerState
+from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState
 from .state_store import RocksState, TrackedState, encode
 from .steps import Output, Steps, dead_letter
 
@@ -558,10 +561,12 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
         metrics = steps.metrics
         if metrics_port:
             metrics.serve(metrics_port, metrics_host)
-        analyse, rate = STAGES
+        analyse, pool_, rate = STAGES
         configs = {
             analyse: StageConfig(analyse, t.moves, t.state_games, steps.game_record, GameState, window=2 * engines,
                                  sweep=steps.sweep_games),
+            pool_: StageConfig(pool_, t.pool, t.state_events, _sync(steps.pool_record), EventEvidence,
+                               sweep=steps.sweep_events),
             rate: StageConfig(rate, t.assessments, t.state_players, _sync(steps.player_record), PlayerState),
         }
         unknown = set(stages) - configs.keys()

@@ -31,16 +31,18 @@ from analyzers.combination import Combination, MoveFeatures, ScopeFeatures, mome
 from analyzers.engine.adapter import GAMES, GameAdapter
 from analyzers.engine.analysis import Limits, PositionAnalysis
 from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, StateStoreError, UnknownGame, UnsupportedGame
+from analyzers.eventpool import EventEvidence, EventPoolModel, combine
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_PLAYER_WINDOW, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, TIERS, FairPlayMove, FairPlayStats, exclusion
 from analyzers.gain import GainHistogram, gain
 from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
-from analyzers.perceived import DEFAULT_LEVEL, RatingEstimate
+from analyzers.perceived import DEFAULT_LEVEL, RatingEstimate, z_for
 from analyzers.posterior import SkillPosterior, with_played_move
 from analyzers.profiles import EngineProfile
 from analyzers.ratingmodel import (
     BAND_LEVEL,
     DEFAULT_DECLARED_RD,
     FLAT_PRIOR,
+    RATING_GRID,
     UNKNOWN_CLASS,
     MoveModel,
     Prior,
@@ -54,6 +56,7 @@ from analyzers.ratingmodel import (
 )
 from schemas import (
     RESULT_SCORES,
+    EventPrior,
     FairPlayAlert,
     GameEnded,
     GameResult,
@@ -94,6 +97,9 @@ class PipelineConfig:
     model: MoveModel | None = None  # the rating-conditioned move model: when set, it gives the published rating
     #: the learned combination on top of the move model: when set (with ``model``), it gives the moves-only rating
     combination: Combination | None = None
+    #: the event's level from the other players' moves (docs/models.md s. 12): when set (with ``model``), the pool
+    #: stage attaches each player's event prior to their assessments, and the game and event scopes start from it
+    event_pool: EventPoolModel | None = None
     glicko: Glicko2Config = Glicko2Config()
     z_threshold: float = DEFAULT_Z_THRESHOLD  # the action tier
     screen_z: float = DEFAULT_SCREEN_Z  # the screening tier (a review queue)
@@ -110,6 +116,8 @@ class PipelineConfig:
     #: this long.
     idle_game_seconds: float = 6 * 3600.0
     ended_game_seconds: float = 24 * 3600.0
+    #: The pool step's sweep (Steps.sweep_events): an event with no counted move for this long is dropped.
+    idle_event_seconds: float = 14 * 86400.0
     #: The engine pool's deadline per search; None: the profile's (EngineProfile.search_timeout).
     search_timeout: float | None = None
 
@@ -345,6 +353,31 @@ def _maybe_finish(state: GameState) -> list[GameResult]:
     ]
 
 
+# == pool step (keyed by event) ==========================================================================
+def pool_event(state: EventEvidence | None, ev: MoveAssessment | GameResult,
+               config: PipelineConfig) -> tuple[EventEvidence, MoveAssessment | GameResult]:
+    """The pool stage (docs/models.md s. 12): count a counted move in its event's evidence and attach the mover's
+    event prior (from every other player's moves so far) to the assessment; close the player-game at its result,
+    which carries the prior too (the event scope's estimate at the game end starts from it). A duplicate ply
+    changes nothing. Needs ``config.model`` and ``config.event_pool``; an event with no other player's counted move yet
+    attaches no prior."""
+    pool, model = config.event_pool, config.model
+    if pool is None or model is None:
+        raise ValueError("the pool step needs a move model and an event pooling model in PipelineConfig")
+    state = state or EventEvidence()
+    if isinstance(ev, MoveAssessment):
+        if ev.counted:
+            move_ll, tclass = move_likelihood(ev, model)
+            state.add_move(ev.game_id, ev.player_id, ev.ply, move_ll, tclass, pool, model)
+    else:
+        state.close(f"{ev.game_id}/{ev.player_id}")
+    prior, games = state.prior_for(ev.player_id, pool)
+    if prior is None:
+        return state, ev
+    return state, ev.model_copy(update={"event_prior": EventPrior(mean=round(prior.mean, 1), sd=round(prior.sd, 1),
+                                                                 player_games=games)})
+
+
 # == player step =========================================================================================
 def move_clock_inputs(a: MoveAssessment) -> tuple[float, float]:
     """The move model's clock inputs (:func:`~analyzers.ratingmodel.clock_inputs`) of an assessment."""
@@ -412,7 +445,7 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
             tclass = a.time_class or UNKNOWN_CLASS
             clock = move_clock_inputs(a)
             shift = model.clock_shift(clock) if model.clock != (0.0, 0.0) else 0.0
-            move_ll = model.move_loglik(deltas, idx, tclass, shift)
+            move_ll = model.move_loglik(deltas, idx, tclass, shift)  # as move_likelihood, sharing deltas and shift
             features = MoveFeatures.of(deltas, idx, clock, has_clock(a))
             for s in scopes:
                 s.rating.add(move_ll, tclass)
@@ -427,6 +460,14 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
         s.fair.add(fair)  # None (not counted, excluded, no reference, or a forced move) adds nothing
         s.last_ply = a.ply
     return fair
+
+
+def move_likelihood(a: MoveAssessment, model: MoveModel) -> tuple[np.ndarray, str]:
+    """log P(played | R) over the rating grid of a counted move, and its time-control class (as :func:`count_move`)."""
+    values, idx = move_choice(a)
+    tclass = a.time_class or UNKNOWN_CLASS
+    shift = model.clock_shift(move_clock_inputs(a)) if model.clock != (0.0, 0.0) else 0.0
+    return model.move_loglik(win_losses([v * 100.0 for v in values]), idx, tclass, shift), tclass
 
 
 def _scope(scopes: dict[str, ScopeStats], key: str, limit: int | None = None, state: PlayerState | None = None) -> ScopeStats:
@@ -493,10 +534,13 @@ class ModelEstimates:
 
 
 def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combination | None = None,
-                    level: float = DEFAULT_LEVEL, declared: tuple[float | None, float | None] = (None, None)) -> ModelEstimates | None:
+                    level: float = DEFAULT_LEVEL, declared: tuple[float | None, float | None] = (None, None),
+                    event_prior: Prior | None = None) -> ModelEstimates | None:
     """The moves-only estimate of a scope (docs/models.md s. 9 and 10) and, when a rating was ``declared`` as
     (rating, rd), the ``performance`` estimate; None before the scope's first counted move. The tempered,
-    convolved likelihood is computed once for all the priors."""
+    convolved likelihood is computed once for all the priors. With an ``event_prior`` (s. 12, step 3) the
+    moves-only estimate starts from it: the combination's estimate moved from the population prior to the event
+    prior, or, where the combination does not apply or says too little, the move model's posterior under it."""
     lik = stats.rating
     if lik.ll is None:
         return None
@@ -512,13 +556,29 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
     if combination is not None:
         x = stats.feats.vector(*moments(posts[1]), lik.tclass)
         (main, band), method = combination.estimates(x, lik.n, (level, BAND_LEVEL)), "combination"
+    if event_prior is not None:
+        moved = combine(main.rating, main.sd, prior, event_prior) if method == "combination" else None
+        if moved is not None:
+            main, band = (normal_estimate(*moved, lik.n, lv) for lv in (level, BAND_LEVEL))
+        else:  # the move model's posterior under the event prior
+            main, band = summaries(model.posteriors(lik.ll, (event_prior,))[0], lik.n, (level, BAND_LEVEL))
+            method = "model"
+        prior = event_prior
     perf = summarise(posts[-1], lik.n, level) if dprior else None
     provisional = model.provisional or (combination is not None and combination.provisional)
     return ModelEstimates(main, band, m, prior, method, provisional, perf, dprior)
 
 
+def normal_estimate(mean: float, sd: float, n: int, level: float) -> RatingEstimate:
+    """A normal estimate's central interval at ``level``, its mean kept on the rating grid."""
+    mean = min(max(mean, float(RATING_GRID[0])), float(RATING_GRID[-1]))
+    half = z_for(level) * sd
+    return RatingEstimate(mean, mean - half, mean + half, n, level)
+
+
 def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, game_id: str, ply: int,
-              config: PipelineConfig, declared: tuple[float | None, float | None] = (None, None)) -> PerceivedRating | None:
+              config: PipelineConfig, declared: tuple[float | None, float | None] = (None, None),
+              event_prior: EventPrior | None = None) -> PerceivedRating | None:
     """The published rating of one scope: from the move model (and the combination on top of it) when the profile
     has one (with the ``performance`` estimate when a rating was ``declared``: (rating, rd)), else from the
     posterior over c once it has counted moves, else from the gains."""
@@ -528,11 +588,13 @@ def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, g
     g = cal.from_histogram(stats.hist, config.level) if stats.hist.count else None
     extra: dict[str, Any] = {}
     model, lik = config.model, stats.rating
-    est = model_estimates(stats, model, config.combination, config.level, declared) if model is not None else None
+    eprior = Prior(event_prior.mean, event_prior.sd) if event_prior is not None else None
+    est = model_estimates(stats, model, config.combination, config.level, declared, eprior) if model is not None else None
     m = est.moves_only if est else None
     if est is not None:
+        source = f"event ({event_prior.player_games} player-games)" if event_prior is not None else lik.tclass
         extra = {"band_low": round(est.band.low, 1), "band_high": round(est.band.high, 1), "time_class": lik.tclass,
-                 "prior": f"{lik.tclass} {est.prior.mean:.0f} +/- {est.prior.sd:.0f}"}
+                 "prior": f"{source} {est.prior.mean:.0f} +/- {est.prior.sd:.0f}"}
         if est.method == "combination":
             extra |= {"model_rating": round(est.model.rating, 1), "model_low": round(est.model.low, 1),
                       "model_high": round(est.model.high, 1)}
@@ -579,7 +641,7 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
     if count_move(scopes, a, c_ref, config.model) is not None:
         game.fair_plies.append(a.ply)
     out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config,
-                    declared=(a.reference_rating, a.reference_rd))
+                    declared=(a.reference_rating, a.reference_rd), event_prior=a.event_prior)
     return [out] if out else []
 
 
@@ -645,7 +707,7 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
         ev_stats = _scope(state.events, r.event, config.max_events, state)
         ev_stats.games += 1
         pr = perceived(ev_stats, player_id=r.player_id, scope="event", scope_id=r.event, game_id=r.game_id, ply=ply, config=config,
-                       declared=declared)
+                       declared=declared, event_prior=r.event_prior)
         out += [pr] if pr else []
     pr = perceived(state.overall, player_id=r.player_id, scope="player", scope_id=r.player_id, game_id=r.game_id, ply=ply,
                    config=config, declared=declared)

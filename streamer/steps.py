@@ -5,7 +5,11 @@ only in how they store state and where they send outputs; what happens to an eve
 
 - :meth:`Steps.game` (keyed by game): a :class:`~schemas.GameStarted`, :class:`~schemas.MoveEvent` or
   :class:`~schemas.GameEnded` updates the game's :class:`~streamer.pipeline.GameState` and returns assessments and
-  game results (both routed to :attr:`Route.ASSESSMENTS`, keyed by player);
+  game results (both routed to :attr:`Route.ASSESSMENTS`, keyed by player; with event pooling configured, those of a
+  game in an event to :attr:`Route.POOL`, keyed by event);
+- :meth:`Steps.pool` (keyed by event): an assessment or game result of a game in an event updates the event's
+  :class:`~analyzers.eventpool.EventEvidence` and goes on to :attr:`Route.ASSESSMENTS`, keyed by player, with the
+  player's event prior attached (docs/models.md s. 12);
 - :meth:`Steps.player` (keyed by player): an assessment or game result updates the
   :class:`~streamer.pipeline.PlayerState` and returns perceived ratings, Glicko-2 updates and fair-play alerts.
 
@@ -34,6 +38,7 @@ from pydantic import BaseModel
 
 from analyzers.engine import EnginePool
 from analyzers.errors import EngineError, InputError, KibitzError, MalformedEvent, reasons
+from analyzers.eventpool import EventEvidence
 from schemas import (
     DeadLetter,
     FairPlayAlert,
@@ -57,6 +62,7 @@ from .pipeline import (
     apply_player_event,
     assess_move,
     end_game,
+    pool_event,
     start_game,
 )
 
@@ -71,6 +77,7 @@ class Route(enum.Enum):
     """Where an output goes; each runtime maps a route to a topic (Kafka) or a callback (embedded)."""
 
     ASSESSMENTS = "assessments"  # internal: the game step's output, the player step's input
+    POOL = "pool"  # internal: the game step's output for games in an event (with event pooling), the pool step's input
     PERCEIVED = "perceived"
     GLICKO2 = "glicko2"
     FAIRPLAY = "fairplay"
@@ -86,14 +93,15 @@ ROUTES: dict[type[BaseModel], Route] = {
 
 @dataclass(frozen=True, slots=True)
 class Output:
-    """One message to publish, with its partitioning key (a player id, or a dead letter's original key)."""
+    """One message to publish, with its partitioning key (a player id, an event, or a dead letter's original key)."""
 
     key: Key
     message: BaseModel
+    to: Route | None = None  # a route other than the message class's: the pool step's input
 
     @property
     def route(self) -> Route:
-        return ROUTES[type(self.message)]
+        return self.to or ROUTES[type(self.message)]
 
     @property
     def key_bytes(self) -> bytes | None:
@@ -194,7 +202,7 @@ class Steps:
             if isinstance(ev, GameStarted):
                 state = start_game(state, ev, self.pool.prefetch if self.pool else None, self.config)
             elif isinstance(ev, GameEnded):
-                out += [self._out(Output(r.player_id, r)) for r in end_game(state, ev)]
+                out += [self._to_player(r) for r in end_game(state, ev)]
             else:
                 if self.pool is None:
                     raise RuntimeError("the game step needs an engine pool")
@@ -202,12 +210,12 @@ class Steps:
                 state = applied.state
                 try:
                     a = await assess_move(applied, self.pool.analyse_limits, self.config)
-                    out.append(self._out(Output(a.player_id, a)))
+                    out.append(self._to_player(a))
                     self.metrics.step_seconds.observe(time.monotonic() - started)
                 except EngineError as e:
                     out.append(self.reject(e, _raw(raw, ev), source, key))  # the move is applied; only its assessment is lost
                 # after the move's assessment, so the player step sees the last move before the result
-                out += [self._out(Output(r.player_id, r)) for r in applied.results]
+                out += [self._to_player(r) for r in applied.results]
         except InputError as e:
             return [self.reject(e, _raw(raw, ev), source, key)]
         if state is not None:
@@ -215,6 +223,13 @@ class Steps:
             state.touched = time.time()
             games[gid] = state
         return out
+
+    def _to_player(self, m: MoveAssessment | GameResult) -> Output:
+        """A game step output for its player: by way of the pool step (keyed by event) for a game in an event when
+        event pooling is configured, else straight to the player step."""
+        if m.event and self.config.event_pool is not None and self.config.model is not None:
+            return self._out(Output(m.event, m, Route.POOL))
+        return self._out(Output(m.player_id, m))
 
     def sweep_games(self, games: StateMap, now: float | None = None) -> tuple[int, int]:
         """Drop open games idle for ``config.idle_game_seconds`` (counted, logged) and end markers older than
@@ -238,6 +253,35 @@ class Steps:
             log.warning("idle games evicted", extra={"games": len(idle), "idle_seconds": self.config.idle_game_seconds,
                                                      "first": idle[0]})
         return len(idle), len(expired)
+
+    # -- pool step ----------------------------------------------------------------------------------------
+    def pool_record(self, events: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
+        """One record of ``kibitz.assessments.events``: :meth:`pool` on it, or its dead letter."""
+        try:
+            ev = parse_player_event(raw)
+        except MalformedEvent as e:  # our own topic, but never let one record stop the stage
+            return [self.reject(MalformedEvent(f"not an assessment or game result: {e}"), raw, source, key)]
+        return self.pool_step(events, ev, raw, source, key)
+
+    def pool_step(self, events: StateMap, ev: PlayerEvent, raw: bytes | str | None = None, source: str = "api",
+                  key: Key = None) -> list[Output]:
+        """Count one assessment in its event's evidence and pass it on to its player with the event prior."""
+        try:
+            state, msg = pool_event(events.get(ev.event), ev, self.config)
+            events[ev.event] = state
+            return [self._out(Output(msg.player_id, msg))]
+        except Exception as e:  # noqa: BLE001
+            return self._internal(e, raw if raw is not None else ev.model_dump_json(), source, key)
+
+    def sweep_events(self, events: StateMap, now: float | None = None) -> int:
+        """Drop events with no counted move for ``config.idle_event_seconds``; returns how many. O(events)."""
+        now = time.time() if now is None else now
+        scan = getattr(events, "scan", None)
+        old = [k for k, st in (scan() if scan is not None else list(events.items()))
+               if st.touched and now - st.touched > self.config.idle_event_seconds]
+        for k in old:
+            del events[k]
+        return len(old)
 
     # -- player step --------------------------------------------------------------------------------------
     def player_record(self, players: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
@@ -267,7 +311,7 @@ def _raw(raw: bytes | str | None, ev: BaseModel) -> bytes | str:
 class ObjectTable(MutableMapping[str, Any]):
     """A :class:`StateMap` of live state objects over a store of their ``to_dict()`` form (a faust table)."""
 
-    def __init__(self, store: Any, cls: type[GameState] | type[PlayerState]) -> None:
+    def __init__(self, store: Any, cls: type[GameState] | type[PlayerState] | type[EventEvidence]) -> None:
         self.store, self.cls = store, cls
 
     def __getitem__(self, key: str) -> Any:

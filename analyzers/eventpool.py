@@ -1,0 +1,201 @@
+"""What the rest of an event says about a player: the event's level pooled from everyone's moves (docs/models.md s. 12).
+
+One game's moves say little about a player, so the moves-only estimate starts from a population prior and stays near
+it. Players of one event are of a similar level (an age group, a rating section, an invitational field), and the
+moves of everyone *else* in the event say where that level is. The model, with each player-game g's move-model
+likelihood (s. 9: tempered, convolved with the person effect, no prior) summarised by its mean m_g and sd s_g:
+
+    R_g ~ N(mu_E, w^2)             a player-game's rating around the event's level (w: the within-event spread)
+    mu_E ~ N(mu_0, tau^2)          event levels in the population
+    m_g | mu_E ~ N(mu_E, s_g^2 + w^2)
+
+so the event's level, from the player-games of every player but p, is normal with (step 1)
+
+    Lambda_p = 1 / tau^2 + sum_{g not p's} 1 / (s_g^2 + w^2),
+    mean_p   = (mu_0 / tau^2 + sum_{g not p's} m_g / (s_g^2 + w^2)) / Lambda_p,
+
+and p's prior is (step 2) N(mean_p, w^2 + e^2 + 1 / Lambda_p), where e (the event sd) widens it for what the moves
+get wrong about a whole event's level (a field whose habits the move model does not know). The player's own moves
+never enter their prior, and no declared rating enters anything.
+
+Step 3, the estimate: under the move model the event prior replaces the class prior on the grid (s. 9). The
+combination (s. 10) is a regression that already shrinks toward the population N(mu_pop, sd_pop^2), so its estimate
+R_c with sd sd_c (from its interval) is read as a normal posterior under that prior: dividing the prior out leaves
+the likelihood N(mu_pop + (R_c - mu_pop) / k, sd_c^2 / k) with k = 1 - sd_c^2 / sd_pop^2, which is then multiplied by
+the event prior (:func:`combine`). With k <= :data:`MIN_SHRINK` the combination says next to nothing beyond the
+population and the move model's posterior under the event prior is published instead.
+
+:class:`EventPoolModel` holds the four numbers (fitted on rated-dev by ``bench/event_pooling.py --write``);
+:class:`EventEvidence` is one event's state: per player the sums over their closed player-games, and each open
+player-game's likelihood so far (its contribution changes with every move). O(players + open games) per move.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .calibrations import read_fitted
+from .errors import CalibrationError
+from .ratingmodel import FLAT_PRIOR, RATING_GRID, MoveModel, Prior, RatingLikelihood
+
+#: Open player-games an event keeps at most: beyond, the one idle longest is closed (its contribution so far stays).
+#: Bounds an event's state near MAX_OPEN x 1.7 KB (the likelihood over the grid).
+MAX_OPEN = 400
+
+
+@dataclass(frozen=True)
+class EventPoolModel:
+    """The event pooling's hyper-parameters (module docstring): within-event sd w, the population of event levels
+    N(mu_0, tau^2), the event sd e; with what it was fitted on and the command."""
+
+    within_sd: float
+    mean0: float
+    tau: float
+    event_sd: float
+    profile: str = ""
+    fitted_on: str = ""
+    command: str = ""
+    provisional: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if min(self.within_sd, self.tau) <= 0 or self.event_sd < 0:
+            raise CalibrationError(f"event pooling needs w > 0, tau > 0, e >= 0; got {self.within_sd}, {self.tau}, {self.event_sd}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EventPoolModel:
+        try:
+            return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        except (TypeError, KeyError) as e:
+            raise CalibrationError(f"not an event pooling model: {e}") from e
+
+    def save(self, path: str | Path) -> None:
+        import json
+
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    def contribution(self, m: float, s: float) -> tuple[float, float]:
+        """A player-game's terms in Lambda and in Lambda x mean: 1 / (s^2 + w^2) and m / (s^2 + w^2)."""
+        v = s * s + self.within_sd ** 2
+        return 1.0 / v, m / v
+
+    def prior(self, a: float, b: float, games: int) -> Prior | None:
+        """Steps 1-2 from the other players' summed contributions (a, b) over ``games`` player-games; None without any."""
+        if games == 0:
+            return None
+        lam = 1.0 / self.tau ** 2 + a
+        mean = (self.mean0 / self.tau ** 2 + b) / lam
+        return Prior(mean, math.sqrt(self.within_sd ** 2 + self.event_sd ** 2 + 1.0 / lam))
+
+
+#: The least shrinkage k of the combination (step 3) read as evidence; below it, the move model's estimate is used.
+MIN_SHRINK = 0.05
+
+
+def combine(estimate: float, sd: float, population: Prior, event: Prior) -> tuple[float, float] | None:
+    """Step 3: an estimate (mean, sd) made under the ``population`` prior, moved to the ``event`` prior: the mean and
+    sd of the product of its likelihood and the event prior; None when it is too close to the prior alone."""
+    k = 1.0 - (sd / population.sd) ** 2
+    if k <= MIN_SHRINK:
+        return None
+    l_mean, l_var = population.mean + (estimate - population.mean) / k, sd * sd / k
+    precision = 1.0 / l_var + 1.0 / event.sd ** 2
+    return (l_mean / l_var + event.mean / event.sd ** 2) / precision, math.sqrt(1.0 / precision)
+
+
+def likelihood_moments(model: MoveModel, lik: RatingLikelihood) -> tuple[float, float]:
+    """Mean and sd of a scope's tempered, convolved likelihood over :data:`RATING_GRID`, normalised with no prior."""
+    assert lik.ll is not None
+    p = model.posteriors(lik.ll, (FLAT_PRIOR,))[0]
+    m = float(p @ RATING_GRID)
+    return m, math.sqrt(max(float(p @ (RATING_GRID - m) ** 2), 1e-9))
+
+
+@dataclass
+class OpenGame:
+    """An open player-game: its likelihood so far and the contribution it currently adds to its player's sums."""
+
+    player_id: str
+    lik: RatingLikelihood = field(default_factory=RatingLikelihood)
+    last_ply: int = -1
+    a: float = 0.0
+    b: float = 0.0
+    touched: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"player_id": self.player_id, "lik": self.lik.to_dict(), "last_ply": self.last_ply, "a": self.a,
+                "b": self.b, "touched": self.touched}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> OpenGame:
+        return cls(d["player_id"], RatingLikelihood.from_dict(d["lik"]), int(d["last_ply"]), float(d["a"]),
+                   float(d["b"]), float(d.get("touched", 0.0)))
+
+
+@dataclass
+class EventEvidence:
+    """One event's evidence about its level: per player [a, b, player-games] summed over their player-games (open ones
+    at their current contribution), and the open player-games keyed ``game_id/player_id``."""
+
+    players: dict[str, list[float]] = field(default_factory=dict)
+    open: dict[str, OpenGame] = field(default_factory=dict)
+    touched: float = 0.0
+
+    def add_move(self, game_id: str, player_id: str, ply: int, move_ll: np.ndarray, tclass: str,
+                 pool: EventPoolModel, model: MoveModel, now: float | None = None) -> bool:
+        """Count one move of ``player_id`` in ``game_id``; False (nothing changes) for a ply already counted."""
+        key = f"{game_id}/{player_id}"
+        g = self.open.get(key)
+        if g is None:
+            if len(self.open) >= MAX_OPEN:
+                self.close(min(self.open, key=lambda k: self.open[k].touched))
+            g = self.open[key] = OpenGame(player_id)
+            self.players.setdefault(player_id, [0.0, 0.0, 0.0])[2] += 1
+        if ply <= g.last_ply:
+            return False
+        g.lik.add(move_ll, tclass)
+        g.last_ply = ply
+        a, b = pool.contribution(*likelihood_moments(model, g.lik))
+        sums = self.players[player_id]
+        sums[0] += a - g.a  # replace the game's previous contribution by its new one
+        sums[1] += b - g.b
+        g.a, g.b = a, b
+        g.touched = self.touched = time.time() if now is None else now
+        return True
+
+    def close(self, key: str) -> None:
+        """A player-game ended (``game_id/player_id``): its likelihood is no longer needed; its contribution stays."""
+        self.open.pop(key, None)
+
+    def prior_for(self, player_id: str, pool: EventPoolModel) -> tuple[Prior | None, int]:
+        """Player ``player_id``'s prior from every other player's player-games, and how many player-games those are."""
+        a = b = n = 0.0
+        for pid, (pa, pb, pn) in self.players.items():
+            if pid != player_id:
+                a, b, n = a + pa, b + pb, n + pn
+        return pool.prior(a, b, int(n)), int(n)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"players": {k: list(s) for k, s in self.players.items()},
+                "open": {k: g.to_dict() for k, g in self.open.items()}, "touched": self.touched}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EventEvidence:
+        return cls({k: [float(x) for x in v] for k, v in d["players"].items()},
+                   {k: OpenGame.from_dict(g) for k, g in d["open"].items()}, float(d.get("touched", 0.0)))
+
+
+def load_event_pool(profile: str, path: str | Path | None = None) -> EventPoolModel | None:
+    """The shipped event pooling of ``profile`` (``analyzers/calibrations/<profile>.eventpool.json``), or None."""
+    d = read_fitted(f"{profile}.eventpool.json", path)
+    return EventPoolModel.from_dict(d) if d is not None else None

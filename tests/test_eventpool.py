@@ -1,0 +1,113 @@
+"""Event pooling (docs/models.md s. 12): the event's level from the other players' moves, and the pool step."""
+
+import math
+
+import numpy as np
+import pytest
+
+from analyzers.eventpool import MAX_OPEN, EventEvidence, EventPoolModel, combine, load_event_pool
+from analyzers.profiles import get_profile
+from analyzers.ratingmodel import RATING_GRID, Prior, load_move_model
+from schemas import Candidate, EventPrior, GameResult, MoveAssessment, PlayerInfo
+from streamer.pipeline import PipelineConfig, apply_player_event, pool_event
+
+MODEL = load_move_model("fast")
+POOL = EventPoolModel(within_sd=240.0, mean0=1760.0, tau=330.0, event_sd=250.0)
+
+
+def move_ll(rating: float, sd: float = 150.0) -> np.ndarray:
+    """A move's log-likelihood that favours ``rating``: a stand-in for a strong player's or a weak player's move."""
+    return -0.5 * ((RATING_GRID - rating) / sd) ** 2
+
+
+def test_no_prior_before_another_player_has_moved_and_never_from_ones_own_moves():
+    ev = EventEvidence()
+    for ply in range(0, 20, 2):
+        ev.add_move("g1", "alice", ply, move_ll(2600), "rapid", POOL, MODEL)
+    assert ev.prior_for("alice", POOL) == (None, 0)  # only her own moves so far
+    bob, n = ev.prior_for("bob", POOL)
+    assert n == 1 and bob is not None and bob.mean > POOL.mean0 + 100  # her moves say the field is strong
+    for ply in range(1, 21, 2):
+        ev.add_move("g1", "bob", ply, move_ll(1200), "rapid", POOL, MODEL)
+    alice, _ = ev.prior_for("alice", POOL)
+    assert alice is not None and alice.mean < POOL.mean0 - 100  # from bob's moves only
+    assert ev.prior_for("bob", POOL)[0] == bob  # bob's own moves left his prior as it was
+
+
+def test_the_prior_narrows_with_more_player_games_but_never_below_the_within_event_spread():
+    ev = EventEvidence()
+    sds = []
+    for g in range(30):
+        for ply in range(10):
+            ev.add_move(f"g{g}", f"p{g}", ply, move_ll(2000, 400.0), "rapid", POOL, MODEL)
+        sds.append(ev.prior_for("newcomer", POOL)[0].sd)
+    assert all(a > b for a, b in zip(sds, sds[1:], strict=False))
+    assert sds[-1] > math.hypot(POOL.within_sd, POOL.event_sd)
+
+
+def test_a_duplicate_ply_changes_nothing_and_the_state_round_trips():
+    ev = EventEvidence()
+    ev.add_move("g1", "a", 0, move_ll(2400), "blitz", POOL, MODEL)
+    before = ev.prior_for("b", POOL)
+    assert not ev.add_move("g1", "a", 0, move_ll(800), "blitz", POOL, MODEL)
+    assert ev.prior_for("b", POOL) == before
+    back = EventEvidence.from_dict(ev.to_dict())
+    assert back.prior_for("b", POOL)[0].mean == pytest.approx(before[0].mean, abs=1e-6)
+    back.add_move("g1", "a", 2, move_ll(2400), "blitz", POOL, MODEL)  # the open game's likelihood survived
+    ev.add_move("g1", "a", 2, move_ll(2400), "blitz", POOL, MODEL)
+    assert back.prior_for("b", POOL)[0].mean == pytest.approx(ev.prior_for("b", POOL)[0].mean, abs=1e-6)
+
+
+def test_a_closed_game_keeps_its_contribution_and_open_games_are_bounded():
+    ev = EventEvidence()
+    ev.add_move("g1", "a", 0, move_ll(2400), "rapid", POOL, MODEL)
+    before = ev.prior_for("b", POOL)
+    ev.close("g1/a")
+    assert ev.open == {} and ev.prior_for("b", POOL) == before
+    for i in range(MAX_OPEN + 5):
+        ev.add_move(f"h{i}", f"p{i}", 0, move_ll(1800), "rapid", POOL, MODEL, now=float(i))
+    assert len(ev.open) == MAX_OPEN and "h0/p0" not in ev.open  # the one idle longest was closed
+    assert ev.prior_for("x", POOL)[1] == MAX_OPEN + 6  # every player-game still counts
+
+
+def test_combine_with_the_population_as_event_prior_gives_the_estimate_back():
+    pop = Prior(1800.0, 380.0)
+    mean, sd = combine(2100.0, 300.0, pop, pop)
+    assert mean == pytest.approx(2100.0) and sd == pytest.approx(300.0)
+    moved, _ = combine(2100.0, 300.0, pop, Prior(1400.0, 300.0))
+    assert moved < 2100.0
+    assert combine(1810.0, 379.0, pop, Prior(1400.0, 300.0)) is None  # next to no evidence beyond the population
+
+
+def assessment(player: str, ply: int, event: str = "Open", game: str = "g1") -> MoveAssessment:
+    cands = [Candidate(uci="e2e4", cp=30), Candidate(uci="d2d4", cp=20), Candidate(uci="a2a3", cp=-60)]
+    return MoveAssessment(game_id=game, ply=ply, player_id=player, color="white" if ply % 2 == 0 else "black",
+                          uci="e2e4", event=event, eval_before=30, eval_after=30, gain=0, candidates=cands,
+                          played_rank=0, played_value=30, counted=True, engine="stockfish", limits="depth=8",
+                          time_class="rapid")
+
+
+def test_pool_step_attaches_the_prior_and_the_player_step_starts_from_it():
+    config = PipelineConfig(get_profile("fast"), model=MODEL, event_pool=POOL)
+    state = None
+    state, first = pool_event(state, assessment("a", 0), config)
+    assert first.event_prior is None  # nobody else has moved yet
+    state, second = pool_event(state, assessment("b", 1), config)
+    assert isinstance(second.event_prior, EventPrior) and second.event_prior.player_games == 1
+    from analyzers.calibration import load_calibration
+
+    pconfig = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL)
+    _, out = apply_player_event(None, second, pconfig)
+    assert out[0].prior.startswith("event (1 player-games)")
+    _, plain = apply_player_event(None, assessment("b", 1), pconfig)
+    assert plain[0].prior.startswith("rapid") and plain[0].rating != out[0].rating
+    result = GameResult(game_id="g1", player_id="a", color="white", score=1.0, event="Open",
+                        player=PlayerInfo(id="a"), opponent=PlayerInfo(id="b"))
+    state, closed = pool_event(state, result, config)
+    assert state.open.keys() == {"g1/b"} and closed.event_prior is not None
+
+
+def test_shipped_event_pooling_matches_the_move_model():
+    pool = load_event_pool("fast")
+    assert pool is not None and pool.profile == "fast" and "event_pooling.py" in pool.command
+    assert 100 < pool.within_sd < 400 and pool.tau > 0
