@@ -130,7 +130,7 @@ class ReplayView:
                 f"{g.after.rating:.0f} ({g.after.rd:.0f})" if g else "-",
             )
         prior = next((p.prior for p in self.players.values() if p.prior), None)
-        t.caption = ("moves only: from the moves and the population prior" + (f" ({prior})" if prior else "")
+        t.caption = ("moves only: from the moves and the prior" + (f" ({prior})" if prior else "")
                      + "; performing at: the same moves with the declared rating as prior; moves: counted / all; "
                      "Glicko-2: rating (RD) after this game")
         return t
