@@ -237,8 +237,9 @@ class MoveModel:
         key = ("prior", prior.mean, prior.sd)
         hit = self._cache.get(key)
         if hit is None:
-            if len(self._cache) > 4096:  # declared ratings are many: keep the cache bounded
-                self._cache.clear()
+            if len(self._cache) > 4096:  # declared ratings and event priors are many: keep the cache bounded,
+                for k in [k for k in self._cache if k[0] == "prior"]:  # and keep the kernel and the grid parameters
+                    del self._cache[k]
             hit = self._cache[key] = prior.log_density()
         return hit
 

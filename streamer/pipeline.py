@@ -549,9 +549,14 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
     dprior = Prior(rating, rd or DEFAULT_DECLARED_RD) if rating else None
     if combination is not None and not combination.applies(stats.feats):
         combination = None
-    priors = (prior, *((FLAT_PRIOR,) if combination else ()), *((dprior,) if dprior else ()))
+    # every prior in one call: the likelihood is tempered and convolved once (the costly part)
+    priors = (prior, *((FLAT_PRIOR,) if combination else ()), *((dprior,) if dprior else ()),
+              *((event_prior,) if event_prior else ()))
     posts = model.posteriors(lik.ll, priors)
-    m, band = summaries(posts[0], lik.n, (level, BAND_LEVEL))
+    if event_prior is None or combination is not None:
+        m, band = summaries(posts[0], lik.n, (level, BAND_LEVEL))
+    else:  # the published band comes from the event prior's posterior below
+        m = band = summarise(posts[0], lik.n, level)
     main, method = m, "model"
     if combination is not None:
         x = stats.feats.vector(*moments(posts[1]), lik.tclass)
@@ -561,10 +566,10 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
         if moved is not None:
             main, band = (normal_estimate(*moved, lik.n, lv) for lv in (level, BAND_LEVEL))
         else:  # the move model's posterior under the event prior
-            main, band = summaries(model.posteriors(lik.ll, (event_prior,))[0], lik.n, (level, BAND_LEVEL))
+            main, band = summaries(posts[-1], lik.n, (level, BAND_LEVEL))
             method = "model"
         prior = event_prior
-    perf = summarise(posts[-1], lik.n, level) if dprior else None
+    perf = summarise(posts[1 + (combination is not None)], lik.n, level) if dprior else None
     provisional = model.provisional or (combination is not None and combination.provisional)
     return ModelEstimates(main, band, m, prior, method, provisional, perf, dprior)
 
