@@ -255,13 +255,17 @@ class Steps:
         return len(idle), len(expired)
 
     # -- pool step ----------------------------------------------------------------------------------------
-    def pool_record(self, events: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
-        """One record of ``kibitz.assessments.events``: :meth:`pool` on it, or its dead letter."""
+    def parse_player(self, raw: bytes | str, source: str, key: Key = None) -> PlayerEvent | Output:
+        """The assessment or game result in ``raw`` (a record of our own internal topics), or its dead letter."""
         try:
-            ev = parse_player_event(raw)
+            return parse_player_event(raw)
         except MalformedEvent as e:  # our own topic, but never let one record stop the stage
-            return [self.reject(MalformedEvent(f"not an assessment or game result: {e}"), raw, source, key)]
-        return self.pool_step(events, ev, raw, source, key)
+            return self.reject(MalformedEvent(f"not an assessment or game result: {e}"), raw, source, key)
+
+    def pool_record(self, events: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
+        """One record of ``kibitz.assessments.events``: :meth:`pool_step` on it, or its dead letter."""
+        ev = self.parse_player(raw, source, key)
+        return [ev] if isinstance(ev, Output) else self.pool_step(events, ev, raw, source, key)
 
     def pool_step(self, events: StateMap, ev: PlayerEvent, raw: bytes | str | None = None, source: str = "api",
                   key: Key = None) -> list[Output]:
@@ -286,11 +290,8 @@ class Steps:
     # -- player step --------------------------------------------------------------------------------------
     def player_record(self, players: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
         """One record of ``kibitz.assessments``: :meth:`player` on it, or its dead letter."""
-        try:
-            ev = parse_player_event(raw)
-        except MalformedEvent as e:  # our own topic, but never let one record stop the stage
-            return [self.reject(MalformedEvent(f"not an assessment or game result: {e}"), raw, source, key)]
-        return self.player(players, ev, raw, source, key)
+        ev = self.parse_player(raw, source, key)
+        return [ev] if isinstance(ev, Output) else self.player(players, ev, raw, source, key)
 
     def player(self, players: StateMap, ev: PlayerEvent, raw: bytes | str | None = None, source: str = "api",
                key: Key = None) -> list[Output]:

@@ -111,3 +111,15 @@ def test_shipped_event_pooling_matches_the_move_model():
     pool = load_event_pool("fast")
     assert pool is not None and pool.profile == "fast" and "event_pooling.py" in pool.command
     assert 100 < pool.within_sd < 400 and pool.tau > 0
+
+
+def test_pool_record_dead_letters_garbage_and_the_event_goes_on():
+    from schemas import DeadLetter
+    from streamer.steps import Route, Steps
+
+    steps = Steps(PipelineConfig(get_profile("fast"), model=MODEL, event_pool=POOL))
+    events: dict = {}
+    (bad,) = steps.pool_record(events, b"Open", b'{"type": "assessment", "ply": -1}', "test")
+    assert isinstance(bad.message, DeadLetter) and bad.message.reason == "malformed"
+    (ok,) = steps.pool_record(events, b"Open", assessment("a", 0).model_dump_json().encode(), "test")
+    assert ok.route is Route.ASSESSMENTS and ok.key == "a" and "Open" in events
