@@ -42,8 +42,9 @@ from typing import Any
 import numpy as np
 
 from .calibrations import read_fitted
+from .combination import moments
 from .errors import CalibrationError
-from .ratingmodel import FLAT_PRIOR, RATING_GRID, MoveModel, Prior, RatingLikelihood
+from .ratingmodel import FLAT_PRIOR, MoveModel, Prior, RatingLikelihood
 
 #: Open player-games an event keeps at most: beyond, the one idle longest is closed (its contribution so far stays).
 #: Bounds an event's state near MAX_OPEN x 1.7 KB (the likelihood over the grid).
@@ -114,11 +115,10 @@ def combine(estimate: float, sd: float, population: Prior, event: Prior) -> tupl
 
 
 def likelihood_moments(model: MoveModel, lik: RatingLikelihood) -> tuple[float, float]:
-    """Mean and sd of a scope's tempered, convolved likelihood over :data:`RATING_GRID`, normalised with no prior."""
+    """Mean and sd of a scope's tempered, convolved likelihood over the rating grid, normalised with no prior (the
+    combination's "model mean" and "model sd" inputs)."""
     assert lik.ll is not None
-    p = model.posteriors(lik.ll, (FLAT_PRIOR,))[0]
-    m = float(p @ RATING_GRID)
-    return m, math.sqrt(max(float(p @ (RATING_GRID - m) ** 2), 1e-9))
+    return moments(model.posteriors(lik.ll, (FLAT_PRIOR,))[0])
 
 
 @dataclass

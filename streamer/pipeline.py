@@ -442,10 +442,7 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
         losses = deltas.tolist()
         counts_for_fair = exclusion(losses, a.recapture) is None
         if model is not None:
-            tclass = a.time_class or UNKNOWN_CLASS
-            clock = move_clock_inputs(a)
-            shift = model.clock_shift(clock) if model.clock != (0.0, 0.0) else 0.0
-            move_ll = model.move_loglik(deltas, idx, tclass, shift)  # as move_likelihood, sharing deltas and shift
+            move_ll, tclass, clock, shift = _move_loglik(a, model, deltas, idx)
             features = MoveFeatures.of(deltas, idx, clock, has_clock(a))
             for s in scopes:
                 s.rating.add(move_ll, tclass)
@@ -462,12 +459,21 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
     return fair
 
 
+def _move_loglik(a: MoveAssessment, model: MoveModel, deltas: np.ndarray,
+                 idx: int) -> tuple[np.ndarray, str, tuple[float, float], float]:
+    """log P(played | R) over the rating grid of a counted move with losses ``deltas``, its time-control class, its
+    clock inputs and the clock's shift of log s."""
+    tclass = a.time_class or UNKNOWN_CLASS
+    clock = move_clock_inputs(a)
+    shift = model.clock_shift(clock) if model.clock != (0.0, 0.0) else 0.0
+    return model.move_loglik(deltas, idx, tclass, shift), tclass, clock, shift
+
+
 def move_likelihood(a: MoveAssessment, model: MoveModel) -> tuple[np.ndarray, str]:
     """log P(played | R) over the rating grid of a counted move, and its time-control class (as :func:`count_move`)."""
     values, idx = move_choice(a)
-    tclass = a.time_class or UNKNOWN_CLASS
-    shift = model.clock_shift(move_clock_inputs(a)) if model.clock != (0.0, 0.0) else 0.0
-    return model.move_loglik(win_losses([v * 100.0 for v in values]), idx, tclass, shift), tclass
+    move_ll, tclass, _, _ = _move_loglik(a, model, win_losses([v * 100.0 for v in values]), idx)
+    return move_ll, tclass
 
 
 def _scope(scopes: dict[str, ScopeStats], key: str, limit: int | None = None, state: PlayerState | None = None) -> ScopeStats:
