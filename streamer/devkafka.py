@@ -55,6 +55,15 @@ class Broker:
             subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "stop"], env=env, capture_output=True, timeout=120)
 
 
+def new_cluster_id() -> str:
+    """A KRaft cluster id: a random UUID in URL-safe base64, as ``kafka-storage random-uuid`` makes one, and like it
+    never starting with "-" (one id in 64 would, and a command line then reads it as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class Cluster:
     """A KRaft cluster of ``nodes`` brokers on loopback (each node broker and controller, started by
     deploy/kafka/kafka.sh with its own ports: 19200 + 10 * i and the next one), replication factor 3 and
@@ -63,7 +72,7 @@ class Cluster:
     def __init__(self, nodes: int = 3, base_port: int = 19200) -> None:
         self.ports = [base_port + 10 * i for i in range(nodes)]
         voters = ",".join(f"{i + 1}@127.0.0.1:{p + 1}" for i, p in enumerate(self.ports))
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = new_cluster_id()
         self.envs = [{**os.environ, "KIBITZ_KAFKA_PORT": str(p), "KIBITZ_KAFKA_CONTROLLER_PORT": str(p + 1),
                       "KIBITZ_KAFKA_NODE_ID": str(i + 1), "KIBITZ_KAFKA_VOTERS": voters,
                       "KIBITZ_KAFKA_CLUSTER_ID": cluster_id, "KIBITZ_KAFKA_REPLICATION": str(min(3, nodes))}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import subprocess
 
@@ -15,8 +16,9 @@ PORT = 19192
 ENV = {**os.environ, "KIBITZ_KAFKA_PORT": str(PORT), "KIBITZ_KAFKA_CONTROLLER_PORT": str(PORT + 1)}
 
 
-def kafka_sh(cmd: str) -> subprocess.CompletedProcess:
-    r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), cmd], env=ENV, capture_output=True, text=True, timeout=600)
+def kafka_sh(cmd: str, **env: str) -> subprocess.CompletedProcess:
+    r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), cmd], env={**ENV, **env}, capture_output=True, text=True,
+                       timeout=600)
     assert r.returncode == 0, r.stderr
     return r
 
@@ -44,9 +46,12 @@ async def create(name: str) -> None:
 
 
 def test_start_keeps_data_and_reset_wipes_it():
+    # a cluster id that starts with "-" (URL-safe base64 of bytes from 0xf8) is still read as the id, not an option
+    dashed = base64.urlsafe_b64encode(bytes([0xF8]) + os.urandom(15)).decode().rstrip("=")
+    assert dashed.startswith("-")
     kafka_sh("reset")
     try:
-        kafka_sh("start")
+        kafka_sh("start", KIBITZ_KAFKA_CLUSTER_ID=dashed)
         asyncio.run(create("kept.across.restarts"))
         kafka_sh("stop")
         kafka_sh("start")
@@ -91,3 +96,11 @@ def test_worker_and_producer_started_before_the_broker_wait_for_it_and_lose_noth
         produce.kill()
         worker.stop()
         kafka_sh("reset")
+
+
+def test_new_cluster_ids_are_kafka_uuids_that_never_look_like_an_option():
+    from streamer.devkafka import new_cluster_id
+
+    ids = [new_cluster_id() for _ in range(2000)]  # about 31 of 2,000 raw ids would start with "-"
+    assert all(len(base64.urlsafe_b64decode(i + "==")) == 16 and not i.startswith("-") for i in ids)
+    assert len(set(ids)) == len(ids)

@@ -96,7 +96,7 @@ PROPS
   if [ ! -f "$run/data/meta.properties" ]; then  # format only an empty directory: a restart keeps the topics
     local cluster="${KIBITZ_KAFKA_CLUSTER_ID:-}"
     [ -n "$cluster" ] || cluster="$(java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool random-uuid)"
-    java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool format -t "$cluster" -c "$run/server.properties" >"$run/format.log" 2>&1 \
+    java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool format --cluster-id="$cluster" -c "$run/server.properties" >"$run/format.log" 2>&1 \
       || { cat "$run/format.log" >&2; die "formatting KRaft storage failed"; }
   fi
   nohup java "${jopts[@]}" -cp "$cp" kafka.Kafka "$run/server.properties" >"$run/broker.log" 2>&1 &
