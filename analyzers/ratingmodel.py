@@ -128,7 +128,8 @@ def clock_inputs(left: float | None, previous: float | None, base: float | None)
 def log_s_and_c(a: Sequence[float], b: Sequence[float], ratings: np.ndarray | float,
                 offset: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """The move model's parameters at ``ratings``: log s = a0 + a1 z + a2 z^2 + offset, c = exp(b0 + b1 z)."""
-    z = (np.asarray(ratings, dtype=float) - RATING_CENTER) / RATING_SCALE
+    # a single rating stays a float (the fair-play reference, once per move): no array round trip
+    z: Any = ((ratings if isinstance(ratings, float) else np.asarray(ratings, dtype=float)) - RATING_CENTER) / RATING_SCALE
     return a[0] + a[1] * z + a[2] * z * z + offset, np.exp(b[0] + b[1] * z)
 
 
@@ -180,8 +181,8 @@ class MoveModel:
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     # -- the move model ---------------------------------------------------------------------------------
-    def params(self, ratings: np.ndarray, tclass: str) -> tuple[np.ndarray, np.ndarray]:
-        """(s, c) at each rating for class ``tclass``."""
+    def params(self, ratings: np.ndarray | float, tclass: str) -> tuple[np.ndarray, np.ndarray]:
+        """(s, c) at each rating (or at one, a float) for class ``tclass``."""
         log_s, c = log_s_and_c(self.a, self.b, ratings, self.class_offsets.get(tclass, 0.0))
         return np.exp(log_s), c
 
@@ -226,12 +227,10 @@ class MoveModel:
         if self.person_sd > 0:
             like = np.exp(ll - ll.max()) @ self._kernel()
             ll = np.log(np.maximum(like, 1e-300))
-        out = []
-        for prior in priors:
-            log_post = ll + self._prior_density(prior)
-            p = np.exp(log_post - log_post.max())
-            out.append(p / p.sum())
-        return out
+        # all priors at once: one (priors x grid) array, a handful of numpy calls whatever their number
+        log_post = ll + np.array([self._prior_density(prior) for prior in priors])
+        p = np.exp(log_post - log_post.max(axis=1, keepdims=True))
+        return list(p / p.sum(axis=1, keepdims=True))
 
     def _prior_density(self, prior: Prior) -> np.ndarray:
         key = ("prior", prior.mean, prior.sd)
@@ -330,8 +329,8 @@ def summaries(post: np.ndarray, n: int, levels: Sequence[float]) -> list[RatingE
     mean = float(post @ RATING_GRID)
     cdf = np.cumsum(post)
     tails = [(1.0 - lv) / 2.0 for lv in levels]
-    q = np.interp([x for t in tails for x in (t, 1.0 - t)], cdf, RATING_GRID)
-    return [RatingEstimate(mean, float(q[2 * i]), float(q[2 * i + 1]), n, lv) for i, lv in enumerate(levels)]
+    q = np.interp([x for t in tails for x in (t, 1.0 - t)], cdf, RATING_GRID).tolist()
+    return [RatingEstimate(mean, q[2 * i], q[2 * i + 1], n, lv) for i, lv in enumerate(levels)]
 
 
 def load_move_model(profile: str, path: str | Path | None = None) -> MoveModel | None:

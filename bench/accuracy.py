@@ -164,7 +164,7 @@ def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float, ev
         if event_prior is not None:  # what the scope's estimate would be without event pooling, for the comparison
             alone = model_estimates(s, MODEL, COMB)
             assert alone is not None
-            out.unpooled = alone.moves_only
+            out.unpooled, out.move_model = alone.moves_only, alone.model  # the move model with its class prior
     return out
 
 

@@ -37,7 +37,7 @@ from streamer.batch import sample_player_events
 from streamer.pipeline import PipelineConfig, ScopeStats, model_estimates
 
 #: Event sds tried (step 2).
-EVENT_SDS = (0.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0)
+EVENT_SDS = (0.0, 100.0, 150.0, 175.0, 200.0, 225.0, 250.0, 275.0, 300.0, 350.0)
 
 
 def row(name: str, truth: np.ndarray, est: list[RatingEstimate], const: float) -> str:

@@ -448,8 +448,8 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
                 s.rating.add(move_ll, tclass)
                 s.feats.add(features)
             if counts_for_fair and a.reference_rating:
-                sens, cons = model.params(np.array([float(a.reference_rating)]), tclass)
-                fair = FairPlayMove.from_model(losses, idx, float(sens[0]) * math.exp(shift), float(cons[0]))
+                sens, cons = model.params(float(a.reference_rating), tclass)
+                fair = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons))
         elif counts_for_fair and c_ref is not None:
             fair = FairPlayMove.of(values, idx, c_ref)
     for s in scopes:
@@ -531,7 +531,8 @@ class ModelEstimates:
 
     moves_only: RatingEstimate      # the published rating: the combination's when there is one, else the model's
     band: RatingEstimate            # the same at BAND_LEVEL (68 %)
-    model: RatingEstimate           # the move model's posterior with the population prior of the scope's class
+    model: RatingEstimate           # the move model's posterior: with the population prior of the scope's class, or
+                                    # (no combination, an event prior) under the event prior, then = moves_only
     prior: Prior
     method: str                     # "combination" or "model"
     provisional: bool               # whether a fit behind ``moves_only`` is marked provisional
@@ -555,29 +556,31 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
     dprior = Prior(rating, rd or DEFAULT_DECLARED_RD) if rating else None
     if combination is not None and not combination.applies(stats.feats):
         combination = None
-    # every prior in one call: the likelihood is tempered and convolved once (the costly part)
-    priors = (prior, *((FLAT_PRIOR,) if combination else ()), *((dprior,) if dprior else ()),
-              *((event_prior,) if event_prior else ()))
-    posts = model.posteriors(lik.ll, priors)
-    if event_prior is None or combination is not None:
-        m, band = summaries(posts[0], lik.n, (level, BAND_LEVEL))
-    else:  # the published band comes from the event prior's posterior below
-        m = band = summarise(posts[0], lik.n, level)
-    main, method = m, "model"
+    # every prior in one call: the likelihood is tempered and convolved once (the costly part); the class prior's
+    # posterior only where something reads it (under an event prior without the combination nothing does)
+    named: dict[str, Prior] = {"class": prior} if event_prior is None or combination is not None else {}
+    named |= {"flat": FLAT_PRIOR} if combination else {}
+    named |= {"declared": dprior} if dprior else {}
+    named |= {"event": event_prior} if event_prior else {}
+    posts = dict(zip(named, model.posteriors(lik.ll, tuple(named.values()))))
+    m = band = None
+    method = "model"
     if combination is not None:
-        x = stats.feats.vector(*moments(posts[1]), lik.tclass)
+        m = summarise(posts["class"], lik.n, level)
+        x = stats.feats.vector(*moments(posts["flat"]), lik.tclass)
         (main, band), method = combination.estimates(x, lik.n, (level, BAND_LEVEL)), "combination"
-    if event_prior is not None:
-        moved = combine(main.rating, main.sd, prior, event_prior) if method == "combination" else None
+        moved = combine(main.rating, main.sd, prior, event_prior) if event_prior is not None else None
         if moved is not None:
             main, band = (normal_estimate(*moved, lik.n, lv) for lv in (level, BAND_LEVEL))
-        else:  # the move model's posterior under the event prior
-            main, band = summaries(posts[-1], lik.n, (level, BAND_LEVEL))
-            method = "model"
+        elif event_prior is not None:  # the combination says too little: the move model's posterior under the event prior
+            band, method = None, "model"
+    if band is None:
+        main, band = summaries(posts["event" if event_prior is not None else "class"], lik.n, (level, BAND_LEVEL))
+    if event_prior is not None:
         prior = event_prior
-    perf = summarise(posts[1 + (combination is not None)], lik.n, level) if dprior else None
+    perf = summarise(posts["declared"], lik.n, level) if dprior else None
     provisional = model.provisional or (combination is not None and combination.provisional)
-    return ModelEstimates(main, band, m, prior, method, provisional, perf, dprior)
+    return ModelEstimates(main, band, m or main, prior, method, provisional, perf, dprior)
 
 
 def normal_estimate(mean: float, sd: float, n: int, level: float) -> RatingEstimate:
