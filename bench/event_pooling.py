@@ -21,6 +21,7 @@ shows what it does, per player-game of the rated-dev player-events sample (whole
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 from collections import defaultdict
 
@@ -57,6 +58,7 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="write analyzers/calibrations/<profile>.eventpool.json")
     add_data_argument(ap)
     args = ap.parse_args()
+    logging.getLogger("kibitz").setLevel(logging.ERROR)  # each game not in the cache is a rejection: counted instead
     data = data_dir(args, "pgn/rated-dev")
     profile = get_profile(args.profile)
     model, comb = load_move_model(profile.name), load_combination(profile.name)

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
 
 from analyzers.errors import MalformedEvent
 
@@ -57,10 +57,11 @@ class PlayerInfo(BaseModel):
 
 
 class GameStarted(Message):
-    """A game begins. Version 2 adds ``game`` ("chess" or "go"; version 1 messages are chess and still parse)."""
+    """A game begins. Version 2 adds ``game`` ("chess" or "go"; version 1 messages are chess and still parse); version
+    3 the Go setup, ``board_size`` and ``komi`` (refused for chess). In Go, Black moves first."""
 
     type: Literal["game_started"] = "game_started"
-    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]
+    schema_version: Literal[1, 2, 3] = 3  # type: ignore[assignment]
     game: Game = "chess"
     game_id: Id
     white: PlayerInfo
@@ -69,6 +70,16 @@ class GameStarted(Message):
     time_control: str = ""
     initial_fen: str | None = None
     timestamp: Timestamp | None = None
+    board_size: int | None = Field(default=None, ge=2, le=25, strict=True, description="Go: the board's size (default 19, v3)")
+    komi: float | None = Field(default=None, ge=-1000, le=1000, allow_inf_nan=False, description="Go: the komi (default 7.5, v3)")
+
+    @model_validator(mode="after")
+    def _setup_fits_the_game(self) -> GameStarted:
+        if self.game == "chess" and (self.board_size is not None or self.komi is not None):
+            raise ValueError("board_size and komi are Go's setup; a chess game has initial_fen")
+        if self.game == "go" and self.initial_fen is not None:
+            raise ValueError("initial_fen is chess's setup; a Go game has board_size and komi")
+        return self
 
 
 class MoveEvent(Message):
@@ -133,8 +144,8 @@ def _parse(adapter: TypeAdapter, raw: bytes | str) -> Any:
 # -- outputs --------------------------------------------------------------------------------------------
 class Candidate(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    uci: str = Field(pattern=UCI_PATTERN)
-    cp: int = Field(description="centipawns from the side to move, mates as +/-3900")
+    uci: str = Field(description="the move: UCI (chess) or GTP (Go), checked by the assessment that holds it")
+    cp: int = Field(description="centipawns from the side to move, mates as +/-3900; Go: hundredths of a point")
     mate: int | None = None
 
 
@@ -149,16 +160,19 @@ class EventPrior(BaseModel):
 
 class MoveAssessment(Message):
     """One analysed move, re-keyed by the mover's player_id. Version 3 adds ``event_prior``, set by the pool stage for
-    a game of an event (versions 1-2 still parse)."""
+    a game of an event (versions 1-2 still parse); version 4 ``game``: a Go assessment has GTP moves, its values
+    (``candidates``' cp, ``loss``, ``played_value``) in hundredths of a point, its evaluations from Black's view, and
+    ``gain`` in whole points (docs/models.md s. 11)."""
 
     type: Literal["assessment"] = "assessment"
     game_id: Id
     ply: Ply
     player_id: Id
     color: Literal["white", "black"]
-    uci: str = Field(pattern=UCI_PATTERN)
+    uci: str
     event: str = ""
-    schema_version: Literal[1, 2, 3] = 3  # type: ignore[assignment]  # v2, v3 add fields; older ones still parse
+    schema_version: Literal[1, 2, 3, 4] = 4  # type: ignore[assignment]  # v2-v4 add fields; older ones still parse
+    game: Game = "chess"
     reference_rating: Rating | None = None
     reference_rd: RD | None = Field(default=None, description="the declared rating's RD, when the producer gave one")
     time_class: str | None = Field(default=None, description="blitz, rapid, classical or unknown (v2)")
@@ -181,13 +195,22 @@ class MoveAssessment(Message):
                             "just captured on (not counted for fair play)")
     event_prior: EventPrior | None = Field(default=None, description="the event's level from the other players' moves (v3)")
 
+    @model_validator(mode="after")
+    def _moves_in_the_games_notation(self) -> MoveAssessment:
+        pattern = _MOVE_PATTERNS[self.game]
+        for move in (self.uci, *(c.uci for c in self.candidates)):
+            if not pattern.match(move):
+                raise ValueError(f"not a {'UCI' if self.game == 'chess' else 'GTP'} move: {move!r}")
+        return self
+
 
 class GameResult(Message):
     """The end of a game for one player, on the assessments topic so it follows that player's moves in order. Version
-    2 adds ``event_prior`` (as in :class:`MoveAssessment`)."""
+    2 adds ``event_prior`` (as in :class:`MoveAssessment`), version 3 ``game``."""
 
     type: Literal["game_result"] = "game_result"
-    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]
+    schema_version: Literal[1, 2, 3] = 3  # type: ignore[assignment]
+    game: Game = "chess"  # v3
     game_id: Id
     player_id: Id
     color: Literal["white", "black"]

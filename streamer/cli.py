@@ -134,7 +134,7 @@ def print_rejection(d: DeadLetter) -> None:
 
 # -- replay -----------------------------------------------------------------------------------------------
 async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
-    """``kibitz replay FILE.sgf...``: Go games through GNU Go and the Go skill model (streamer.goreplay)."""
+    """``kibitz replay FILE.sgf...``: Go games through GNU Go and the embedded runtime (streamer.goreplay)."""
     from analyzers.engine.adapter import GO
     from analyzers.engine.gtp import GoLimits
     from analyzers.engine.pool import DEFAULT_TIMEOUT
@@ -165,7 +165,7 @@ async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
     try:
         async with EnginePool(args.go_engine, size=args.engines, cache_path=args.cache, game=GO,
                               timeout=args.search_timeout or DEFAULT_TIMEOUT) as pool:
-            async for msg in replay_go(games, pool, cal, limits=limits):
+            async for msg in replay_go(games, pool, cal, limits=limits, partitions=args.engines):
                 out(msg)
                 if isinstance(msg, DeadLetter):
                     rejected += 1

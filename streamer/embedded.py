@@ -48,13 +48,15 @@ EVICTION_LOG_SECONDS = 10.0
 
 
 class EmbeddedRuntime:
-    def __init__(self, pool: EnginePool, config: PipelineConfig, sink: Sink, on_reject: Reject, *, partitions: int = 8,
-                 max_games: int = MAX_GAMES, max_players: int = MAX_PLAYERS) -> None:
+    def __init__(self, pool: EnginePool | None, config: PipelineConfig, sink: Sink, on_reject: Reject, *, partitions: int = 8,
+                 max_games: int = MAX_GAMES, max_players: int = MAX_PLAYERS, go_pool: EnginePool | None = None) -> None:
+        """``pool`` searches chess positions, ``go_pool`` Go positions (with ``config.go_calibration``); a runtime
+        without one refuses that game's events."""
         self.pool = pool
         self.config = config
         self.sink = sink
         self.on_reject = on_reject
-        self.steps = Steps(config, pool)
+        self.steps = Steps(config, pool, go_pool=go_pool)
         self.metrics = self.steps.metrics
         self.games = LruMap(max_games, self._evicted("game"))
         self.players = LruMap(max_players, self._evicted("player"))

@@ -1,112 +1,96 @@
-"""Go replay: SGF games through the Go engine pool and the Go skill model, publishing the same messages as chess.
+"""Go replay: SGF games as a stream of events through the embedded runtime, the same steps as every other game.
 
-For every move of a game (after a game's error-free moves, an illegal move stops that game only):
+:func:`game_events` turns one SGF game into the events a producer would send (``game`` "go": the start with the
+board size, komi and the players' declared ranks, one :class:`~schemas.MoveEvent` per move in GTP, the end with
+the result); :func:`replay_go` runs them through :class:`~streamer.embedded.EmbeddedRuntime` with a GTP engine
+pool, and yields what the runtime publishes:
 
 - a :class:`~schemas.messages.PerceivedRating` (``game`` "go", ``method`` "posterior") for the mover's game scope
-  and for the player's games so far in this replay ("player" scope), with its interval on the GoR scale and the
-  kyu/dan labels;
+  after every move, with its interval on the GoR scale and the kyu/dan labels, and the player scope at each game end;
 - at the end of a game with a result, a Glicko-2 :class:`~schemas.messages.RatingUpdate` for each player, starting
   from the declared rank (``BR``/``WR``) or the platform default;
-- for a game that cannot be rated (unreadable record, unsupported size or handicap, illegal move, engine failure),
-  a :class:`~schemas.messages.DeadLetter` with the whole SGF record, naming the game and the move, and the next game
-  goes on.
-
-:func:`replay_go` is I/O-free apart from the engine pool: the CLI (``kibitz replay FILE.sgf``) prints what it yields.
+- for a game that cannot be rated (unreadable record, unsupported size or handicap, illegal move, a side moving twice,
+  engine failure), a :class:`~schemas.messages.DeadLetter` naming the game and the move (with the whole SGF record
+  when the record itself is at fault), and the other games go on.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 
 from analyzers.calibration import Calibration
 from analyzers.engine.gtp import GoLimits
 from analyzers.engine.pool import EnginePool
-from analyzers.errors import KibitzError
-from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
-from analyzers.gorate import GoSkill, RankModel, rank_range
-from schemas.messages import DeadLetter, GlickoState, PerceivedRating, PlayerInfo, RatingUpdate
+from analyzers.errors import IllegalMove, InputError
+from analyzers.glicko2 import Glicko2Config
+from analyzers.goboard import GoPosition
+from analyzers.profiles import get_profile
+from schemas import DeadLetter, GameEnded, GameStarted, MoveEvent, PerceivedRating, RatingUpdate
 
-from .goassess import GoMove, go_moves
+from .embedded import EmbeddedRuntime
+from .pipeline import PipelineConfig
 from .sgf import GoGame
-from .steps import dead_letter
+from .steps import GameEvent, dead_letter
 
 GoOutput = PerceivedRating | RatingUpdate | DeadLetter
+#: The stream's result from Black's score (the messages name White's score first, as chess's PGN results do).
+_RESULTS = {1.0: "0-1", 0.0: "1-0", 0.5: "1/2-1/2"}
 
 
-@dataclass
-class GoPlayers:
-    """What the replay keeps per player across games: the evidence of all their moves and their Glicko-2 rating."""
-
-    skill: dict[str, GoSkill] = field(default_factory=dict)
-    glicko: dict[str, Glicko2Rating] = field(default_factory=dict)
-
-    def skill_of(self, player_id: str) -> GoSkill:
-        return self.skill.setdefault(player_id, GoSkill())
-
-
-def perceived(skill: GoSkill, calibration: Calibration, model: RankModel, *, player_id: str, scope: str, scope_id: str,
-              game_id: str, ply: int) -> PerceivedRating:
-    est = skill.estimate(model)
-    rank, low, high = rank_range(est)
-    mean, sd = skill.posterior.moments()
-    return PerceivedRating(
-        game="go", player_id=player_id, scope=scope, scope_id=scope_id, game_id=game_id, ply=ply,
-        rating=round(est.rating, 1), low=round(est.low, 1), high=round(est.high, 1), method="posterior",
-        c_mean=round(mean, 4), c_sd=round(sd, 4), moves=skill.moves, gain_moves=skill.gains.count,
-        profile=calibration.profile, provisional=calibration.provisional, rank=rank, rank_low=low, rank_high=high)
-
-
-def _glicko_updates(game: GoGame, players: GoPlayers, config: Glicko2Config) -> list[RatingUpdate]:
-    score = game.black_score
-    if score is None:
-        return []
-
-    def start(p: PlayerInfo) -> Glicko2Rating:
-        return players.glicko.get(p.id) or config.new_player(p.rating, p.rd, p.volatility)
-
-    b0, w0 = start(game.black), start(game.white)
-    # update_after_game takes the first player's score: Black is the first player in Go
-    b1, w1 = update_after_game(b0, w0, score, config=config)
-    players.glicko[game.black.id], players.glicko[game.white.id] = b1, w1
-
-    def state(r: Glicko2Rating) -> GlickoState:
-        return GlickoState(rating=round(r.rating, 1), rd=round(r.rd, 1), volatility=round(r.volatility, 6))
-
-    return [
-        RatingUpdate(game="go", player_id=game.black.id, game_id=game.game_id, opponent_id=game.white.id, score=score,
-                     before=state(b0), after=state(b1), opponent=state(w0)),
-        RatingUpdate(game="go", player_id=game.white.id, game_id=game.game_id, opponent_id=game.black.id,
-                     score=1.0 - score, before=state(w0), after=state(w1), opponent=state(b0)),
-    ]
+def game_events(game: GoGame) -> list[GameEvent] | InputError:
+    """The events of ``game`` up to the end of play (two passes), or the error that keeps it out of the stream: the
+    record's own, an illegal move, or a side moving twice (the stream's moves alternate; a record may leave a pass
+    out)."""
+    if game.error is not None:
+        return game.error
+    pos = GoPosition(size=game.size, komi=game.komi)
+    moves = []
+    for i, (colour, move) in enumerate(game.moves):
+        if pos.over:
+            break
+        where = f"move {i + 1} ({colour.upper()} {move})"
+        if colour != pos.to_move:
+            return IllegalMove(f"{where}: {'Black' if colour == 'b' else 'White'} moves twice (a pass left out?); "
+                               "a streamed game alternates", game_id=game.game_id, ply=i)
+        try:
+            pos.play(move)
+        except IllegalMove as e:
+            return IllegalMove(f"{where}: {e}", game_id=game.game_id, ply=i)
+        moves.append(move)
+    events: list[GameEvent] = [GameStarted(game="go", game_id=game.game_id, white=game.white, black=game.black,
+                                           event=game.event, board_size=game.size, komi=game.komi)]
+    events += [MoveEvent(game="go", game_id=game.game_id, ply=i, uci=m) for i, m in enumerate(moves)]
+    if game.black_score is not None:
+        events.append(GameEnded(game_id=game.game_id, result=_RESULTS[game.black_score], plies=len(moves)))
+    return events
 
 
 async def replay_go(games: Sequence[GoGame], pool: EnginePool, calibration: Calibration, *, limits: GoLimits,
-                    players: GoPlayers | None = None, glicko: Glicko2Config | None = None) -> AsyncIterator[GoOutput]:
-    """Rate ``games`` in order; yields every message as it is produced."""
-    players = players if players is not None else GoPlayers()
-    glicko = glicko or Glicko2Config()
-    model = RankModel.of(calibration)  # once: its grid is shared by every estimate
-    for game in games:
-        if game.error is not None:
-            yield dead_letter(game.error, game.record, source=game.source, key=game.game_id)
-            continue
-        in_game = {"b": GoSkill(), "w": GoSkill()}
-        ids = {"b": game.black.id, "w": game.white.id}
-        error: KibitzError | None = None
-        async for m in go_moves(game, pool, limits):
-            if not isinstance(m, GoMove):
-                error = m
-                break
-            pid = ids[m.colour]
-            for skill in (in_game[m.colour], players.skill_of(pid)):
-                skill.add(m.values, m.played)
-            yield perceived(in_game[m.colour], calibration, model, player_id=pid, scope="game", scope_id=game.game_id,
-                            game_id=game.game_id, ply=m.ply)
-            yield perceived(players.skill_of(pid), calibration, model, player_id=pid, scope="player", scope_id=pid,
-                            game_id=game.game_id, ply=m.ply)
-        if error is not None:
-            yield dead_letter(error, game.record, source=game.source, key=game.game_id)
-            continue
-        for update in _glicko_updates(game, players, glicko):
-            yield update
+                    glicko: Glicko2Config | None = None, partitions: int = 1) -> AsyncIterator[GoOutput]:
+    """Rate ``games`` through the embedded runtime (``partitions`` games at a time); yields every published message
+    as it is produced."""
+    # the chess profile is the configuration's required default; a Go game never reads it
+    config = PipelineConfig(get_profile("fast"), go_calibration=calibration, go_limits=limits,
+                            glicko=glicko or Glicko2Config())
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    done = object()
+    async with EmbeddedRuntime(None, config, queue.put_nowait, queue.put_nowait, partitions=partitions,
+                               go_pool=pool) as runtime:
+        for game in games:
+            events = game_events(game)
+            if isinstance(events, InputError):
+                yield dead_letter(events, game.record, source=game.source, key=game.game_id)
+                continue
+            for ev in events:
+                runtime.submit(ev, source=game.source)
+
+        async def finish() -> None:
+            await runtime.drain()
+            queue.put_nowait(done)
+
+        finishing = asyncio.create_task(finish())
+        while (msg := await queue.get()) is not done:
+            if isinstance(msg, (PerceivedRating, RatingUpdate, DeadLetter)):
+                yield msg
+        await finishing

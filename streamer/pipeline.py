@@ -3,9 +3,10 @@
 Game step (keyed by game_id): :func:`start_game`, :func:`apply_move`, :func:`assess_move`, :func:`end_game` keep a
 :class:`GameState` and turn moves into :class:`~schemas.MoveAssessment` (one engine search per position, shared by the
 gain, the posterior and fair play) and game ends into one :class:`~schemas.GameResult` per player. Positions are
-handled only through the game's adapter (:mod:`analyzers.engine.adapter`); the assessment itself (centipawns, the
-move model) is chess's, so the game step refuses Go events with :class:`~analyzers.errors.UnsupportedGame` (Go is
-rated by the replay, :mod:`streamer.goreplay`).
+handled only through the game's adapter (:mod:`analyzers.engine.adapter`); a Go game (``game`` "go") is assessed
+and rated by the Go half of the pipeline (:mod:`streamer.gopipeline`: GNU Go's values in points, the posterior over c
+read on the GoR scale) when the configuration has a Go calibration and the runtime a Go engine pool, and refused
+with :class:`~analyzers.errors.UnsupportedGame` otherwise.
 
 Player step (keyed by player_id): :func:`apply_player_event` updates a :class:`PlayerState` (gain histograms,
 posteriors over c and fair-play sums for the game, event and player scopes; the Glicko-2 rating) and returns what to
@@ -22,6 +23,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -30,11 +32,14 @@ from analyzers.calibration import Calibration
 from analyzers.combination import Combination, MoveFeatures, ScopeFeatures, moments
 from analyzers.engine.adapter import GAMES, GameAdapter
 from analyzers.engine.analysis import Limits, PositionAnalysis
+from analyzers.engine.gtp import GoLimits
 from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, StateStoreError, UnknownGame, UnsupportedGame
 from analyzers.eventpool import EventEvidence, EventPoolModel, combine
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_PLAYER_WINDOW, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, TIERS, FairPlayMove, FairPlayStats, exclusion
 from analyzers.gain import GainHistogram, gain
 from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
+from analyzers.goboard import SUPPORTED_SIZES
+from analyzers.gorate import RankModel
 from analyzers.perceived import DEFAULT_LEVEL, RatingEstimate, z_for
 from analyzers.posterior import SkillPosterior, with_played_move
 from analyzers.profiles import EngineProfile
@@ -69,10 +74,13 @@ from schemas import (
     RatingUpdate,
 )
 
+from .gopipeline import GoScope, count_go_move, go_assessment, go_perceived
+
 log = logging.getLogger("kibitz.pipeline")
-#: The engine pool's search and look-ahead, on a position of the game's adapter (a python-chess board for chess).
-Analyse = Callable[[Any, Limits], Awaitable[PositionAnalysis]]
-Prefetch = Callable[[Any, Limits], None]
+#: The engine pool's search and look-ahead, on a position of the game's adapter and with the game's limits: a
+#: python-chess board and Limits give a PositionAnalysis, a GoPosition and GoLimits a GoAnalysis.
+Analyse = Callable[[Any, Any], Awaitable[Any]]
+Prefetch = Callable[[Any, Any], None]
 #: Finished games a player state remembers, so a late duplicate of their events is recognised.
 _REMEMBER_GAMES = 256
 SECONDS_PER_DAY = 86400.0
@@ -120,6 +128,21 @@ class PipelineConfig:
     idle_event_seconds: float = 14 * 86400.0
     #: The engine pool's deadline per search; None: the profile's (EngineProfile.search_timeout).
     search_timeout: float | None = None
+    #: Go (streamer.gopipeline): the server's calibration (analyzers.gorate.load_go_calibration) and the GTP engine's
+    #: limits; without a calibration, Go games are refused (UnsupportedGame)
+    go_calibration: Calibration | None = None
+    go_limits: GoLimits = GoLimits()
+
+    @cached_property
+    def go_rank_model(self) -> RankModel:
+        """The Go calibration's rank model, built once: its grid is shared by every Go estimate."""
+        if self.go_calibration is None:
+            raise UnsupportedGame(GO_NOT_CONFIGURED)
+        return RankModel.of(self.go_calibration)
+
+    def limits_for(self, game: str) -> Any:
+        """The engine limits of ``game``'s searches: the profile's (chess) or :attr:`go_limits`."""
+        return self.go_limits if game == "go" else self.profile.limits
 
     @property
     def timeout(self) -> float:
@@ -137,7 +160,7 @@ class GameState:
     white: PlayerInfo
     black: PlayerInfo
     event: str = ""
-    initial_fen: str | None = None
+    initial_fen: str | None = None  # the setup the adapter starts from: a FEN (chess), "SIZE KOMI" (Go)
     moves: list[str] = field(default_factory=list)
     pending_end: GameEnded | None = None
     ended: bool = False
@@ -156,6 +179,13 @@ class GameState:
     @property
     def adapter(self) -> GameAdapter:
         return GAMES[self.game]
+
+    def player(self, side: int) -> PlayerInfo:
+        """Who plays ``side`` (0 the first player: White in chess, Black in Go)."""
+        return self.black if (side == 0) == (self.game == "go") else self.white
+
+    def colour(self, side: int) -> str:
+        return "black" if (side == 0) == (self.game == "go") else "white"
 
     def position(self) -> Any:
         """The current position (the adapter's type: a python-chess board for chess), built on first use."""
@@ -206,33 +236,41 @@ class GameState:
         return state
 
 
-#: Why the streaming pipeline refuses a Go game (it rates chess; Go is rated by the replay, streamer.goreplay).
-GO_NOT_STREAMED = "Go games are rated by `kibitz replay FILE.sgf`; the streaming pipeline rates chess"
+#: Why a pipeline refuses a Go game: it has no Go calibration (or its runtime no Go engine pool).
+GO_NOT_CONFIGURED = ("this kibitz is not set up for Go: it needs a Go calibration and a GTP engine pool (the worker's "
+                     "--go, `kibitz replay FILE.sgf`)")
 
 
 def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch | None, config: PipelineConfig) -> GameState:
-    if ev.game != "chess":
-        raise UnsupportedGame(GO_NOT_STREAMED, game_id=ev.game_id)
+    setup = ev.initial_fen
+    if ev.game == "go":
+        if config.go_calibration is None:
+            raise UnsupportedGame(GO_NOT_CONFIGURED, game_id=ev.game_id)
+        size = ev.board_size or 19
+        if size not in SUPPORTED_SIZES:
+            raise UnsupportedGame(f"board size {size}: kibitz rates Go on {', '.join(map(str, SUPPORTED_SIZES))}",
+                                  game_id=ev.game_id)
+        setup = f"{size} {7.5 if ev.komi is None else ev.komi:g}"
     if existing is not None:
         # an id names one game: a start after its end is late or a re-used id, and would open a game that never ends
         raise DuplicateGame("game already ended: a game id is used once" if existing.ended else "game already started",
                             game_id=ev.game_id)
     try:
-        state = GameState(ev.game_id, ev.white, ev.black, ev.event, ev.initial_fen,
+        state = GameState(ev.game_id, ev.white, ev.black, ev.event, setup,
                           time_class=parse_time_control(ev.time_control), game=ev.game)
         position = state.position()
     except IllegalMove as e:
         raise IllegalMove(str(e), game_id=ev.game_id) from None
     if prefetch is not None:
-        prefetch(position, config.limits)  # the first position is known now: search it before the first move
+        prefetch(position, config.limits_for(ev.game))  # the first position is known now: search it before the first move
     return state
 
 
 def _check_ply(state: GameState | None, ev: MoveEvent) -> GameState:
-    if ev.game != "chess":
-        raise UnsupportedGame(GO_NOT_STREAMED, game_id=ev.game_id, ply=ev.ply)
     if state is None:
         raise UnknownGame("move for a game that was never started", game_id=ev.game_id, ply=ev.ply)
+    if ev.game != state.game:
+        raise UnsupportedGame(f"a {ev.game} move for a {state.game} game", game_id=ev.game_id, ply=ev.ply)
     if state.ended:
         raise UnknownGame("move for a game that has ended", game_id=ev.game_id, ply=ev.ply)
     n = len(state.moves)
@@ -265,7 +303,7 @@ class AppliedMove:
 
     @property
     def white_moved(self) -> bool:
-        return self.side == 0
+        return self.state.colour(self.side) == "white"
 
 
 def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
@@ -280,7 +318,7 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
         game.play(pos, ev.uci)
     except IllegalMove as e:
         raise IllegalMove(str(e), game_id=ev.game_id, ply=ev.ply) from None
-    white_moved = side == 0
+    white_moved = state.colour(side) == "white"
     state.moves.append(ev.uci)
     if state.time_class == UNKNOWN_CLASS and ev.clock is not None and ev.ply <= 1:
         # no declared time control: the first clock is base + increment minus a few seconds
@@ -296,13 +334,20 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
     return AppliedMove(ev, state, before, game.copy(pos), side, _maybe_finish(state), spent, captured_on)
 
 
-async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineConfig) -> MoveAssessment:
+async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineConfig,
+                      prefetch: Prefetch | None = None) -> MoveAssessment:
     """The engine step of a move: one search of the position before it (cached or already running, thanks to
-    the look-ahead) and one of the position after it (which is also the next move's look-ahead).
+    the look-ahead) and one of the position after it (which is also the next move's look-ahead). A Go move needs
+    only the first (:func:`~streamer.gopipeline.go_assessment`); the next position is handed to ``prefetch``.
 
     The game has already advanced (:func:`apply_move`), so an engine failure here loses only this assessment.
     """
     ev, state, before_pos, after_pos = applied.event, applied.state, applied.before, applied.after
+    if state.game == "go":
+        if prefetch is not None and not after_pos.over:
+            prefetch(after_pos, config.go_limits)
+        return go_assessment(ev, mover=state.player(applied.side), colour=state.colour(applied.side), side=applied.side,
+                             event=state.event, analysis=await analyse(before_pos, config.go_limits))
     white_moved = applied.white_moved
     limits = config.limits
     before = await analyse(before_pos, limits)
@@ -346,10 +391,10 @@ def _maybe_finish(state: GameState) -> list[GameResult]:
     state.ended = True
     s = RESULT_SCORES[ev.result]
     return [
-        GameResult(game_id=state.game_id, player_id=state.white.id, color="white", score=s, event=state.event,
-                   player=state.white, opponent=state.black, timestamp=ev.timestamp),
-        GameResult(game_id=state.game_id, player_id=state.black.id, color="black", score=1.0 - s, event=state.event,
-                   player=state.black, opponent=state.white, timestamp=ev.timestamp),
+        GameResult(game=state.game, game_id=state.game_id, player_id=state.white.id, color="white", score=s,
+                   event=state.event, player=state.white, opponent=state.black, timestamp=ev.timestamp),
+        GameResult(game=state.game, game_id=state.game_id, player_id=state.black.id, color="black", score=1.0 - s,
+                   event=state.event, player=state.black, opponent=state.white, timestamp=ev.timestamp),
     ]
 
 
@@ -503,6 +548,9 @@ class PlayerState:
     last_game_at: float | None = None
     alert_tier: str | None = None  # the fair-play tier this player is over since their last alert (None: under all)
     evicted: int = 0  # game and event scopes dropped at their limits (PipelineConfig.max_open_games, max_events)
+    #: Go (streamer.gopipeline): the open games' scopes and all the player's Go games; None for a chess player
+    go_games: dict[str, GoScope] = field(default_factory=dict)
+    go_overall: GoScope | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -511,6 +559,8 @@ class PlayerState:
             "events": {k: v.to_dict() for k, v in self.events.items()},
             "finished": list(self.finished), "glicko": self.glicko.to_dict() if self.glicko else None,
             "last_game_at": self.last_game_at, "alert_tier": self.alert_tier, "evicted": self.evicted,
+            **({"go_games": {k: v.to_dict() for k, v in self.go_games.items()}, "go_overall": self.go_overall.to_dict()}
+               if self.go_overall is not None else {}),  # chess states keep their form
         }
 
     @classmethod
@@ -522,6 +572,8 @@ class PlayerState:
             {k: ScopeStats.from_dict(v) for k, v in d["events"].items()},
             list(d["finished"]), Glicko2Rating.from_dict(d["glicko"]) if d["glicko"] else None, d["last_game_at"],
             d.get("alert_tier"), int(d.get("evicted", 0)),  # absent in states written before they existed
+            {k: GoScope.from_dict(v) for k, v in d.get("go_games", {}).items()},
+            GoScope.from_dict(d["go_overall"]) if d.get("go_overall") else None,
         )
 
 
@@ -645,6 +697,8 @@ def apply_player_event(
 
 
 def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating | RatingUpdate | FairPlayAlert]:
+    if a.game == "go":
+        return _apply_go_move(state, a, config)
     game = _scope(state.games, a.game_id, config.max_open_games, state)
     if a.ply <= game.last_ply:
         return []  # duplicate (game_id, ply): already counted
@@ -657,6 +711,24 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
     out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config,
                     declared=(a.reference_rating, a.reference_rd), event_prior=a.event_prior)
     return [out] if out else []
+
+
+def _apply_go_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating | RatingUpdate | FairPlayAlert]:
+    """A Go move (streamer.gopipeline): counted in the game's and the player's Go scopes; the game scope's rating."""
+    calibration, model = config.go_calibration, config.go_rank_model  # raises UnsupportedGame without a calibration
+    assert calibration is not None
+    game = state.go_games.get(a.game_id)
+    if game is None:
+        if len(state.go_games) >= config.max_open_games:  # as _scope: the oldest open game goes first
+            del state.go_games[next(iter(state.go_games))]
+            state.evicted += 1
+        game = state.go_games[a.game_id] = GoScope()
+    if a.ply <= game.last_ply:
+        return []  # duplicate (game_id, ply): already counted
+    state.go_overall = state.go_overall or GoScope()
+    count_go_move((game, state.go_overall), a)
+    return [go_perceived(game.skill, calibration, model, player_id=a.player_id, scope="game", scope_id=a.game_id,
+                         game_id=a.game_id, ply=a.ply)]
 
 
 def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, game: ScopeStats,
@@ -706,12 +778,20 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
     else:
         _, new = update_after_game(opp, me, 1.0 - r.score, (0.0, days), gcfg)
     out.append(RatingUpdate(
-        player_id=r.player_id, game_id=r.game_id, opponent_id=r.opponent.id, score=r.score,
+        game=r.game, player_id=r.player_id, game_id=r.game_id, opponent_id=r.opponent.id, score=r.score,
         before=GlickoState(**me.to_dict()), after=GlickoState(**new.to_dict()), opponent=GlickoState(**opp.to_dict()),
     ))
     state.glicko = new
     if r.timestamp is not None:
         state.last_game_at = r.timestamp
+    state.finished = (state.finished + [r.game_id])[-_REMEMBER_GAMES:]
+    if r.game == "go":  # the player scope's rating; Go has no event scope and no fair-play statistics
+        last = state.go_games.pop(r.game_id, None)
+        if state.go_overall is not None and config.go_calibration is not None:
+            out.append(go_perceived(state.go_overall.skill, config.go_calibration, config.go_rank_model,
+                                    player_id=r.player_id, scope="player", scope_id=r.player_id, game_id=r.game_id,
+                                    ply=max(last.last_ply if last else 0, 0)))
+        return out
     game = state.games.pop(r.game_id, ScopeStats())
     state.overall.games += 1
     declared = (r.player.rating, r.player.rd)
@@ -729,5 +809,4 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
     if r.player.rating:
         alert = _fairplay_alert(state, r, config, game, ev_stats if r.event else None)
         out += [alert] if alert else []
-    state.finished = (state.finished + [r.game_id])[-_REMEMBER_GAMES:]
     return out

@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from analyzers.engine import EnginePool
-from analyzers.errors import EngineError, InputError, KibitzError, MalformedEvent, reasons
+from analyzers.errors import EngineError, InputError, KibitzError, MalformedEvent, UnsupportedGame, reasons
 from analyzers.eventpool import EventEvidence
 from schemas import (
     DeadLetter,
@@ -126,11 +126,14 @@ def dead_letter(error: KibitzError, raw: bytes | str, *, source: str, key: str |
 
 
 class Steps:
-    """The steps with what they need: the pipeline configuration, the engine pool (game step only) and metrics."""
+    """The steps with what they need: the pipeline configuration, the engine pools (game step only: chess's and, to
+    rate Go, a GTP pool) and metrics."""
 
-    def __init__(self, config: PipelineConfig, pool: EnginePool | None = None, metrics: Metrics | None = None) -> None:
+    def __init__(self, config: PipelineConfig, pool: EnginePool | None = None, metrics: Metrics | None = None, *,
+                 go_pool: EnginePool | None = None) -> None:
         self.config = config
         self.pool = pool
+        self.go_pool = go_pool
         self.metrics = metrics if metrics is not None else Metrics(lambda: self.pool)
         # labelled children, looked up once: prometheus-client's labels() costs microseconds per call, per record
         self._outputs: dict[str, Any] = {}
@@ -200,16 +203,16 @@ class Steps:
         out: list[Output] = []
         try:
             if isinstance(ev, GameStarted):
-                state = start_game(state, ev, self.pool.prefetch if self.pool else None, self.config)
+                pool = self._pool(ev.game, ev.game_id)
+                state = start_game(state, ev, pool.prefetch, self.config)
             elif isinstance(ev, GameEnded):
                 out += [self._to_player(r) for r in end_game(state, ev)]
             else:
-                if self.pool is None:
-                    raise RuntimeError("the game step needs an engine pool")
                 applied = apply_move(state, ev)
                 state = applied.state
+                pool = self._pool(state.game, ev.game_id, ev.ply)
                 try:
-                    a = await assess_move(applied, self.pool.analyse_limits, self.config)
+                    a = await assess_move(applied, pool.analyse_limits, self.config, pool.prefetch)
                     out.append(self._to_player(a))
                     self.metrics.step_seconds.observe(time.monotonic() - started)
                 except EngineError as e:
@@ -224,10 +227,18 @@ class Steps:
             games[gid] = state
         return out
 
+    def _pool(self, game: str, game_id: str, ply: int | None = None) -> EnginePool:
+        """The engine pool of ``game``'s searches; a game this runtime has no engines for is refused."""
+        pool = self.go_pool if game == "go" else self.pool
+        if pool is None:
+            raise UnsupportedGame(f"this runtime has no {game} engine pool" + (" (the worker's --go)" if game == "go" else ""),
+                                  game_id=game_id, ply=ply)
+        return pool
+
     def _to_player(self, m: MoveAssessment | GameResult) -> Output:
-        """A game step output for its player: by way of the pool step (keyed by event) for a game in an event when
-        event pooling is configured, else straight to the player step."""
-        if m.event and self.config.event_pool is not None and self.config.model is not None:
+        """A game step output for its player: by way of the pool step (keyed by event) for a chess game in an event
+        when event pooling is configured, else straight to the player step."""
+        if m.event and m.game == "chess" and self.config.event_pool is not None and self.config.model is not None:
             return self._out(Output(m.event, m, Route.POOL))
         return self._out(Output(m.player_id, m))
 

@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -147,13 +148,21 @@ def test_fox_komi_quirks():
     assert parse_game(b"(;SZ[19]KM[5.5];B[dd])", "x.sgf#0").komi == 5.5
 
 
-# -- the streaming pipeline rates chess only, and says so ------------------------------------------------
-def test_chess_pipeline_refuses_go_events_with_a_typed_error():
+# -- the streaming pipeline: Go where it is set up for it, a typed refusal where not -------------------------
+def test_a_pipeline_without_go_refuses_go_events_with_a_typed_error():
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"))
     ev = GameStarted(game="go", game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"))
-    with pytest.raises(UnsupportedGame, match="replay"):
-        start_game(None, ev, None, PipelineConfig(get_profile("fast"), load_calibration("fast")))
-    with pytest.raises(UnsupportedGame):
-        apply_move(None, MoveEvent(game="go", game_id="g", ply=0, uci="Q16"))
+    with pytest.raises(UnsupportedGame, match="not set up for Go"):
+        start_game(None, ev, None, config)
+    chess = start_game(None, GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b")), None, config)
+    with pytest.raises(UnsupportedGame, match="a go move for a chess game"):
+        apply_move(chess, MoveEvent(game="go", game_id="g", ply=0, uci="Q16"))
+    go = replace(config, go_calibration=load_go_calibration())
+    with pytest.raises(UnsupportedGame, match="board size 7"):
+        start_game(None, GameStarted(game="go", game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"),
+                                     board_size=7), None, go)
+    with pytest.raises(ValueError, match="Go's setup"):
+        GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"), komi=6.5)
 
 
 # -- GNU Go through the pool -----------------------------------------------------------------------------
