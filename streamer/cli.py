@@ -20,11 +20,13 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from analyzers.calibration import load_calibration
+from analyzers.calibration import Calibration, load_calibration
 from analyzers.combination import load_combination
 from analyzers.engine import EnginePool
-from analyzers.errors import CalibrationError, EngineError, StateStoreError, UnratablePool, where
+from analyzers.engine.gtp import GoLimits
+from analyzers.errors import CalibrationError, EngineError, InputError, StateStoreError, UnratablePool, where
 from analyzers.eventpool import load_event_pool
+from analyzers.gorate import DEFAULT_GO_PROFILE, load_go_calibration
 from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from analyzers.ratingmodel import Prior, load_move_model
 from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, RatingUpdate, export_json_schemas
@@ -63,6 +65,21 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on PORT")
     g.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds (default %(default)s; "
                    "0.0.0.0 where a scraper in another container or pod reads it)")
+
+
+def add_go_options(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
+    go = parser.add_argument_group(title)
+    go.add_argument("--go-engine", default=None, help="GTP engine binary (default: $KIBITZ_GO_ENGINE or gnugo)")
+    go.add_argument("--go-profile", default=DEFAULT_GO_PROFILE, help="Go calibration (analyzers/calibrations/NAME.json); "
+                    "default %(default)s")
+    go.add_argument("--go-level", type=int, default=None, help="GNU Go level (default: the calibration's)")
+    return go
+
+
+def go_setup(args: argparse.Namespace) -> tuple[Calibration, GoLimits]:
+    """The Go calibration the options name and the GTP limits (the calibration's level unless --go-level)."""
+    cal = load_go_calibration(args.go_profile)
+    return cal, GoLimits(int(cal.extra.get("level", 1)) if args.go_level is None else args.go_level)
 
 
 def population_prior(text: str) -> Prior:
@@ -136,9 +153,7 @@ def print_rejection(d: DeadLetter) -> None:
 async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
     """``kibitz replay FILE.sgf...``: Go games through GNU Go and the embedded runtime (streamer.goreplay)."""
     from analyzers.engine.adapter import GO
-    from analyzers.engine.gtp import GoLimits
     from analyzers.engine.pool import DEFAULT_TIMEOUT
-    from analyzers.gorate import load_go_calibration
 
     from .goreplay import replay_go
     from .sgf import read_sgf_games
@@ -150,11 +165,10 @@ async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
             return EXIT_FATAL
         games.extend(read_sgf_games(p))
     try:
-        cal = load_go_calibration(args.go_profile)
+        cal, limits = go_setup(args)
     except CalibrationError as e:
         print(f"kibitz: {e}", file=sys.stderr)
         return EXIT_FATAL
-    limits = GoLimits(int(cal.extra.get("level", 1)) if args.go_level is None else args.go_level)
     out = JsonLines(args.out, types=(*PUBLISHED, DeadLetter))
     rejected = published = 0
     started = time.monotonic()
@@ -374,6 +388,12 @@ def _worker(args: argparse.Namespace) -> int:
 
     settings = kafka_settings(args)
     config = build_config(args)
+    if args.go:
+        if args.runtime != "transactional":
+            print("kibitz: --go needs the transactional runtime", file=sys.stderr)
+            return EXIT_USAGE
+        cal, limits = go_setup(args)
+        config = replace(config, go_calibration=cal, go_limits=limits)
     args.store = resolve_store(args.store)
     args.instance_id = args.instance_id or os.environ.get("KIBITZ_INSTANCE_ID") or socket.gethostname()
     # one directory per worker (two workers of one app on one host must not share a RocksDB), for either runtime
@@ -411,6 +431,7 @@ def _transactional_worker(args: argparse.Namespace, settings, config, store_dir:
             loop.add_signal_handler(sig, task.cancel)
         with contextlib.suppress(asyncio.CancelledError):
             await run_worker(settings, config, instance_id=args.instance_id, engines=args.engines, engine=args.engine,
+                             go_engines=args.go_engines if args.go else 0, go_engine=args.go_engine,
                              cache_path=args.cache, metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                              transaction_timeout_ms=int(args.transaction_timeout * 1000),
                              stages=[x.strip() for x in args.stages.split(",") if x.strip()],
@@ -427,9 +448,20 @@ async def _produce(args: argparse.Namespace) -> int:
 
     settings = kafka_settings(args)
     games: list = []
+    go_events: list = []  # SGF games: no clocks to pace by, sent as fast as the broker takes them
+    errors: list = []
     for p in args.pgn:
-        games.extend(read_pgn_games(p))
-    errors = [e for g in games for e in g.errors]
+        if p.suffix.lower() == ".sgf":
+            from .goreplay import game_events
+            from .sgf import read_sgf_games
+
+            for g in read_sgf_games(p):
+                evs = game_events(g)
+                errors += [evs] if isinstance(evs, InputError) else []
+                go_events += [] if isinstance(evs, InputError) else evs
+        else:
+            games.extend(read_pgn_games(p))
+    errors += [e for g in games for e in g.errors]
     for e in errors:
         print(f"rejected ({e.reason}) {where(e.game_id, e.ply)}: {e}", file=sys.stderr)
     timeline = replay_timeline(games, speed=None if args.max_speed else args.speed)
@@ -440,10 +472,14 @@ async def _produce(args: argparse.Namespace) -> int:
         async for te in paced(timeline):
             for topic, key, value in input_records(settings.topics, te.event):
                 await producer.send(topic, value, key=key)
+        for ev in go_events:
+            for topic, key, value in input_records(settings.topics, ev):
+                await producer.send(topic, value, key=key)
         await producer.flush()
     finally:
         await producer.stop()
-    print(f"produced {len(timeline)} events of {len(games)} games to {settings.topics.moves}", file=sys.stderr)
+    print(f"produced {len(timeline) + len(go_events)} events of {len(games)} chess games and "
+          f"{sum(isinstance(e, GameStarted) for e in go_events)} Go games to {settings.topics.moves}", file=sys.stderr)
     return EXIT_REJECTED if errors else EXIT_OK
 
 
@@ -531,11 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--serve", metavar="HOST:PORT", default=None, help="serve the overlay and API (e.g. 127.0.0.1:8080) "
                    "during the replay and, after it, until interrupted")
     add_engine_options(r)
-    go = r.add_argument_group("Go (SGF files)")
-    go.add_argument("--go-engine", default=None, help="GTP engine binary (default: $KIBITZ_GO_ENGINE or gnugo)")
-    go.add_argument("--go-profile", default="go-fox-gnugo-l1", help="Go calibration (analyzers/calibrations/NAME.json); "
-                    "default %(default)s")
-    go.add_argument("--go-level", type=int, default=None, help="GNU Go level (default: the calibration's)")
+    go = add_go_options(r, "Go (SGF files)")
     go.add_argument("--quiet", action="store_true", help="Go: print only game ends and rejections, not every move")
     r.set_defaults(func=lambda a: asyncio.run(_replay(a)))
 
@@ -600,12 +632,16 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="at_least_once",
                    help="faust processing guarantee (default %(default)s; see README: exactly_once lost data in our tests)")
     add_engine_options(w)
+    go = add_go_options(w, "Go (transactional runtime)")
+    go.add_argument("--go", action="store_true", help="rate Go games too (events with game \"go\"): a GTP engine pool "
+                    "in the analyse stage and the Go calibration in the rate stage; without it they are dead-lettered")
+    go.add_argument("--go-engines", type=int, default=1, help="GTP engine processes with --go (default %(default)s)")
     w.set_defaults(func=_worker)
 
     pr = sub.add_parser("produce", help="replay PGN games into the input topic", description=
                         "Send each game's GameStarted, moves and GameEnded to kibitz.moves (key = game_id), and a copy of "
                         "GameStarted/GameEnded to kibitz.games, at live speed or as fast as possible.")
-    pr.add_argument("pgn", nargs="+", type=Path)
+    pr.add_argument("pgn", nargs="+", type=Path, help="PGN files, or SGF files (Go games, for a worker started with --go)")
     kafka_options(pr)
     sp2 = pr.add_mutually_exclusive_group()
     sp2.add_argument("--speed", type=float, default=60.0, help="time compression (default %(default)s)")

@@ -48,6 +48,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import KafkaTimeoutError, ProducerFenced
 
 from analyzers.engine import EnginePool
+from analyzers.engine.adapter import GO
 from analyzers.errors import PoisonRecord
 
 from .kafka_config import STAGES, KafkaSettings, wait_for_broker
@@ -544,12 +545,15 @@ def _sync(step: Callable[[Any, bytes | None, bytes, str], list[Output]]) -> Step
 
 
 async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instance_id: str, engines: int = 2,
-                     engine: str | None = None, cache_path: Path | None = None, metrics_port: int | None = None,
+                     engine: str | None = None, go_engines: int = 0, go_engine: str | None = None,
+                     cache_path: Path | None = None, metrics_port: int | None = None,
                      metrics_host: str = "127.0.0.1",
                      transaction_timeout_ms: int = 30000, stages: Sequence[str] = STAGES,
                      store_dir: Path | None = None) -> None:
     """Run the stages (both by default; one per process puts each on its own core) until cancelled. With
-    ``store_dir`` (this worker's own directory), state is in RocksDB under ``store_dir/<stage>/`` (streamer.state_store)."""
+    ``store_dir`` (this worker's own directory), state is in RocksDB under ``store_dir/<stage>/`` (streamer.state_store).
+    With ``go_engines`` (and ``config.go_calibration``), the analyse stage also searches Go positions with a pool of that
+    many GTP engines."""
     _retry_concurrent_transactions_sooner()
     await wait_for_broker(settings)
     await ensure_topics(settings)
@@ -557,7 +561,9 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
     async with contextlib.AsyncExitStack() as stack:
         pool = await stack.enter_async_context(EnginePool(engine, size=engines, cache_path=cache_path,
                                                                        timeout=config.timeout)) if "analyse" in stages else None
-        steps = Steps(config, pool)
+        go_pool = await stack.enter_async_context(EnginePool(go_engine, size=go_engines, cache_path=cache_path, game=GO,
+                                                             timeout=config.timeout)) if go_engines and "analyse" in stages else None
+        steps = Steps(config, pool, go_pool=go_pool)
         metrics = steps.metrics
         if metrics_port:
             metrics.serve(metrics_port, metrics_host)

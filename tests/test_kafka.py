@@ -740,3 +740,36 @@ def test_follow_produce_worker_metrics_prometheus_and_serve(broker, tmp_path):
         for p in (prom, serve):
             p.terminate()
             p.wait(20)
+
+
+def test_a_go_game_runs_through_the_worker_beside_chess_as_through_the_replay(broker, tmp_path):
+    """One worker with --go rates a held-out Fox game (SGF, produced as Go events) and chess games on the same topics:
+    the Go ratings equal `kibitz replay FILE.sgf`'s (the embedded runtime, same steps), once per move."""
+    fox, chess_pgn = ROOT / "tests/fixtures/fox_5d_testing.sgf", ROOT / "tests/fixtures/anonymous.pgn"
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--go")
+    try:
+        for path in (fox, chess_pgn):
+            r = cli("produce", str(path), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+            assert r.returncode == 0, r.stderr
+        out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter], lambda o: len(o[t.glicko2]) >= 6,
+                                        timeout=420, workers=[worker]))
+    finally:
+        worker.stop()
+    assert out[t.deadletter] == []
+    msgs = [json.loads(v) for v in out[t.perceived] + out[t.glicko2]]
+    go = [m for m in msgs if m["game"] == "go"]
+    chess_game = [m for m in msgs if m["type"] == "perceived" and m["game"] == "chess" and m["scope"] == "game"]
+    assert len(chess_game) == 20 and sum(m["game"] == "chess" for m in msgs if m["type"] == "glicko2") == 4
+    replay_out = tmp_path / "replay.jsonl"
+    r = cli("replay", str(fox), "--out", str(replay_out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    replayed = [json.loads(line) for line in replay_out.read_text().splitlines()]
+
+    def key(m):
+        return (m["type"], m.get("scope"), m["player_id"], m.get("ply"), m.get("rating"), m.get("low"), m.get("high"),
+                m.get("rank"), json.dumps(m.get("after")))
+
+    assert len([m for m in go if m["type"] == "perceived" and m["scope"] == "game"]) == 105  # every move, once
+    assert sorted(map(key, go)) == sorted(map(key, replayed))
