@@ -24,7 +24,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -77,6 +77,7 @@ from schemas import (
 from .gopipeline import GoScope, count_go_move, go_assessment, go_perceived
 
 log = logging.getLogger("kibitz.pipeline")
+S = TypeVar("S", "ScopeStats", GoScope)  # a scope: chess's ScopeStats or Go's GoScope
 #: The engine pool's search and look-ahead, on a position of the game's adapter and with the game's limits: a
 #: python-chess board and Limits give a PositionAnalysis, a GoPosition and GoLimits a GoAnalysis.
 Analyse = Callable[[Any, Any], Awaitable[Any]]
@@ -521,7 +522,8 @@ def move_likelihood(a: MoveAssessment, model: MoveModel) -> tuple[np.ndarray, st
     return move_ll, tclass
 
 
-def _scope(scopes: dict[str, ScopeStats], key: str, limit: int | None = None, state: PlayerState | None = None) -> ScopeStats:
+def _scope(scopes: dict[str, S], key: str, limit: int | None = None, state: PlayerState | None = None,
+           new: Callable[[], S] = ScopeStats) -> S:  # type: ignore[assignment]
     """The scope under ``key``, created if missing (``setdefault`` would build a throwaway one on every call). A new
     scope beyond ``limit`` evicts the oldest one (dicts keep creation order), counted in ``state.evicted``."""
     found = scopes.get(key)
@@ -533,7 +535,7 @@ def _scope(scopes: dict[str, ScopeStats], key: str, limit: int | None = None, st
                 state.evicted += 1
                 log.warning("player state at its scope limit: oldest scope evicted",
                             extra={"player_id": state.player_id, "evicted_scope": oldest, "limit": limit})
-        found = scopes[key] = ScopeStats()
+        found = scopes[key] = new()
     return found
 
 
@@ -717,12 +719,7 @@ def _apply_go_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig
     """A Go move (streamer.gopipeline): counted in the game's and the player's Go scopes; the game scope's rating."""
     calibration, model = config.go_calibration, config.go_rank_model  # raises UnsupportedGame without a calibration
     assert calibration is not None
-    game = state.go_games.get(a.game_id)
-    if game is None:
-        if len(state.go_games) >= config.max_open_games:  # as _scope: the oldest open game goes first
-            del state.go_games[next(iter(state.go_games))]
-            state.evicted += 1
-        game = state.go_games[a.game_id] = GoScope()
+    game = _scope(state.go_games, a.game_id, config.max_open_games, state, GoScope)
     if a.ply <= game.last_ply:
         return []  # duplicate (game_id, ply): already counted
     state.go_overall = state.go_overall or GoScope()
