@@ -130,6 +130,13 @@ class StateStoreError(KibitzError):
     """A worker's local state store cannot be used (in use by another process, unreadable, missing library)."""
 
 
+class CorruptState(StateStoreError):
+    """A stored state that cannot be read back (e.g. its position is not a FEN or Go snapshot): the record that needed
+    it is dead-lettered, and so is every later one of that key until the state is deleted or replaced."""
+
+    reason = "corrupt_state"
+
+
 class SourceUnavailable(KibitzError):
     """A followed feed cannot be read right now (missing file, HTTP error, refused connection): polled again."""
 

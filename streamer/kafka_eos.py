@@ -562,7 +562,7 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
         pool = await stack.enter_async_context(EnginePool(engine, size=engines, cache_path=cache_path,
                                                                        timeout=config.timeout)) if "analyse" in stages else None
         go_pool = await stack.enter_async_context(EnginePool(go_engine, size=go_engines, cache_path=cache_path, game=GO,
-                                                             timeout=config.timeout)) if go_engines and "analyse" in stages else None
+                                                             timeout=config.go_timeout)) if go_engines and "analyse" in stages else None
         steps = Steps(config, pool, go_pool=go_pool)
         metrics = steps.metrics
         if metrics_port:

@@ -33,7 +33,18 @@ from analyzers.combination import Combination, MoveFeatures, ScopeFeatures, mome
 from analyzers.engine.adapter import GAMES, GameAdapter
 from analyzers.engine.analysis import Limits, PositionAnalysis
 from analyzers.engine.gtp import GoLimits
-from analyzers.errors import DuplicateGame, DuplicatePly, IllegalMove, OutOfOrderPly, StateStoreError, UnknownGame, UnsupportedGame
+from analyzers.engine.pool import DEFAULT_TIMEOUT
+from analyzers.errors import (
+    CorruptState,
+    DuplicateGame,
+    DuplicatePly,
+    IllegalMove,
+    KibitzError,
+    OutOfOrderPly,
+    StateStoreError,
+    UnknownGame,
+    UnsupportedGame,
+)
 from analyzers.eventpool import EventEvidence, EventPoolModel, combine
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_PLAYER_WINDOW, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, TIERS, FairPlayMove, FairPlayStats, exclusion
 from analyzers.gain import GainHistogram, gain
@@ -146,6 +157,12 @@ class PipelineConfig:
         return self.go_limits if game == "go" else self.profile.limits
 
     @property
+    def go_timeout(self) -> float:
+        """The deadline of one Go search: :attr:`search_timeout`, else the pool's default (a GNU Go search costs 0.1 s
+        at level 1 and many times that at level 10; no per-level cost is measured to derive a tighter one from)."""
+        return self.search_timeout or DEFAULT_TIMEOUT
+
+    @property
     def timeout(self) -> float:
         return self.search_timeout or self.profile.search_timeout
 
@@ -233,7 +250,10 @@ class GameState:
         stored = d.get("position") or d.get("fen")  # "fen": chess states stored before the adapter
         if stored:
             # the engine sees positions without history (see analyzers.engine.analysis), so this is all it needs
-            state._position = state.adapter.restore(stored)
+            try:
+                state._position = state.adapter.restore(stored)
+            except (ValueError, KibitzError) as e:  # written by kibitz, so a bad one is damage, not input
+                raise CorruptState(f"game {state.game_id}: stored position {stored[:60]!r} cannot be read ({e})") from None
         return state
 
 

@@ -20,11 +20,14 @@ never ahead of it, and the next restore reads what it missed.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from analyzers.errors import StateStoreError
+from analyzers.errors import CorruptState, StateStoreError
+
+log = logging.getLogger(__name__)
 
 #: The DB key of the changelog offset the DB is caught up to; NUL never occurs in a game or player id.
 OFFSET_KEY = "\x00changelog-offset"
@@ -35,9 +38,15 @@ def encode(value: Any) -> bytes | None:
     return None if value is None else json.dumps(value.to_dict(), separators=(",", ":")).encode()
 
 
-def decode(raw: bytes, codec: Any) -> Any:
-    """The inverse of :func:`encode`, for the state class ``codec``."""
-    return codec.from_dict(json.loads(raw))
+def decode(raw: bytes, codec: Any, key: str = "?") -> Any:
+    """The inverse of :func:`encode`, for the state class ``codec``. Raises :class:`CorruptState` (naming ``key``)
+    for bytes that are not such a state: kibitz wrote them, so they are damage, and the caller decides what it costs."""
+    try:
+        return codec.from_dict(json.loads(raw))
+    except CorruptState:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # json's errors are ValueErrors
+        raise CorruptState(f"{codec.__name__} state of {key!r} cannot be read: {e!r}") from None
 
 
 class TrackedState(dict):
@@ -72,10 +81,12 @@ class TrackedState(dict):
 
     def load(self, key: str, raw: bytes | None, codec: type) -> None:
         """Apply one changelog record during a restore (``raw`` None: the key was deleted)."""
-        if raw is None:
-            dict.pop(self, key, None)
-        else:
-            dict.__setitem__(self, key, decode(raw, codec))
+        dict.pop(self, key, None)
+        if raw is not None:
+            try:
+                dict.__setitem__(self, key, decode(raw, codec, key))
+            except CorruptState as e:  # one damaged key must not keep the partition from starting: it starts afresh
+                log.error("corrupt state dropped", extra={"key": key, "error": str(e)})
 
     def loaded(self, next_offset: int) -> None:
         """A restore has read the changelog up to ``next_offset`` (called after each fetched batch, and at the end)."""
@@ -137,7 +148,7 @@ class RocksState(TrackedState):
         raw = self.db.get(key)
         if raw is None:
             return default
-        value = decode(raw, self.codec)
+        value = decode(raw, self.codec, key)  # CorruptState: the step dead-letters the record that needed it
         dict.__setitem__(self, key, value)  # in use now: kept live until evicted after a commit
         return value
 
@@ -161,7 +172,10 @@ class RocksState(TrackedState):
         out = list(live.items())
         for key, raw in self.db.items():
             if key != OFFSET_KEY and key not in live and key not in self._deleted:
-                out.append((key, decode(raw, self.codec)))
+                try:
+                    out.append((key, decode(raw, self.codec, key)))
+                except CorruptState as e:  # left in place: the record that needs it gets the dead letter
+                    log.error("corrupt state skipped by a scan", extra={"key": key, "error": str(e)})
         return out
 
     def load(self, key: str, raw: bytes | None, codec: type) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from analyzers.engine import EnginePool
-from analyzers.errors import EngineError, InputError, KibitzError, MalformedEvent, UnsupportedGame, reasons
+from analyzers.errors import CorruptState, EngineError, InputError, KibitzError, MalformedEvent, UnsupportedGame, reasons
 from analyzers.eventpool import EventEvidence
 from schemas import (
     DeadLetter,
@@ -189,6 +189,8 @@ class Steps:
         event's JSON when not given, made only then). An ended game's state shrinks to an end marker."""
         try:
             return await self._game(games, ev, raw, source, key)
+        except CorruptState as e:  # the game's stored state, read before the event's own checks
+            return [self.reject(e, _raw(raw, ev), source, key)]
         except Exception as e:  # noqa: BLE001
             return self._internal(e, _raw(raw, ev), source, key)
 
@@ -285,6 +287,8 @@ class Steps:
             state, msg = pool_event(events.get(ev.event), ev, self.config)
             events[ev.event] = state
             return [self._out(Output(msg.player_id, msg))]
+        except (InputError, CorruptState) as e:
+            return [self.reject(e, _raw(raw, ev), source, key)]
         except Exception as e:  # noqa: BLE001
             return self._internal(e, raw if raw is not None else ev.model_dump_json(), source, key)
 
@@ -311,6 +315,8 @@ class Steps:
             state, msgs = apply_player_event(players.get(ev.player_id), ev, self.config)
             players[ev.player_id] = state
             return [self._out(Output(m.player_id, m)) for m in msgs]
+        except (InputError, CorruptState) as e:  # e.g. a Go assessment where the rate stage has no Go calibration
+            return [self.reject(e, _raw(raw, ev), source, key)]
         except Exception as e:  # noqa: BLE001
             return self._internal(e, raw if raw is not None else ev.model_dump_json(), source, key)
 

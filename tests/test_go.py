@@ -165,6 +165,14 @@ def test_a_pipeline_without_go_refuses_go_events_with_a_typed_error():
         GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"), komi=6.5)
 
 
+def test_go_searches_get_their_own_deadline_not_the_chess_profiles():
+    from analyzers.engine.pool import DEFAULT_TIMEOUT
+
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"))
+    assert config.timeout < 10 < config.go_timeout == DEFAULT_TIMEOUT  # depth 8 takes 0.05 s; GNU Go level 10, seconds
+    assert replace(config, search_timeout=3.0).go_timeout == 3.0
+
+
 # -- GNU Go through the pool -----------------------------------------------------------------------------
 def _positions(n: int) -> list[GoPosition]:
     game = read_sgf_games(FOX)[0]

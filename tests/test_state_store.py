@@ -137,3 +137,76 @@ def test_a_sweep_sees_every_key_and_its_deletions_reach_the_changelog(tmp_path, 
             del s[k]
     assert [(k, v) for k, v in commit(s, 9)] == [("k1", None), ("k3", None), ("k5", None)]
     assert sorted(k for k, _ in s.scan()) == ["k0", "k2", "k4"]
+
+
+# -- damaged state: a typed error for the record that needs it, never a stopped partition --------------------
+def _game_state(position: str) -> dict:
+    from schemas import GameStarted, PlayerInfo
+    from streamer.pipeline import start_game
+
+    d = start_game(None, GameStarted(game_id="g1", white=PlayerInfo(id="w"), black=PlayerInfo(id="b")), None, None).to_dict()
+    return {**d, "position": position}
+
+
+def test_a_stored_position_that_cannot_be_read_is_a_corrupt_state_naming_the_game():
+    from analyzers.errors import CorruptState
+    from streamer.pipeline import GameState
+
+    with pytest.raises(CorruptState, match="game g1: stored position 'not a fen'"):
+        GameState.from_dict(_game_state("not a fen"))
+    go = {**_game_state("19 7.5 b:D4 w:Q16"), "game": "go"}
+    assert GameState.from_dict(go).position().moves == [("b", "D4"), ("w", "Q16")]
+    with pytest.raises(CorruptState, match="game g1"):
+        GameState.from_dict({**go, "position": "19 7.5 b:D4 b:D4"})  # a stone on a stone
+
+
+def test_a_memory_restore_drops_a_damaged_record_and_loads_the_rest(caplog):
+    from analyzers.errors import CorruptState
+    from streamer.state_store import decode
+
+    with pytest.raises(CorruptState, match="Box state of 'k'"):
+        decode(b"{not json", Box, "k")
+    s = TrackedState()
+    s.load("a", raw(1), Box)
+    s.load("bad", b'{"m": 2}', Box)
+    s.load("b", raw(3), Box)
+    assert {k: v.n for k, v in s.items()} == {"a": 1, "b": 3}
+    assert any(r.getMessage() == "corrupt state dropped" and r.key == "bad" for r in caplog.records)
+
+
+def test_rocksdb_lookups_and_sweeps_of_a_damaged_key(tmp_path):
+    from analyzers.errors import CorruptState
+
+    s = RocksState(tmp_path / "p", Box)
+    s.committed([("a", raw(1)), ("bad", b"\xff")], 2)
+    s.close()
+    s = RocksState(tmp_path / "p", Box)
+    with pytest.raises(CorruptState, match="'bad'"):
+        s.get("bad")
+    assert [(k, v.n) for k, v in s.scan()] == [("a", 1)]
+    s.close()
+
+
+@pytest.mark.asyncio
+async def test_the_steps_dead_letter_what_a_damaged_or_unsupported_state_stops_and_go_on():
+    from analyzers.calibration import load_calibration
+    from analyzers.profiles import get_profile
+    from schemas import DeadLetter, GameEnded, MoveAssessment
+    from streamer.pipeline import GameState, PipelineConfig
+    from streamer.steps import ObjectTable, Steps
+
+    steps = Steps(PipelineConfig(get_profile("fast"), load_calibration("fast")))
+    store = {"g1": _game_state("not a fen"), "g2": _game_state(_game_state("")["position"])}
+    games = ObjectTable(store, GameState)
+    out = await steps.game(games, GameEnded(game_id="g1", result="1-0"))
+    assert len(out) == 1 and isinstance(out[0].message, DeadLetter) and out[0].message.reason == "corrupt_state"
+    assert "g1" in out[0].message.error
+    out = await steps.game(games, GameEnded(game_id="g2", result="1-0"))  # the next game is untouched
+    assert [o.message.type for o in out] == ["game_result", "game_result"]
+
+    # a Go assessment reaching a rate stage without a Go calibration: its own reason, not an internal error
+    go = MoveAssessment(game="go", game_id="x", ply=3, player_id="p", color="white", uci="Q16", eval_before=0,
+                        eval_after=0, gain=0, loss=0, candidates=[{"uci": "Q16", "cp": 0, "mate": None}], played_rank=0,
+                        played_value=0, counted=True, engine="GNU Go", limits="lvl1")
+    out = steps.player({}, go)
+    assert len(out) == 1 and out[0].message.reason == "unsupported_game" and "not set up for Go" in out[0].message.error
