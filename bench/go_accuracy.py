@@ -3,6 +3,12 @@
     python bench/go_accuracy.py --warm            # engine analyses into the cache (resumable; hours at full size)
     python bench/go_accuracy.py --fit --write     # fit the c -> rank calibration on candidating, write it
     python bench/go_accuracy.py                   # the tables on testing (nothing fitted there)
+    python bench/go_accuracy.py --ogs 40 --plies 80 --test-games 0   # another server: does anything separate its players?
+
+``--ogs N`` takes N even, ranked games of ../shared/data/sgf/ogs_2014_scored (OGS, 9k-6d: a weaker, wider range than
+Fox's) and prints how the evidence (the posterior over c, the mean points lost, the share of GNU Go's first choice)
+correlates with the declared rank, and the Fox calibration's errors there against a constant: whether a calibration
+fitted for that server could say anything.
 
 Data: ../shared/data/sgf/fox_ranked_5k-9d (Kuboki et al. 2025's selection): 11 rank groups (3-5k, 1-2k, 1d ... 9d),
 both players of a game in the same group. Calibration uses `candidating` only; `testing` is held out.
@@ -30,6 +36,7 @@ from analyzers.engine.gtp import GoLimits, GtpEngine
 from analyzers.engine.pool import EnginePool
 from analyzers.engine.uci import find_engine
 from analyzers.goboard import GoPosition
+from analyzers.gorank import rank_label
 from analyzers.gorate import DEFAULT_GO_PROFILE, K_POINTS, GoSkill, RankModel, load_go_calibration
 from streamer.goassess import GoMove, assess_go_game
 from streamer.sgf import GoGame, read_sgf_games
@@ -38,6 +45,18 @@ FOX = "sgf/fox_ranked_5k-9d"
 GROUPS = ("3-5k", "1-2k", "1d", "2d", "3d", "4d", "5d", "6d", "7d", "8d", "9d")
 GO_CACHE = ANALYSIS_CACHE.with_name("go-analysis.sqlite")
 PROFILE = DEFAULT_GO_PROFILE
+
+
+OGS = "sgf/ogs_2014_scored"
+
+
+def ogs_sample(data: Path, n: int, seed: int, min_moves: int = 60) -> list[tuple[str, GoGame]]:
+    """``n`` OGS games, seeded: even (komi, no handicap), both players ranked; grouped by Black's rank."""
+    games = [g for f in sorted((data / OGS).glob("*.sgf")) for g in read_sgf_games(f)
+             if g.error is None and g.komi > 0 and len(g.moves) >= min_moves
+             and g.black.rating is not None and g.white.rating is not None]
+    random.Random(seed).shuffle(games)
+    return [(rank_label(g.black.rating), g) for g in games[:n]]  # type: ignore[arg-type]
 
 
 def sample(data: Path, split: str, per_group: int, seed: int, min_moves: int = 60) -> list[tuple[str, GoGame]]:
@@ -236,6 +255,31 @@ def evaluate(pgs: list[PlayerGame], cal: Calibration, args: argparse.Namespace) 
               f"{100 * base:.0f}% | {np.mean(errs):.2f} | {100 * np.mean(cov):.0f}% | {np.mean(half):.2f} |")
 
 
+def transfer(pgs: list[PlayerGame], cal: Calibration, label: str) -> None:
+    """Correlations of each kind of evidence with the declared rank, and ``cal``'s errors against a constant."""
+    model = RankModel.of(cal)
+    truth = np.array([pg.truth for pg in pgs])
+    skills = [pg.skill() for pg in pgs]
+    est = [s.estimate(model) for s in skills]
+    pred = np.array([e.rating for e in est])
+    evidence = {"posterior mean of c": [s.posterior.mean for s in skills],
+                "mean points lost": [float(np.mean([m.loss for m in pg.moves])) for pg in pgs],
+                "share of GNU Go's first choice": [float(np.mean([m.played == 0 for m in pg.moves])) for pg in pgs]}
+    const = float(truth.mean())
+    mae, mae_c = np.abs(pred - truth).mean() / 100, np.abs(const - truth).mean() / 100
+    print(f"\n{label}: {len(pgs)} player-games of {len(pgs) // 2} games, declared ranks {rank_label(truth.min())}-"
+          f"{rank_label(truth.max())} (sd {truth.std() / 100:.1f} ranks), {np.mean([len(pg.moves) for pg in pgs]):.0f} moves each")
+    print("| evidence | r with the declared rank | tau_a |")
+    print("|---|---|---|")
+    for name, xs in evidence.items():
+        x = np.array(xs)
+        print(f"| {name} | {np.corrcoef(x, truth)[0, 1]:+.2f} | {kendall_tau_a(x, truth):+.2f} |")
+    print(f"| {cal.profile} estimate | {np.corrcoef(pred, truth)[0, 1]:+.2f} | {kendall_tau_a(pred, truth):+.2f} |")
+    print(f"{cal.profile} there: MAE {mae:.2f} ranks against {mae_c:.2f} for the sample mean (oracle), bias "
+          f"{(pred - truth).mean() / 100:+.2f}, declared rank in the 95 % interval "
+          f"{100 * np.mean([e.low <= t <= e.high for e, t in zip(est, truth)]):.0f} %")
+
+
 # -- engine cost ----------------------------------------------------------------------------------------
 async def engine_cost(game: GoGame, args: argparse.Namespace) -> None:
     """ms per move: kibitz's Go pool (one engine, a fresh process and a replay per search, no cache) against the raw
@@ -283,15 +327,17 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--cost", action="store_true", help="also time the engine per move against the raw engine")
+    ap.add_argument("--ogs", type=int, default=0, metavar="N", help="also N OGS games (another server; see above)")
     ap.add_argument("--fit", action="store_true", help="fit the calibration on candidating (and print it)")
     ap.add_argument("--write", action="store_true", help="with --fit: write it to analyzers/calibrations")
     args = ap.parse_args()
     data = data_dir(args, FOX)
     fit = sample(data, "candidating", args.fit_games, args.seed)
     test = sample(data, "testing", args.test_games, args.seed)
+    ogs = ogs_sample(data_dir(args, OGS), args.ogs, args.seed) if args.ogs else []
     if args.warm:
-        asyncio.run(analyse_all(fit, args))
-        asyncio.run(analyse_all(test, args))
+        for games in (fit, test, ogs):
+            asyncio.run(analyse_all(games, args))
         return
     fit_pgs = player_games(fit, asyncio.run(analyse_all(fit, args)))
     if args.fit:
@@ -304,6 +350,8 @@ def main() -> None:
         cal = load_go_calibration(PROFILE)
     if test:
         evaluate(player_games(test, asyncio.run(analyse_all(test, args))), cal, args)
+    if ogs:
+        transfer(player_games(ogs, asyncio.run(analyse_all(ogs, args))), cal, "OGS 2014 (ogs_2014_scored)")
     if args.cost and test:
         asyncio.run(engine_cost(test[0][1], args))
 
