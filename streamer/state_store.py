@@ -43,8 +43,6 @@ def decode(raw: bytes, codec: Any, key: str = "?") -> Any:
     for bytes that are not such a state: kibitz wrote them, so they are damage, and the caller decides what it costs."""
     try:
         return codec.from_dict(json.loads(raw))
-    except CorruptState:
-        raise
     except (ValueError, KeyError, TypeError, AttributeError) as e:  # json's errors are ValueErrors
         raise CorruptState(f"{codec.__name__} state of {key!r} cannot be read: {e!r}") from None
 
@@ -148,7 +146,11 @@ class RocksState(TrackedState):
         raw = self.db.get(key)
         if raw is None:
             return default
-        value = decode(raw, self.codec, key)  # CorruptState: the step dead-letters the record that needed it
+        try:
+            value = decode(raw, self.codec, key)
+        except CorruptState as e:  # as a memory restore does: the key starts afresh (its next write replaces it)
+            log.error("corrupt state dropped", extra={"key": key, "error": str(e)})
+            return default
         dict.__setitem__(self, key, value)  # in use now: kept live until evicted after a commit
         return value
 
@@ -174,8 +176,8 @@ class RocksState(TrackedState):
             if key != OFFSET_KEY and key not in live and key not in self._deleted:
                 try:
                     out.append((key, decode(raw, self.codec, key)))
-                except CorruptState as e:  # left in place: the record that needs it gets the dead letter
-                    log.error("corrupt state skipped by a scan", extra={"key": key, "error": str(e)})
+                except CorruptState as e:  # as get() does: nothing to sweep, the key starts afresh when next used
+                    log.error("corrupt state dropped", extra={"key": key, "error": str(e)})
         return out
 
     def load(self, key: str, raw: bytes | None, codec: type) -> None:
