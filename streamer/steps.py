@@ -30,7 +30,7 @@ import base64
 import enum
 import logging
 import time
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,6 +160,18 @@ class Steps:
         log.exception("unexpected error", extra={"source": source})
         return [self.reject(KibitzError(f"internal error: {e!r}"), raw, source, key)]
 
+    def _guarded(self, step: Callable[[], list[Output]], ev: BaseModel, raw: bytes | str | None, source: str,
+                 key: Key) -> list[Output]:
+        """The pool and player steps' error boundary: ``step()``'s outputs; a refused input or a damaged state (e.g. a
+        Go assessment where the rate stage has no Go calibration) is the record's dead letter with its own reason,
+        any other error an internal one. Either way the stage goes on."""
+        try:
+            return step()
+        except (InputError, CorruptState) as e:
+            return [self.reject(e, _raw(raw, ev), source, key)]
+        except Exception as e:  # noqa: BLE001
+            return self._internal(e, _raw(raw, ev), source, key)
+
     def _out(self, o: Output) -> Output:
         kind = getattr(o.message, "type", o.route.value)
         counter = self._outputs.get(kind)
@@ -283,14 +295,12 @@ class Steps:
     def pool_step(self, events: StateMap, ev: PlayerEvent, raw: bytes | str | None = None, source: str = "api",
                   key: Key = None) -> list[Output]:
         """Count one assessment in its event's evidence and pass it on to its player with the event prior."""
-        try:
+        def step() -> list[Output]:
             state, msg = pool_event(events.get(ev.event), ev, self.config)
             events[ev.event] = state
             return [self._out(Output(msg.player_id, msg))]
-        except (InputError, CorruptState) as e:
-            return [self.reject(e, _raw(raw, ev), source, key)]
-        except Exception as e:  # noqa: BLE001
-            return self._internal(e, raw if raw is not None else ev.model_dump_json(), source, key)
+
+        return self._guarded(step, ev, raw, source, key)
 
     def sweep_events(self, events: StateMap, now: float | None = None) -> int:
         """Drop events with no counted move for ``config.idle_event_seconds``; returns how many. O(events)."""
@@ -311,14 +321,12 @@ class Steps:
     def player(self, players: StateMap, ev: PlayerEvent, raw: bytes | str | None = None, source: str = "api",
                key: Key = None) -> list[Output]:
         """Apply one assessment or game result to its player: perceived ratings, Glicko-2 updates, alerts."""
-        try:
+        def step() -> list[Output]:
             state, msgs = apply_player_event(players.get(ev.player_id), ev, self.config)
             players[ev.player_id] = state
             return [self._out(Output(m.player_id, m)) for m in msgs]
-        except (InputError, CorruptState) as e:  # e.g. a Go assessment where the rate stage has no Go calibration
-            return [self.reject(e, _raw(raw, ev), source, key)]
-        except Exception as e:  # noqa: BLE001
-            return self._internal(e, raw if raw is not None else ev.model_dump_json(), source, key)
+
+        return self._guarded(step, ev, raw, source, key)
 
 
 def _raw(raw: bytes | str | None, ev: BaseModel) -> bytes | str:
