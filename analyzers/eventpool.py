@@ -18,6 +18,11 @@ and p's prior is (step 2) N(mean_p, w^2 + e^2 + 1 / Lambda_p), where e (the even
 get wrong about a whole event's level (a field whose habits the move model does not know). The player's own moves
 never enter their prior, and no declared rating enters anything.
 
+What (m_g, s_g) summarise is the model's ``evidence``: ``"model"``, the move model's likelihood alone; or
+``"combination"``, where the combination (s. 10) rates the player-game (every move clocked), its estimate with the
+population prior divided out (step 3's likelihood, :func:`deprior`), which reads the clock and the position
+difficulty too, and the move model's likelihood elsewhere.
+
 Step 3, the estimate: under the move model the event prior replaces the class prior on the grid (s. 9). The
 combination (s. 10) is a regression that already shrinks toward the population N(mu_pop, sd_pop^2), so its estimate
 R_c with sd sd_c (from its interval) is read as a normal posterior under that prior: dividing the prior out leaves
@@ -42,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from .calibrations import read_fitted
-from .combination import moments
+from .combination import Combination, MoveFeatures, ScopeFeatures, moments
 from .errors import CalibrationError
 from .ratingmodel import FLAT_PRIOR, MoveModel, Prior, RatingLikelihood
 
@@ -60,6 +65,8 @@ class EventPoolModel:
     mean0: float
     tau: float
     event_sd: float
+    evidence: str = "model"  # what summarises a player-game: "model" or "combination" (module docstring)
+    evidence_scale: float = 1.0  # f: the combination's likelihood sd (step 3) times f, fitted (module docstring)
     profile: str = ""
     fitted_on: str = ""
     command: str = ""
@@ -69,6 +76,10 @@ class EventPoolModel:
     def __post_init__(self) -> None:
         if min(self.within_sd, self.tau) <= 0 or self.event_sd < 0:
             raise CalibrationError(f"event pooling needs w > 0, tau > 0, e >= 0; got {self.within_sd}, {self.tau}, {self.event_sd}")
+        if self.evidence_scale < 1.0:
+            raise CalibrationError(f"event pooling's evidence scale must be >= 1, got {self.evidence_scale}")
+        if self.evidence not in EVIDENCE:
+            raise CalibrationError(f"event pooling evidence must be one of {EVIDENCE}, got {self.evidence!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,17 +110,31 @@ class EventPoolModel:
         return Prior(mean, math.sqrt(self.within_sd ** 2 + self.event_sd ** 2 + 1.0 / lam))
 
 
+#: What may summarise a player-game's evidence about the event's level (module docstring).
+EVIDENCE = ("model", "combination")
+
 #: The least shrinkage k of the combination (step 3) read as evidence; below it, the move model's estimate is used.
 MIN_SHRINK = 0.05
 
 
-def combine(estimate: float, sd: float, population: Prior, event: Prior) -> tuple[float, float] | None:
-    """Step 3: an estimate (mean, sd) made under the ``population`` prior, moved to the ``event`` prior: the mean and
-    sd of the product of its likelihood and the event prior; None when it is too close to the prior alone."""
+def deprior(estimate: float, sd: float, population: Prior, scale: float = 1.0) -> tuple[float, float] | None:
+    """Step 3's likelihood: an estimate (mean, sd) made under the ``population`` prior, read as a normal posterior,
+    with the prior divided out: (mean, variance) N(mu_pop + (R_c - mu_pop) / k, f^2 sd^2 / k), k = 1 - sd^2 / sd_pop^2,
+    f = ``scale``; None when k <= :data:`MIN_SHRINK` (next to nothing beyond the prior)."""
     k = 1.0 - (sd / population.sd) ** 2
     if k <= MIN_SHRINK:
         return None
-    l_mean, l_var = population.mean + (estimate - population.mean) / k, sd * sd / k
+    return population.mean + (estimate - population.mean) / k, (scale * sd) ** 2 / k
+
+
+def combine(estimate: float, sd: float, population: Prior, event: Prior, scale: float = 1.0) -> tuple[float, float] | None:
+    """Step 3: an estimate (mean, sd) made under the ``population`` prior, moved to the ``event`` prior: the mean and
+    sd of the product of its likelihood (:func:`deprior`, sd times ``scale``) and the event prior; None when it is
+    too close to the prior alone."""
+    lik = deprior(estimate, sd, population, scale)
+    if lik is None:
+        return None
+    l_mean, l_var = lik
     precision = 1.0 / l_var + 1.0 / event.sd ** 2
     return (l_mean / l_var + event.mean / event.sd ** 2) / precision, math.sqrt(1.0 / precision)
 
@@ -121,25 +146,41 @@ def likelihood_moments(model: MoveModel, lik: RatingLikelihood) -> tuple[float, 
     return moments(model.posteriors(lik.ll, (FLAT_PRIOR,))[0])
 
 
+def game_evidence(model: MoveModel, lik: RatingLikelihood, feats: ScopeFeatures | None = None,
+                  combination: Combination | None = None, scale: float = 1.0) -> tuple[float, float]:
+    """(m_g, s_g) of a player-game (module docstring): the combination's estimate with the population prior divided
+    out (its sd times ``scale``) where it rates the game (``combination`` given, every move clocked, k above
+    :data:`MIN_SHRINK`), else the move model's likelihood moments."""
+    m, s = likelihood_moments(model, lik)
+    # a game whose state predates its features (feats.n < lik.n) stays the model's evidence
+    if combination is None or feats is None or feats.n != lik.n or not combination.applies(feats):
+        return m, s
+    est = combination.estimate(feats.vector(m, s, lik.tclass), lik.n, 0.95)
+    found = deprior(est.rating, est.sd, model.prior_for(lik.tclass), scale)
+    return (found[0], math.sqrt(found[1])) if found is not None else (m, s)
+
+
 @dataclass
 class OpenGame:
     """An open player-game: its likelihood so far and the contribution it currently adds to its player's sums."""
 
     player_id: str
     lik: RatingLikelihood = field(default_factory=RatingLikelihood)
+    feats: ScopeFeatures = field(default_factory=ScopeFeatures)  # the combination's inputs (evidence "combination")
     last_ply: int = -1
     a: float = 0.0
     b: float = 0.0
     touched: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"player_id": self.player_id, "lik": self.lik.to_dict(), "last_ply": self.last_ply, "a": self.a,
-                "b": self.b, "touched": self.touched}
+        return {"player_id": self.player_id, "lik": self.lik.to_dict(), "feats": self.feats.to_dict(),
+                "last_ply": self.last_ply, "a": self.a, "b": self.b, "touched": self.touched}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> OpenGame:
-        return cls(d["player_id"], RatingLikelihood.from_dict(d["lik"]), int(d["last_ply"]), float(d["a"]),
-                   float(d["b"]), float(d.get("touched", 0.0)))
+        # states written before the combination's inputs were kept have none: the game goes on as the model's evidence
+        return cls(d["player_id"], RatingLikelihood.from_dict(d["lik"]), ScopeFeatures.from_dict(d.get("feats", {})),
+                   int(d["last_ply"]), float(d["a"]), float(d["b"]), float(d.get("touched", 0.0)))
 
 
 @dataclass
@@ -152,8 +193,10 @@ class EventEvidence:
     touched: float = 0.0
 
     def add_move(self, game_id: str, player_id: str, ply: int, move_ll: np.ndarray, tclass: str,
-                 pool: EventPoolModel, model: MoveModel, now: float | None = None) -> bool:
-        """Count one move of ``player_id`` in ``game_id``; False (nothing changes) for a ply already counted."""
+                 pool: EventPoolModel, model: MoveModel, now: float | None = None, *,
+                 features: MoveFeatures | None = None, combination: Combination | None = None) -> bool:
+        """Count one move of ``player_id`` in ``game_id``; False (nothing changes) for a ply already counted. With the
+        ``"combination"`` evidence the move's :class:`MoveFeatures` and the ``combination`` are needed too."""
         key = f"{game_id}/{player_id}"
         g = self.open.get(key)
         if g is None:
@@ -164,8 +207,11 @@ class EventEvidence:
         if ply <= g.last_ply:
             return False
         g.lik.add(move_ll, tclass)
+        if features is not None:
+            g.feats.add(features)
         g.last_ply = ply
-        a, b = pool.contribution(*likelihood_moments(model, g.lik))
+        use = combination if pool.evidence == "combination" else None
+        a, b = pool.contribution(*game_evidence(model, g.lik, g.feats, use, pool.evidence_scale))
         sums = self.players[player_id]
         sums[0] += a - g.a  # replace the game's previous contribution by its new one
         sums[1] += b - g.b

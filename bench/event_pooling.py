@@ -1,6 +1,6 @@
 """Fit and measure event pooling (docs/models.md s. 12) on rated-dev, the fitting set. Never on rated-holdout.
 
-    python bench/event_pooling.py [--profile fast] [--dev 1000] [--seed 0] [--write]   # analyses from the cache
+    python bench/event_pooling.py [--profile fast] [--dev 1000] [--seed 0] [--evidence combination] [--write]
 
 Players of one event are of a similar level, and the moves of everyone else in the event say where that level is.
 The pool step (streamer.pipeline.pool_event) turns them into each player's prior; this fits its four numbers and
@@ -8,10 +8,11 @@ shows what it does, per player-game of the rated-dev player-events sample (whole
 
 1. From the sample's headers (dev data; no declared rating enters an estimate): the within-event sd w of the FIDE
    ratings, and the mean mu_0 and sd tau of the events' mean ratings.
-2. For each event sd e on a grid: the game-scope estimate at each player-game's end with the event prior the pool
-   step gives, replaying the games in sample (round) order through the service's own code, one game after another
-   (a live round also has its concurrent games: this is the prior a little earlier than live). The published e is
-   the smallest whose 95 % interval covers 95 % of the FIDE ratings.
+2. For each kind of evidence a player-game gives about the level (the move model's likelihood; the combination's
+   estimate where it applies: docs/models.md s. 12) and each event sd e on a grid: the game-scope estimate at each
+   player-game's end with the event prior the pool step gives, replaying the games in sample (round) order through
+   the service's own code, one game after another (a live round also has its concurrent games: this is the prior a
+   little earlier than live). The published e (for ``--evidence``) is the smallest whose 95 % interval covers 95 % of the FIDE ratings.
 3. For comparison on the same rows: the move model with its class prior, the combination (fitted on rated-dev,
    these games included, so flattered here), and an oracle prior at the event's true mean FIDE rating.
 
@@ -30,24 +31,40 @@ from common import ROOT, add_data_argument, data_dir, event_priors
 from fit_model import analysed
 
 from analyzers.combination import load_combination
-from analyzers.eventpool import EventPoolModel
+from analyzers.eventpool import EVIDENCE, EventPoolModel
 from analyzers.perceived import RatingEstimate
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import Prior, load_move_model
 from streamer.batch import sample_player_events
 from streamer.pipeline import PipelineConfig, ScopeStats, model_estimates
 
+#: How the table names each kind of evidence.
+WHAT = {"model": "move-model likelihoods", "combination": "combination estimates (else likelihoods)"}
 #: Event sds tried (step 2).
-EVENT_SDS = (0.0, 100.0, 150.0, 175.0, 200.0, 225.0, 250.0, 275.0, 300.0, 350.0)
+EVENT_SDS = (0.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0)
+#: Scales f of the combination's likelihood sd tried (step 3, and its evidence about the level).
+EVIDENCE_SCALES = (1.0, 1.5, 2.0, 2.5, 3.0)
+
+
+def coverage(est: list[RatingEstimate], truth: np.ndarray) -> float:
+    """The share of FIDE ratings inside their estimate's interval."""
+    return float(np.mean([e.low <= t <= e.high for e, t in zip(est, truth, strict=True)]))
+
+
+def log_density(est: list[RatingEstimate], truth: np.ndarray) -> float:
+    """The mean log density of the FIDE rating under each estimate read as a normal (its mean, its interval's sd): a
+    proper score, so it rewards sharp estimates only where they are right."""
+    return float(np.mean([-math.log(e.sd) - 0.5 * ((t - e.rating) / e.sd) ** 2 for e, t in zip(est, truth, strict=True)])
+                 - 0.5 * math.log(2 * math.pi))
 
 
 def row(name: str, truth: np.ndarray, est: list[RatingEstimate], const: float) -> str:
     r = np.array([e.rating for e in est])
     mae = float(np.abs(r - truth).mean())
-    cover = np.mean([e.low <= t <= e.high for e, t in zip(est, truth, strict=True)])
     width = np.mean([e.high - e.low for e in est]) / 2
     return (f"| {name} | {mae:.0f} | {100 * (1 - mae / const):+.1f} % | {np.mean(r - truth):+.0f} | "
-            f"{np.corrcoef(r, truth)[0, 1]:.2f} | {100 * cover:.1f} % | {width:.0f} |")
+            f"{np.corrcoef(r, truth)[0, 1]:.2f} | {100 * coverage(est, truth):.1f} % | {width:.0f} | "
+            f"{log_density(est, truth):.4f} |")
 
 
 def main() -> None:
@@ -55,6 +72,8 @@ def main() -> None:
     ap.add_argument("--profile", default="fast")
     ap.add_argument("--dev", type=int, default=1000, help="rated-dev games, as whole player-events (as warm_cache draws them)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--evidence", choices=EVIDENCE, default="combination",
+                    help="what summarises a player-game for the published fit (both are measured)")
     ap.add_argument("--write", action="store_true", help="write analyzers/calibrations/<profile>.eventpool.json")
     add_data_argument(ap)
     args = ap.parse_args()
@@ -71,13 +90,16 @@ def main() -> None:
     ratings = defaultdict(list)
     for g in sample:
         ratings[g.event] += [g.white.rating, g.black.rating]
-    within = math.sqrt(np.mean([np.var(v) for v in ratings.values()]))
     means = np.array([np.mean(v) for v in ratings.values()])
+    within = round(math.sqrt(np.mean([np.var(v) for v in ratings.values()])), 1)
+    mean0, tau = round(float(means.mean()), 1), round(float(means.std()), 1)
     print(f"{len(games)} rated-dev games fully analysed ({len(sample)} drawn), {len(ratings)} events; 1. within-event sd "
           f"w {within:.0f}; event means mu_0 {means.mean():.0f}, tau {means.std():.0f}")
 
     # the player-game scopes at their end, and the last assessment of each (its event prior is the published one's)
+    # and each player's event scope at their last move in the event (player-events of 5+ games are scored)
     scopes, truths, lasts, events = [], [], [], []
+    ev_scopes: dict[tuple[str, str], list] = {}  # (event, player) -> [scope, last assessment, games, ratings]
     for g in games:
         for color, me in (("white", g.white), ("black", g.black)):
             s, last = ScopeStats(), None
@@ -85,49 +107,76 @@ def main() -> None:
                 if a.color == color:
                     s.add(a, None, model)
                     last = a
+                    ev = ev_scopes.setdefault((g.event, a.player_id), [ScopeStats(), None, set(), []])
+                    ev[0].add(a, None, model)
+                    ev[1] = a
+                    ev[2].add(g.game_id)
             if s.rating.n:
                 scopes.append(s)
                 truths.append(float(me.rating or 0))
                 lasts.append(last)
                 events.append(g.event)
+                ev_scopes[(g.event, last.player_id)][3].append(float(me.rating or 0))
     truth = np.array(truths)
     const = float(np.abs(truth - truth.mean()).mean())
+    pe = [v for v in ev_scopes.values() if len(v[2]) >= 5 and v[3]]
+    pe_truth = np.array([np.mean(v[3]) for v in pe])
+    pe_const = float(np.abs(pe_truth - pe_truth.mean()).mean())
 
-    def published(priors: dict) -> list[RatingEstimate]:
+    def published(priors: dict, e_sd: float = 0.0, scale: float = 1.0, per_event: bool = False) -> list[RatingEstimate]:
+        """The published estimates with the event priors ``priors`` (made with e = 0) widened to event sd ``e_sd``:
+        of the player-games, or (``per_event``) of the player-events of 5+ games."""
         out = []
-        for s, a in zip(scopes, lasts, strict=True):
-            est = model_estimates(s, model, comb, event_prior=priors.get((a.game_id, a.ply)))
+        for s, a in ([(v[0], v[1]) for v in pe] if per_event else zip(scopes, lasts, strict=True)):
+            p = priors.get((a.game_id, a.ply))
+            p = Prior(p.mean, math.hypot(p.sd, e_sd)) if p is not None else None  # step 2's sd: e enters only here
+            est = model_estimates(s, model, comb, event_prior=p, evidence_scale=scale)
             assert est is not None
             out.append(est.moves_only)
         return out
 
     print(f"\n2-3. per player-game ({len(truth)}); constant = the rows' mean FIDE (oracle), MAE {const:.0f}\n")
-    print("| estimate | MAE | cut vs constant | bias | r | FIDE in the 95 % interval | mean half-width |")
-    print("|---|---|---|---|---|---|---|")
+    print("| estimate | MAE | cut vs constant | bias | r | FIDE in the 95 % interval | mean half-width | log density |")
+    print("|---|---|---|---|---|---|---|---|")
     base = [model_estimates(s, model) for s in scopes]
     print(row("move model, class prior", truth, [e.model for e in base if e], const))
     if comb is not None:
         print(row("combination where it applies, else move model (fitted on these games)", truth, published({}), const))
-    chosen = None
-    for e_sd in EVENT_SDS:
-        pool = EventPoolModel(round(within, 1), round(float(means.mean()), 1), round(float(means.std()), 1), e_sd)
-        est = published(event_priors(games, results, PipelineConfig(profile, model=model, event_pool=pool)))
-        cover = np.mean([e.low <= t <= e.high for e, t in zip(est, truth, strict=True)])
-        print(row(f"event prior from the other players' moves, event sd {e_sd:.0f}", truth, est, const))
-        if chosen is None and cover >= 0.95:
-            chosen = pool
+    # (evidence, f, e) -> (mean log density of the FIDE rating, coverage); e only widens the prior, so one replay per f
+    scores: dict[tuple[str, float, float], tuple[float, float]] = {}
+    event_rows: list[str] = []
+    for evidence in EVIDENCE:
+        if evidence == "combination" and comb is None:
+            continue
+        for scale in EVIDENCE_SCALES if evidence == "combination" else (1.0,):
+            pool = EventPoolModel(within, mean0, tau, 0.0, evidence=evidence, evidence_scale=scale)
+            priors = event_priors(games, results, PipelineConfig(profile, model=model, combination=comb, event_pool=pool))
+            for e_sd in EVENT_SDS:
+                est = published(priors, e_sd, scale)
+                scores[(evidence, scale, e_sd)] = (log_density(est, truth), coverage(est, truth))
+                name = f"event prior from the other players' {WHAT[evidence]}, f {scale:g}, event sd {e_sd:.0f}"
+                print(row(name, truth, est, const))
+                event_rows.append(row(name, pe_truth, published(priors, e_sd, scale, per_event=True), pe_const))
+    covering = {k: v for k, v in scores.items() if k[0] == args.evidence and v[1] >= 0.95}
+    print(f"\nper player-event, 5+ games ({len(pe)}; the event scope at the player's last move), constant MAE {pe_const:.0f}\n")
+    print("| estimate | MAE | cut vs constant | bias | r | FIDE in the 95 % interval | mean half-width | log density |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(event_rows))
     oracle = [model_estimates(s, model, event_prior=Prior(float(np.mean(ratings[ev])), within)) for s, ev in zip(scopes, events, strict=True)]
     print(row("oracle: prior at the event's mean FIDE (reference, not an estimate)", truth, [e.moves_only for e in oracle if e], const))
-    if chosen is None:
-        raise SystemExit("no event sd on the grid reaches 95 % coverage")
-    print(f"\nchosen: event sd {chosen.event_sd:.0f} (the smallest whose 95 % interval covers 95 %)")
+    if not covering:
+        raise SystemExit("no (f, e) on the grid reaches 95 % coverage")
+    _, f_sd, e_sd = max(covering, key=lambda k: covering[k][0])
+    print(f"\nchosen: evidence {args.evidence}, f {f_sd:g}, event sd {e_sd:.0f} (the highest mean log density of the FIDE "
+          "rating among those whose 95 % interval covers 95 %)")
     if args.write:
         out = EventPoolModel(
-            chosen.within_sd, chosen.mean0, chosen.tau, chosen.event_sd, profile=profile.name,
+            within, mean0, tau, e_sd, evidence=args.evidence, evidence_scale=f_sd, profile=profile.name,
             fitted_on=f"{len(games)} rated-dev games (player-events, seed {args.seed}), {len(ratings)} events; move model: "
                       f"{model.fitted_on}",
-            command=f"python bench/event_pooling.py --profile {profile.name} --dev {args.dev} --seed {args.seed} --write",
-            provisional=model.provisional,
+            command=f"python bench/event_pooling.py --profile {profile.name} --dev {args.dev} --seed {args.seed} "
+                    f"--evidence {args.evidence} --write",
+            provisional=model.provisional or (args.evidence == "combination" and comb is not None and comb.provisional),
         )
         dest = ROOT / "analyzers" / "calibrations" / f"{profile.name}.eventpool.json"
         out.save(dest)

@@ -35,6 +35,7 @@ from analyzers.engine.analysis import Limits, PositionAnalysis
 from analyzers.engine.gtp import GoLimits
 from analyzers.engine.pool import DEFAULT_TIMEOUT
 from analyzers.errors import (
+    CalibrationError,
     CorruptState,
     DuplicateGame,
     DuplicatePly,
@@ -144,6 +145,12 @@ class PipelineConfig:
     #: limits; without a calibration, Go games are refused (UnsupportedGame)
     go_calibration: Calibration | None = None
     go_limits: GoLimits = GoLimits()
+
+    def __post_init__(self) -> None:
+        if self.event_pool is not None and self.event_pool.evidence == "combination" and self.combination is None:
+            # its event sd was fitted for the combination's evidence: the model's alone would misstate the interval
+            raise CalibrationError("this event pooling reads the combination's estimates (evidence 'combination'): "
+                                   "configure the combination too, or an event pooling fitted on the move model's evidence")
 
     @cached_property
     def go_rank_model(self) -> RankModel:
@@ -433,8 +440,9 @@ def pool_event(state: EventEvidence | None, ev: MoveAssessment | GameResult,
     state = state or EventEvidence()
     if isinstance(ev, MoveAssessment):
         if ev.counted:
-            move_ll, tclass = move_likelihood(ev, model)
-            state.add_move(ev.game_id, ev.player_id, ev.ply, move_ll, tclass, pool, model)
+            move_ll, tclass, features = move_likelihood(ev, model)
+            state.add_move(ev.game_id, ev.player_id, ev.ply, move_ll, tclass, pool, model, features=features,
+                           combination=config.combination)
     else:
         state.close(f"{ev.game_id}/{ev.player_id}")
     prior, games = state.prior_for(ev.player_id, pool)
@@ -535,11 +543,13 @@ def _move_loglik(a: MoveAssessment, model: MoveModel, deltas: np.ndarray,
     return model.move_loglik(deltas, idx, tclass, shift), tclass, clock, shift
 
 
-def move_likelihood(a: MoveAssessment, model: MoveModel) -> tuple[np.ndarray, str]:
-    """log P(played | R) over the rating grid of a counted move, and its time-control class (as :func:`count_move`)."""
+def move_likelihood(a: MoveAssessment, model: MoveModel) -> tuple[np.ndarray, str, MoveFeatures]:
+    """log P(played | R) over the rating grid of a counted move, its time-control class and what it adds to the
+    combination's inputs (as :func:`count_move`)."""
     values, idx = move_choice(a)
-    move_ll, tclass, _, _ = _move_loglik(a, model, win_losses([v * 100.0 for v in values]), idx)
-    return move_ll, tclass
+    deltas = win_losses([v * 100.0 for v in values])
+    move_ll, tclass, clock, _ = _move_loglik(a, model, deltas, idx)
+    return move_ll, tclass, MoveFeatures.of(deltas, idx, clock, has_clock(a))
 
 
 def _scope(scopes: dict[str, S], key: str, limit: int | None = None, state: PlayerState | None = None,
@@ -616,12 +626,13 @@ class ModelEstimates:
 
 def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combination | None = None,
                     level: float = DEFAULT_LEVEL, declared: tuple[float | None, float | None] = (None, None),
-                    event_prior: Prior | None = None) -> ModelEstimates | None:
+                    event_prior: Prior | None = None, evidence_scale: float = 1.0) -> ModelEstimates | None:
     """The moves-only estimate of a scope (docs/models.md s. 9 and 10) and, when a rating was ``declared`` as
     (rating, rd), the ``performance`` estimate; None before the scope's first counted move. The tempered,
     convolved likelihood is computed once for all the priors. With an ``event_prior`` (s. 12, step 3) the
     moves-only estimate starts from it: the combination's estimate moved from the population prior to the event
-    prior, or, where the combination does not apply or says too little, the move model's posterior under it."""
+    prior (its likelihood's sd times ``evidence_scale``, :attr:`EventPoolModel.evidence_scale`), or, where the
+    combination does not apply or says too little, the move model's posterior under it."""
     lik = stats.rating
     if lik.ll is None:
         return None
@@ -643,7 +654,7 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
         m = summarise(posts["class"], lik.n, level)
         x = stats.feats.vector(*moments(posts["flat"]), lik.tclass)
         (main, band), method = combination.estimates(x, lik.n, (level, BAND_LEVEL)), "combination"
-        moved = combine(main.rating, main.sd, prior, event_prior) if event_prior is not None else None
+        moved = combine(main.rating, main.sd, prior, event_prior, evidence_scale) if event_prior is not None else None
         if moved is not None:
             main, band = (normal_estimate(*moved, lik.n, lv) for lv in (level, BAND_LEVEL))
         elif event_prior is not None:  # the combination says too little: the move model's posterior under the event prior
@@ -677,7 +688,8 @@ def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, g
     extra: dict[str, Any] = {}
     model, lik = config.model, stats.rating
     eprior = Prior(event_prior.mean, event_prior.sd) if event_prior is not None else None
-    est = model_estimates(stats, model, config.combination, config.level, declared, eprior) if model is not None else None
+    scale = config.event_pool.evidence_scale if config.event_pool is not None else 1.0
+    est = model_estimates(stats, model, config.combination, config.level, declared, eprior, scale) if model is not None else None
     m = est.moves_only if est else None
     if est is not None:
         source = f"event ({event_prior.player_games} player-games)" if event_prior is not None else lik.tclass

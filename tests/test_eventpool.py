@@ -1,11 +1,23 @@
 """Event pooling (docs/models.md s. 12): the event's level from the other players' moves, and the pool step."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from analyzers.eventpool import MAX_OPEN, EventEvidence, EventPoolModel, combine, load_event_pool
+from analyzers.combination import load_combination
+from analyzers.errors import CalibrationError
+from analyzers.eventpool import (
+    MAX_OPEN,
+    EventEvidence,
+    EventPoolModel,
+    OpenGame,
+    combine,
+    game_evidence,
+    likelihood_moments,
+    load_event_pool,
+)
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import RATING_GRID, Prior, load_move_model
 from schemas import Candidate, EventPrior, GameResult, MoveAssessment, PlayerInfo
@@ -123,3 +135,68 @@ def test_pool_record_dead_letters_garbage_and_the_event_goes_on():
     assert isinstance(bad.message, DeadLetter) and bad.message.reason == "malformed"
     (ok,) = steps.pool_record(events, b"Open", assessment("a", 0).model_dump_json().encode(), "test")
     assert ok.route is Route.ASSESSMENTS and ok.key == "a" and "Open" in events
+
+
+COMB_POOL = replace(POOL, evidence="combination")
+
+
+def clocked(player: str, ply: int, cp_played: int, clock: float | None) -> MoveAssessment:
+    """A counted move of ``player`` that loses ``30 - cp_played`` centipawns, with its clock (seconds left) or none."""
+    a = assessment(player, ply)
+    rank = 0 if cp_played == 30 else None
+    return a.model_copy(update={
+        "played_rank": rank, "played_value": cp_played, "uci": "e2e4" if rank == 0 else "h2h3",
+        **({"clock": clock, "clock_spent": 20.0, "clock_base": 900.0} if clock is not None else {})})
+
+
+def replay(config: PipelineConfig, moves: list[MoveAssessment]) -> EventEvidence:
+    state = None
+    for m in moves:
+        state, _ = pool_event(state, m, config)
+    assert state is not None
+    return state
+
+
+def test_combination_evidence_reads_the_combinations_estimate_where_every_move_had_a_clock():
+    comb = load_combination("fast")
+    moves = [clocked("a", 2 * i, 30 if i % 3 else -120, 900.0 - 20 * i) for i in range(20)]
+    by_model = replay(PipelineConfig(get_profile("fast"), model=MODEL, combination=comb, event_pool=POOL), moves)
+    by_comb = replay(PipelineConfig(get_profile("fast"), model=MODEL, combination=comb, event_pool=COMB_POOL), moves)
+    g = by_comb.open["g1/a"]
+    assert g.feats.n == g.lik.n == 20 and comb.applies(g.feats)
+    m, s = game_evidence(MODEL, g.lik, g.feats, comb)
+    assert (m, s) != likelihood_moments(MODEL, g.lik)  # the combination's estimate, not the model's moments
+    assert by_comb.open["g1/a"].a == pytest.approx(POOL.contribution(m, s)[0])
+    assert by_comb.prior_for("b", COMB_POOL)[0] != by_model.prior_for("b", POOL)[0]
+    back = EventEvidence.from_dict(by_comb.to_dict())  # the features survive a restore
+    assert back.open["g1/a"].feats.to_dict() == g.feats.to_dict()
+
+
+def test_combination_evidence_falls_back_to_the_model_without_clocks_or_without_features():
+    comb = load_combination("fast")
+    moves = [clocked("a", 2 * i, 30 if i % 3 else -120, None) for i in range(20)]
+    by_model = replay(PipelineConfig(get_profile("fast"), model=MODEL, combination=comb, event_pool=POOL), moves)
+    by_comb = replay(PipelineConfig(get_profile("fast"), model=MODEL, combination=comb, event_pool=COMB_POOL), moves)
+    assert by_comb.prior_for("b", COMB_POOL)[0] == by_model.prior_for("b", POOL)[0]  # no clock: the model's evidence
+    g = replay(PipelineConfig(get_profile("fast"), model=MODEL, combination=comb, event_pool=COMB_POOL),
+               [clocked("a", 2 * i, 30, 900.0 - 20 * i) for i in range(20)]).open["g1/a"]
+    old = g.to_dict()
+    del old["feats"]  # a state written before the features were kept
+    restored = OpenGame.from_dict(old)
+    assert game_evidence(MODEL, restored.lik, restored.feats, comb) == likelihood_moments(MODEL, restored.lik)
+
+
+def test_combination_evidence_needs_the_combination_and_evidence_is_checked():
+    with pytest.raises(CalibrationError, match="combination"):
+        PipelineConfig(get_profile("fast"), model=MODEL, event_pool=COMB_POOL)
+    with pytest.raises(CalibrationError, match="evidence"):
+        EventPoolModel(240.0, 1760.0, 330.0, 250.0, evidence="opinion")
+
+
+def test_the_evidence_scale_weakens_the_combinations_likelihood():
+    pop, event = Prior(1800.0, 380.0), Prior(1400.0, 300.0)
+    plain, plain_sd = combine(2100.0, 300.0, pop, event)
+    scaled, scaled_sd = combine(2100.0, 300.0, pop, event, scale=2.0)
+    assert event.mean < scaled < plain and scaled_sd > plain_sd  # nearer the event prior, and less sure
+    with pytest.raises(CalibrationError, match="scale"):
+        EventPoolModel(240.0, 1760.0, 330.0, 250.0, evidence="combination", evidence_scale=0.5)
