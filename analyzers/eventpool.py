@@ -20,8 +20,10 @@ never enter their prior, and no declared rating enters anything.
 
 What (m_g, s_g) summarise is the model's ``evidence``: ``"model"``, the move model's likelihood alone; or
 ``"combination"``, where the combination (s. 10) rates the player-game (every move clocked), its estimate with the
-population prior divided out (step 3's likelihood, :func:`deprior`), which reads the clock and the position
-difficulty too, and the move model's likelihood elsewhere.
+population prior divided out (step 3's likelihood, :func:`deprior`) and its sd times a fitted f >= 1
+(``evidence_scale``: the regression's de-prior'd likelihood is overconfident about a game, and summed over an
+event's games it would pin the level too tightly), which reads the clock and the position difficulty too, and the
+move model's likelihood elsewhere.
 
 Step 3, the estimate: under the move model the event prior replaces the class prior on the grid (s. 9). The
 combination (s. 10) is a regression that already shrinks toward the population N(mu_pop, sd_pop^2), so its estimate
@@ -66,7 +68,7 @@ class EventPoolModel:
     tau: float
     event_sd: float
     evidence: str = "model"  # what summarises a player-game: "model" or "combination" (module docstring)
-    evidence_scale: float = 1.0  # f: the combination's likelihood sd (step 3) times f, fitted (module docstring)
+    evidence_scale: float = 1.0  # f: the sd of a game's combination evidence about the level times f (docstring)
     profile: str = ""
     fitted_on: str = ""
     command: str = ""
@@ -127,11 +129,11 @@ def deprior(estimate: float, sd: float, population: Prior, scale: float = 1.0) -
     return population.mean + (estimate - population.mean) / k, (scale * sd) ** 2 / k
 
 
-def combine(estimate: float, sd: float, population: Prior, event: Prior, scale: float = 1.0) -> tuple[float, float] | None:
+def combine(estimate: float, sd: float, population: Prior, event: Prior) -> tuple[float, float] | None:
     """Step 3: an estimate (mean, sd) made under the ``population`` prior, moved to the ``event`` prior: the mean and
-    sd of the product of its likelihood (:func:`deprior`, sd times ``scale``) and the event prior; None when it is
-    too close to the prior alone."""
-    lik = deprior(estimate, sd, population, scale)
+    sd of the product of its likelihood (:func:`deprior`) and the event prior; None when it is too close to the prior
+    alone."""
+    lik = deprior(estimate, sd, population)
     if lik is None:
         return None
     l_mean, l_var = lik

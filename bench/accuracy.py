@@ -122,7 +122,6 @@ MODEL: MoveModel | None = None
 COMB: Combination | None = None
 #: The event prior attached to each assessment, {(game_id, ply): Prior} (set by main; empty without event pooling).
 PRIORS: dict[tuple[str, int], Prior] = {}
-EVIDENCE_SCALE = 1.0  # the event pooling's evidence scale f (step 3), with PRIORS
 
 
 def rated(s: ScopeStats, cal: Calibration) -> bool:
@@ -139,7 +138,7 @@ def prior_at(a: MoveAssessment | None) -> Prior | None:
 
 def main_estimate(s: ScopeStats, cal: Calibration, event_prior: Prior | None = None) -> RatingEstimate:
     """What the player step publishes (streamer.pipeline.model_estimates, the same function)."""
-    est = model_estimates(s, MODEL, COMB, event_prior=event_prior, evidence_scale=EVIDENCE_SCALE) if MODEL is not None else None
+    est = model_estimates(s, MODEL, COMB, event_prior=event_prior) if MODEL is not None else None
     if est is not None:
         return est.moves_only
     return cal.from_posterior(s.post) if cal.has_c_map else cal.from_histogram(s.hist)
@@ -159,8 +158,7 @@ def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float, ev
     comb = (w_p * p.rating + w_g * gn.rating) / (w_p + w_g)
     half = 1.96 * math.sqrt(1 / (w_p + w_g))  # treats the two as independent: optimistic, they share the moves
     out = Estimates(truth, opponent, p, gn, RatingEstimate(comb, comb - half, comb + half, p.n))
-    est = model_estimates(s, MODEL, COMB, declared=(truth, None), event_prior=event_prior,
-                          evidence_scale=EVIDENCE_SCALE) if MODEL is not None else None
+    est = model_estimates(s, MODEL, COMB, declared=(truth, None), event_prior=event_prior) if MODEL is not None else None
     if est is not None:
         out.model, out.perf, out.move_model, out.tclass = est.moves_only, est.performance, est.model, s.rating.tclass
         if event_prior is not None:  # what the scope's estimate would be without event pooling, for the comparison
@@ -355,7 +353,7 @@ def main() -> None:
     data = data_dir(args, f"pgn/{SPLITS[args.split]}", "pgn/rated-dev")
     profile = get_profile(args.profile)
     cal = None if args.warm else load_calibration(profile.name)
-    global MODEL, COMB, PRIORS, EVIDENCE_SCALE
+    global MODEL, COMB, PRIORS
     MODEL = None if args.no_model else load_move_model(profile.name)
     COMB = None if args.no_model or args.no_combination else load_combination(profile.name)
     pool = None if args.no_model or args.no_event_pool else load_event_pool(profile.name)
@@ -379,7 +377,6 @@ def main() -> None:
         if COMB is None and pool.evidence == "combination":  # --no-combination: the event level from the model's evidence
             pool = replace(pool, evidence="model")
         PRIORS = event_priors(games, results, PipelineConfig(profile, cal, model=MODEL, combination=COMB, event_pool=pool))
-        EVIDENCE_SCALE = pool.evidence_scale
     game_rows = per_player_game(games, results, cal)
     event_rows, seen = per_player_event(games, results, cal)
     truth = np.array([e.truth for e in game_rows])

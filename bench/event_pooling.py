@@ -42,8 +42,8 @@ from streamer.pipeline import PipelineConfig, ScopeStats, model_estimates
 WHAT = {"model": "move-model likelihoods", "combination": "combination estimates (else likelihoods)"}
 #: Event sds tried (step 2).
 EVENT_SDS = (0.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0)
-#: Scales f of the combination's likelihood sd tried (step 3, and its evidence about the level).
-EVIDENCE_SCALES = (1.0, 1.5, 2.0, 2.5, 3.0)
+#: Scales f of the sd of a game's combination evidence about the level, tried.
+EVIDENCE_SCALES = (1.0, 2.0, 3.0, 4.0)
 
 
 def coverage(est: list[RatingEstimate], truth: np.ndarray) -> float:
@@ -123,14 +123,14 @@ def main() -> None:
     pe_truth = np.array([np.mean(v[3]) for v in pe])
     pe_const = float(np.abs(pe_truth - pe_truth.mean()).mean())
 
-    def published(priors: dict, e_sd: float = 0.0, scale: float = 1.0, per_event: bool = False) -> list[RatingEstimate]:
+    def published(priors: dict, e_sd: float = 0.0, per_event: bool = False) -> list[RatingEstimate]:
         """The published estimates with the event priors ``priors`` (made with e = 0) widened to event sd ``e_sd``:
         of the player-games, or (``per_event``) of the player-events of 5+ games."""
         out = []
         for s, a in ([(v[0], v[1]) for v in pe] if per_event else zip(scopes, lasts, strict=True)):
             p = priors.get((a.game_id, a.ply))
             p = Prior(p.mean, math.hypot(p.sd, e_sd)) if p is not None else None  # step 2's sd: e enters only here
-            est = model_estimates(s, model, comb, event_prior=p, evidence_scale=scale)
+            est = model_estimates(s, model, comb, event_prior=p)
             assert est is not None
             out.append(est.moves_only)
         return out
@@ -152,18 +152,18 @@ def main() -> None:
             pool = EventPoolModel(within, mean0, tau, 0.0, evidence=evidence, evidence_scale=scale)
             priors = event_priors(games, results, PipelineConfig(profile, model=model, combination=comb, event_pool=pool))
             for e_sd in EVENT_SDS:
-                est = published(priors, e_sd, scale)
+                est = published(priors, e_sd)
                 scores[(evidence, scale, e_sd)] = (log_density(est, truth), coverage(est, truth))
                 name = f"event prior from the other players' {WHAT[evidence]}, f {scale:g}, event sd {e_sd:.0f}"
                 print(row(name, truth, est, const))
-                event_rows.append(row(name, pe_truth, published(priors, e_sd, scale, per_event=True), pe_const))
+                event_rows.append(row(name, pe_truth, published(priors, e_sd, per_event=True), pe_const))
     covering = {k: v for k, v in scores.items() if k[0] == args.evidence and v[1] >= 0.95}
+    oracle = [model_estimates(s, model, event_prior=Prior(float(np.mean(ratings[ev])), within)) for s, ev in zip(scopes, events, strict=True)]
+    print(row("oracle: prior at the event's mean FIDE (reference, not an estimate)", truth, [e.moves_only for e in oracle if e], const))
     print(f"\nper player-event, 5+ games ({len(pe)}; the event scope at the player's last move), constant MAE {pe_const:.0f}\n")
     print("| estimate | MAE | cut vs constant | bias | r | FIDE in the 95 % interval | mean half-width | log density |")
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(event_rows))
-    oracle = [model_estimates(s, model, event_prior=Prior(float(np.mean(ratings[ev])), within)) for s, ev in zip(scopes, events, strict=True)]
-    print(row("oracle: prior at the event's mean FIDE (reference, not an estimate)", truth, [e.moves_only for e in oracle if e], const))
     if not covering:
         raise SystemExit("no (f, e) on the grid reaches 95 % coverage")
     _, f_sd, e_sd = max(covering, key=lambda k: covering[k][0])

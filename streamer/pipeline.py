@@ -626,13 +626,12 @@ class ModelEstimates:
 
 def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combination | None = None,
                     level: float = DEFAULT_LEVEL, declared: tuple[float | None, float | None] = (None, None),
-                    event_prior: Prior | None = None, evidence_scale: float = 1.0) -> ModelEstimates | None:
+                    event_prior: Prior | None = None) -> ModelEstimates | None:
     """The moves-only estimate of a scope (docs/models.md s. 9 and 10) and, when a rating was ``declared`` as
     (rating, rd), the ``performance`` estimate; None before the scope's first counted move. The tempered,
     convolved likelihood is computed once for all the priors. With an ``event_prior`` (s. 12, step 3) the
     moves-only estimate starts from it: the combination's estimate moved from the population prior to the event
-    prior (its likelihood's sd times ``evidence_scale``, :attr:`EventPoolModel.evidence_scale`), or, where the
-    combination does not apply or says too little, the move model's posterior under it."""
+    prior, or, where the combination does not apply or says too little, the move model's posterior under it."""
     lik = stats.rating
     if lik.ll is None:
         return None
@@ -654,7 +653,7 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
         m = summarise(posts["class"], lik.n, level)
         x = stats.feats.vector(*moments(posts["flat"]), lik.tclass)
         (main, band), method = combination.estimates(x, lik.n, (level, BAND_LEVEL)), "combination"
-        moved = combine(main.rating, main.sd, prior, event_prior, evidence_scale) if event_prior is not None else None
+        moved = combine(main.rating, main.sd, prior, event_prior) if event_prior is not None else None
         if moved is not None:
             main, band = (normal_estimate(*moved, lik.n, lv) for lv in (level, BAND_LEVEL))
         elif event_prior is not None:  # the combination says too little: the move model's posterior under the event prior
@@ -688,8 +687,7 @@ def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, g
     extra: dict[str, Any] = {}
     model, lik = config.model, stats.rating
     eprior = Prior(event_prior.mean, event_prior.sd) if event_prior is not None else None
-    scale = config.event_pool.evidence_scale if config.event_pool is not None else 1.0
-    est = model_estimates(stats, model, config.combination, config.level, declared, eprior, scale) if model is not None else None
+    est = model_estimates(stats, model, config.combination, config.level, declared, eprior) if model is not None else None
     m = est.moves_only if est else None
     if est is not None:
         source = f"event ({event_prior.player_games} player-games)" if event_prior is not None else lik.tclass

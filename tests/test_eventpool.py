@@ -123,6 +123,8 @@ def test_shipped_event_pooling_matches_the_move_model():
     pool = load_event_pool("fast")
     assert pool is not None and pool.profile == "fast" and "event_pooling.py" in pool.command
     assert 100 < pool.within_sd < 400 and pool.tau > 0
+    assert pool.evidence == "combination" and pool.evidence_scale >= 1.0  # needs the shipped combination beside it
+    PipelineConfig(get_profile("fast"), model=MODEL, combination=load_combination("fast"), event_pool=pool)
 
 
 def test_pool_record_dead_letters_garbage_and_the_event_goes_on():
@@ -193,10 +195,16 @@ def test_combination_evidence_needs_the_combination_and_evidence_is_checked():
         EventPoolModel(240.0, 1760.0, 330.0, 250.0, evidence="opinion")
 
 
-def test_the_evidence_scale_weakens_the_combinations_likelihood():
-    pop, event = Prior(1800.0, 380.0), Prior(1400.0, 300.0)
-    plain, plain_sd = combine(2100.0, 300.0, pop, event)
-    scaled, scaled_sd = combine(2100.0, 300.0, pop, event, scale=2.0)
-    assert event.mean < scaled < plain and scaled_sd > plain_sd  # nearer the event prior, and less sure
+def test_the_evidence_scale_weakens_a_games_evidence_about_the_level():
+    comb = load_combination("fast")
+    moves = [clocked("a", 2 * i, 30 if i % 3 else -120, 900.0 - 20 * i) for i in range(20)]
+    g = replay(PipelineConfig(get_profile("fast"), model=MODEL, combination=comb, event_pool=COMB_POOL), moves).open["g1/a"]
+    m1, s1 = game_evidence(MODEL, g.lik, g.feats, comb)
+    m2, s2 = game_evidence(MODEL, g.lik, g.feats, comb, scale=2.0)
+    assert m2 == m1 and s2 == pytest.approx(2.0 * s1)  # the same estimate, half as sure
+    scaled = replay(PipelineConfig(get_profile("fast"), model=MODEL, combination=comb,
+                                   event_pool=replace(COMB_POOL, evidence_scale=2.0)), moves)
+    a = scaled.open["g1/a"].a
+    assert a == pytest.approx(POOL.contribution(m2, s2)[0]) and a < g.a  # it weighs less in the event's level
     with pytest.raises(CalibrationError, match="scale"):
         EventPoolModel(240.0, 1760.0, 330.0, 250.0, evidence="combination", evidence_scale=0.5)
