@@ -3,16 +3,18 @@
     python bench/event_pooling.py [--profile fast] [--dev 1000] [--seed 0] [--evidence combination] [--write]
 
 Players of one event are of a similar level, and the moves of everyone else in the event say where that level is.
-The pool step (streamer.pipeline.pool_event) turns them into each player's prior; this fits its four numbers and
+The pool step (streamer.pipeline.pool_event) turns them into each player's prior; this fits its numbers and
 shows what it does, per player-game of the rated-dev player-events sample (whole games in the analysis cache only):
 
 1. From the sample's headers (dev data; no declared rating enters an estimate): the within-event sd w of the FIDE
    ratings, and the mean mu_0 and sd tau of the events' mean ratings.
 2. For each kind of evidence a player-game gives about the level (the move model's likelihood; the combination's
-   estimate where it applies: docs/models.md s. 12) and each event sd e on a grid: the game-scope estimate at each
-   player-game's end with the event prior the pool step gives, replaying the games in sample (round) order through
-   the service's own code, one game after another (a live round also has its concurrent games: this is the prior a
-   little earlier than live). The published e (for ``--evidence``) is the smallest whose 95 % interval covers 95 % of the FIDE ratings.
+   estimate where it applies, its sd times f: docs/models.md s. 12), each f and each event sd e on a grid: the
+   game-scope estimate at each player-game's end (and the event scope of each player-event of 5+ games at its last
+   move) with the event prior the pool step gives, replaying the games in sample (round) order through the service's
+   own code, one game after another (a live round also has its concurrent games: this is the prior a little earlier
+   than live). The published (f, e) for ``--evidence`` has the highest mean log density of the FIDE ratings among
+   those whose 95 % interval covers 95 % of them per player-game.
 3. For comparison on the same rows: the move model with its class prior, the combination (fitted on rated-dev,
    these games included, so flattered here), and an oracle prior at the event's true mean FIDE rating.
 
@@ -25,6 +27,7 @@ import argparse
 import logging
 import math
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 import numpy as np
 from common import ROOT, add_data_argument, data_dir, event_priors
@@ -35,6 +38,7 @@ from analyzers.eventpool import EVIDENCE, EventPoolModel
 from analyzers.perceived import RatingEstimate
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import Prior, load_move_model
+from schemas import MoveAssessment
 from streamer.batch import sample_player_events
 from streamer.pipeline import PipelineConfig, ScopeStats, model_estimates
 
@@ -44,6 +48,16 @@ WHAT = {"model": "move-model likelihoods", "combination": "combination estimates
 EVENT_SDS = (0.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0)
 #: Scales f of the sd of a game's combination evidence about the level, tried.
 EVIDENCE_SCALES = (1.0, 2.0, 3.0, 4.0)
+
+
+@dataclass
+class EventScope:
+    """One player's scope over their games of one event, for the per-player-event rows."""
+
+    stats: ScopeStats = field(default_factory=ScopeStats)
+    last: MoveAssessment | None = None  # their last assessment in the event (its event prior is the scope's)
+    games: set[str] = field(default_factory=set)
+    ratings: list[float] = field(default_factory=list)  # their declared rating in each game (the truth)
 
 
 def coverage(est: list[RatingEstimate], truth: np.ndarray) -> float:
@@ -99,7 +113,7 @@ def main() -> None:
     # the player-game scopes at their end, and the last assessment of each (its event prior is the published one's)
     # and each player's event scope at their last move in the event (player-events of 5+ games are scored)
     scopes, truths, lasts, events = [], [], [], []
-    ev_scopes: dict[tuple[str, str], list] = {}  # (event, player) -> [scope, last assessment, games, ratings]
+    ev_scopes: dict[tuple[str, str], EventScope] = {}
     for g in games:
         for color, me in (("white", g.white), ("black", g.black)):
             s, last = ScopeStats(), None
@@ -107,27 +121,27 @@ def main() -> None:
                 if a.color == color:
                     s.add(a, None, model)
                     last = a
-                    ev = ev_scopes.setdefault((g.event, a.player_id), [ScopeStats(), None, set(), []])
-                    ev[0].add(a, None, model)
-                    ev[1] = a
-                    ev[2].add(g.game_id)
+                    ev = ev_scopes.setdefault((g.event, a.player_id), EventScope())
+                    ev.stats.add(a, None, model)
+                    ev.last = a
+                    ev.games.add(g.game_id)
             if s.rating.n:
                 scopes.append(s)
                 truths.append(float(me.rating or 0))
                 lasts.append(last)
                 events.append(g.event)
-                ev_scopes[(g.event, last.player_id)][3].append(float(me.rating or 0))
+                ev_scopes[(g.event, last.player_id)].ratings.append(float(me.rating or 0))
     truth = np.array(truths)
     const = float(np.abs(truth - truth.mean()).mean())
-    pe = [v for v in ev_scopes.values() if len(v[2]) >= 5 and v[3]]
-    pe_truth = np.array([np.mean(v[3]) for v in pe])
+    pe = [v for v in ev_scopes.values() if len(v.games) >= 5 and v.ratings]
+    pe_truth = np.array([np.mean(v.ratings) for v in pe])
     pe_const = float(np.abs(pe_truth - pe_truth.mean()).mean())
 
     def published(priors: dict, e_sd: float = 0.0, per_event: bool = False) -> list[RatingEstimate]:
         """The published estimates with the event priors ``priors`` (made with e = 0) widened to event sd ``e_sd``:
         of the player-games, or (``per_event``) of the player-events of 5+ games."""
         out = []
-        for s, a in ([(v[0], v[1]) for v in pe] if per_event else zip(scopes, lasts, strict=True)):
+        for s, a in ([(v.stats, v.last) for v in pe] if per_event else zip(scopes, lasts, strict=True)):
             p = priors.get((a.game_id, a.ply))
             p = Prior(p.mean, math.hypot(p.sd, e_sd)) if p is not None else None  # step 2's sd: e enters only here
             est = model_estimates(s, model, comb, event_prior=p)
