@@ -27,8 +27,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
+from .calibrations import read_fitted
 from .posterior import K_PAWNS
 
 #: Action threshold: P(Z >= 4.75) is about 1e-6.
@@ -80,23 +82,31 @@ class FairPlayMove:
         return cls.from_probabilities(w, deltas, played_index)
 
     @classmethod
-    def from_model(cls, win_losses: Sequence[float], played_index: int, s: float, c: float) -> FairPlayMove | None:
+    def from_model(cls, win_losses: Sequence[float], played_index: int, s: float, c: float,
+                   target: int | None = None) -> FairPlayMove | None:
         """The move's terms under the move model (docs/models.md s. 9) with sensitivity ``s`` and consistency ``c``
-        at the reference rating: P(i) proportional to exp(-(delta_i / s)^c), losses in win probability."""
+        at the reference rating: P(i) proportional to exp(-(delta_i / s)^c), losses in win probability.
+        ``target``: see :meth:`from_probabilities`."""
         if len(win_losses) < 2:
             return None
         deltas = [float(d) for d in win_losses]
-        return cls.from_probabilities([math.exp(-((d / s) ** c)) for d in deltas], deltas, played_index)
+        return cls.from_probabilities([math.exp(-((d / s) ** c)) for d in deltas], deltas, played_index, target)
 
     @classmethod
-    def from_probabilities(cls, weights: Sequence[float], deltas: Sequence[float], played_index: int) -> FairPlayMove:
-        """The terms from unnormalised choice probabilities and each candidate's loss (0 for the best)."""
+    def from_probabilities(cls, weights: Sequence[float], deltas: Sequence[float], played_index: int,
+                           target: int | None = None) -> FairPlayMove:
+        """The terms from unnormalised choice probabilities and each candidate's loss (0 for the best). The match
+        statistic counts playing ``target`` (default: the best candidate, any of the best on a tie); a review passes
+        the index of a deeper search's first choice (:func:`streamer.review.review_move`)."""
         total = sum(weights)
         p = [x / total for x in weights]
-        best = min(range(len(deltas)), key=deltas.__getitem__)
         e = sum(pi * d for pi, d in zip(p, deltas))
-        return cls(int(deltas[played_index] <= 0.0), p[best], deltas[played_index],
-                   e, sum(pi * d * d for pi, d in zip(p, deltas)) - e * e)
+        if target is None:
+            target = min(range(len(deltas)), key=deltas.__getitem__)
+            matched = deltas[played_index] <= 0.0
+        else:
+            matched = played_index == target
+        return cls(int(matched), p[target], deltas[played_index], e, sum(pi * d * d for pi, d in zip(p, deltas)) - e * e)
 
 
 @dataclass
@@ -188,3 +198,33 @@ class FairPlayStats:
         block = data.get("block")
         fields = {k: type(getattr(cls(), k))(v) for k, v in data.items() if k != "block"}
         return cls(**fields, block=cls.from_dict(block) if block else None)
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewCalibration:
+    """How often honest players play a deeper search's first choice, from the move model's probability p of that move
+    (docs/models.md s. 7, the review; fitted on rated-dev by ``bench/fit_review.py``):
+
+        P(match) = sigmoid(b0 + b1 logit(p) + b2 top),   top = 1 when it is also the service's first candidate.
+
+    The model prices every move from the service's shallower values, in which the deeper choice is often not the
+    best; honest players find it more often than those values say."""
+
+    b0: float
+    b1: float
+    b2: float
+    command: str = ""
+
+    def probability(self, p: float, top: bool) -> float:
+        p = min(max(p, 1e-6), 1.0 - 1e-6)
+        x = self.b0 + self.b1 * math.log(p / (1.0 - p)) + self.b2 * top
+        return 1.0 / (1.0 + math.exp(-x))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def load(cls, profile: str, path: str | Path | None = None) -> ReviewCalibration | None:
+        """The shipped calibration of ``profile`` (``analyzers/calibrations/<profile>.review.json``), or None."""
+        d = read_fitted(f"{profile}.review.json", path)
+        return cls(float(d["b0"]), float(d["b1"]), float(d["b2"]), str(d.get("command", ""))) if d else None

@@ -18,17 +18,31 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 from common import ANALYSIS_CACHE, add_data_argument, data_dir
-from fairplay_data import analyse, load_samples, whole_player_events
+from fairplay_data import (
+    ASSIST_LIMITS,
+    MIN_EVENT_GAMES,
+    Assisted,
+    Samples,
+    analyse,
+    first_choices,
+    load_samples,
+    player_event_units,
+    whole_player_events,
+)
 
 from analyzers import fairplay
-from analyzers.engine import EnginePool
-from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, FairPlayStats, exclusion
+from analyzers.engine import EnginePool, Limits
+from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, FairPlayStats, ReviewCalibration, exclusion
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
 from schemas import MoveAssessment
+from streamer.ingest import PgnGame
 from streamer.pipeline import PipelineConfig, ScopeStats, count_move, move_choice
+from streamer.review import REVIEW_PROFILE, review_stats
 
 THRESHOLDS = (3.0, 3.5, 4.0, 4.5, 4.75, 5.0)
+#: Service z at which a player-event is reviewed, tried (the lowest decides what the bench searches).
+REVIEW_TRIGGERS = (2.0, 2.5, 3.0)
 FRACTIONS = (0.1, 0.2, 0.5, 1.0)
 BANDS = ((0, 1400), (1400, 1800), (1800, 2200), (2200, 3500))
 
@@ -107,6 +121,7 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--engines", type=int, default=2)
     ap.add_argument("--assist-events", type=int, default=None, help="simulate assistance in only the first N whole "
                     "player-events (sorted by event and player; default all)")
+    ap.add_argument("--assist-depth", type=int, default=ASSIST_LIMITS.depth, help="the assistant's depth (single PV)")
     ap.add_argument("--warm", action="store_true", help="only run the engine searches into the cache")
     add_data_argument(ap)
     return ap.parse_args()
@@ -118,18 +133,38 @@ def main() -> None:
     config = PipelineConfig(get_profile(args.profile))
     samples = load_samples(data, args.events, args.honest_events, args.random, args.tcec, args.seed)
 
+    model = load_move_model(args.profile)
+
     async def run():  # noqa: ANN202
         async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
-            return await analyse(pool, config, samples, assist_events=args.assist_events)
+            results, assisted = await analyse(pool, config, samples, assist_events=args.assist_events,
+                                              assist=Limits(depth=args.assist_depth, multipv=1))
+            units = review_units(samples, results, model)
+            return results, assisted, await first_choices(pool, units, results, get_profile(REVIEW_PROFILE).limits)
 
-    results, assisted = asyncio.run(run())
+    results, assisted, firsts = asyncio.run(run())
     if args.warm:
         return
-    model = load_move_model(args.profile)
-    report(samples, results, assisted, model, args.seed, config.profile)
+    report(samples, results, assisted, model, args.seed, config.profile, args.assist_depth)
+    review_report(samples, results, assisted, firsts, model, args.seed, args.assist_depth)
 
 
-def report(samples, results, assisted, model, seed: int, profile) -> None:  # noqa: ANN001
+def event_moves(pid: str, games: list[PgnGame], results: dict[str, list[MoveAssessment]], assisted: Assisted, frac: float,
+                seed: int) -> list[MoveAssessment] | None:
+    """A player's moves over their event with a share ``frac`` replaced by the assistant's (each move drawn alone,
+    seeded by game, color and share); None when a game of it has no assisted alternatives."""
+    moves: list[MoveAssessment] = []
+    for g in games:
+        color = "white" if g.white.id == pid else "black"
+        alt = assisted.get((g.game_id, color))
+        if alt is None:
+            return None
+        rng = random.Random(f"{seed}:{g.game_id}:{color}:{frac}")
+        moves += [alt[a.ply] if a.ply in alt and rng.random() < frac else a for a in results.get(g.game_id, []) if a.color == color]
+    return moves
+
+
+def report(samples, results, assisted, model, seed: int, profile, assist_depth: int) -> None:  # noqa: ANN001
     # -- what the exclusions remove ----------------------------------------------------------------------------
     reasons: Counter = Counter()
     for g in samples.honest:
@@ -155,25 +190,14 @@ def report(samples, results, assisted, model, seed: int, profile) -> None:  # no
         alarm_table(f"player-events, {label}", [(scope_z(m, model, exclusions)[0], band(r), t) for m, r, t in events.values()])
     # -- detection: simulated assistance over whole player-events -----------------------------------------------
     pes = whole_player_events(samples.events)
-    print("\ndetection over whole held-out player-events (5-11 games), share of the player's moves replaced by the "
-          "depth-12 first choice, re-valued at the service's limit; per threshold the share of player-events flagged")
+    print(f"\ndetection over whole held-out player-events (5-11 games), share of the player's moves replaced by the "
+          f"depth-{assist_depth} first choice, re-valued at the service's limit; per threshold the share of player-events flagged")
     print("fraction  events  " + "  ".join(f"{t:>5}" for t in THRESHOLDS) + "   median z (match, loss)")
     for frac in (0.0, *FRACTIONS):
         zs, by_stat = [], []
         for (_, pid), games in sorted(pes.items()):
-            moves: list[MoveAssessment] = []
-            complete = True
-            for g in games:
-                color = "white" if g.white.id == pid else "black"
-                alt = assisted.get((g.game_id, color))
-                if alt is None:
-                    complete = False
-                    break
-                rng = random.Random(f"{seed}:{g.game_id}:{color}:{frac}")
-                for a in results.get(g.game_id, []):
-                    if a.color == color:
-                        moves.append(alt[a.ply] if a.ply in alt and rng.random() < frac else a)
-            if complete:
+            moves = event_moves(pid, games, results, assisted, frac, seed)
+            if moves is not None:
                 f = scope_stats(moves, model)
                 zs.append(alarm_z(f))
                 by_stat.append((f.z_match, f.z_loss))
@@ -193,6 +217,58 @@ def report(samples, results, assisted, model, seed: int, profile) -> None:  # no
               "were a human of rating R: " + ", ".join(f"R {r}: {np.mean([z >= DEFAULT_Z_THRESHOLD for z in v]):.0%} "
                                                        f"(median z {np.median(v):.1f})" for r, v in zs.items()))
     print(f"defaults: screening z {DEFAULT_SCREEN_Z}, action z {DEFAULT_Z_THRESHOLD}, {DEFAULT_MIN_MOVES}+ counted moves")
+
+
+
+def review_units(samples: Samples, results: dict[str, list[MoveAssessment]], model) -> list[tuple[PgnGame, str]]:  # noqa: ANN001
+    """What the review searches: every game of the whole player-events (detection; honest at share 0), and those of
+    each honest player-event whose service z reaches the lowest review trigger."""
+    units = [u for pid_games in player_event_units(samples.events).values() if len(pid_games) >= MIN_EVENT_GAMES for u in pid_games]
+    for us in player_event_units(samples.honest).values():
+        moves = [a for g, color in us for a in results.get(g.game_id, []) if a.color == color]
+        if scope_z(moves, model)[0] >= REVIEW_TRIGGERS[0]:
+            units += us
+    return list({(g.game_id, c): (g, c) for g, c in units}.values())
+
+
+def reviewed_z(moves: list[MoveAssessment], firsts: dict[tuple[str, str], dict[int, str]], model, calibration) -> float:  # noqa: ANN001
+    """The review's match z over one scope's moves (-inf under the alerts' minimum of counted moves)."""
+    deep = [(a, firsts.get((a.game_id, a.color), {}).get(a.ply)) for a in moves]
+    f = review_stats([(a, d) for a, d in deep if d is not None], model, calibration)
+    return f.z_match if f.n >= DEFAULT_MIN_MOVES else float("-inf")
+
+
+def review_report(samples, results, assisted, firsts, model, seed: int, assist_depth: int) -> None:  # noqa: ANN001
+    """The second stage: player-events whose service z reaches a trigger are searched again at the review profile,
+    and the action tier is the review's match z at DEFAULT_Z_THRESHOLD."""
+    calibration = ReviewCalibration.load(model.profile)
+    review_key = get_profile(REVIEW_PROFILE).limits.key
+    print(f"\nthe review ({REVIEW_PROFILE} profile, {review_key}; expected matches from the move model and "
+          f"{calibration.command if calibration else 'no review calibration'}): a player-event is reviewed when its service z "
+          f"reaches the trigger, flagged when the review's match z reaches {DEFAULT_Z_THRESHOLD}")
+    # honest: every player-event of the honest sample (those under the lowest trigger are never reviewed)
+    honest = []
+    for us in player_event_units(samples.honest).values():
+        moves = [a for g, color in us for a in results.get(g.game_id, []) if a.color == color]
+        z8 = scope_z(moves, model)[0]
+        honest.append((z8, reviewed_z(moves, firsts, model, calibration) if z8 >= REVIEW_TRIGGERS[0] else float("-inf")))
+    print(f"honest player-events: {len(honest)}; per trigger, reviewed / flagged at {DEFAULT_Z_THRESHOLD}: " + ", ".join(
+        f"z >= {t}: {sum(z8 >= t for z8, _ in honest)} / {sum(z8 >= t and zr >= DEFAULT_Z_THRESHOLD for z8, zr in honest)}"
+        for t in REVIEW_TRIGGERS))
+    pes = sorted(whole_player_events(samples.events).items())
+    print(f"whole player-events, share replaced by the depth-{assist_depth} first choice (the review searches depth "
+          f"{get_profile(REVIEW_PROFILE).depth}); flagged after each trigger")
+    print("fraction  events  review z mean (sd)  " + "  ".join(f"{'z >= ' + str(t):>9}" for t in REVIEW_TRIGGERS) + "  (every event reviewed)")
+    for frac in (0.0, *FRACTIONS):
+        rows = []
+        for (_, pid), games in pes:
+            moves = event_moves(pid, games, results, assisted, frac, seed)
+            if moves is not None:
+                rows.append((scope_z(moves, model)[0], reviewed_z(moves, firsts, model, calibration)))
+        live = [zr for _, zr in rows if zr > float("-inf")]
+        if rows and live:
+            cells = [f"{np.mean([z8 >= t and zr >= DEFAULT_Z_THRESHOLD for z8, zr in rows]):>9.0%}" for t in (*REVIEW_TRIGGERS, float("-inf"))]
+            print(f"{frac:>8.0%}  {len(rows):>6}  {np.mean(live):+8.2f} ({np.std(live, ddof=1):.2f})    " + "  ".join(cells))
 
 
 if __name__ == "__main__":

@@ -26,16 +26,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import chess
-
 from analyzers.engine import EnginePool, Limits
 from schemas import MoveAssessment
 from streamer.batch import assess_games, sample_player_events, sample_rated_games
 from streamer.ingest import PgnGame, read_pgn_games
 from streamer.pipeline import PipelineConfig
+from streamer.review import counts_for_review, positions
 
-#: The "assistant": a deeper single-PV search than any service profile.
+#: The "assistant": a deeper single-PV search than any service profile (``--assist-depth`` sets another depth).
 ASSIST_LIMITS = Limits(depth=12, multipv=1)
+#: {(game id, color): {ply: the assisted move's assessment}}
+Assisted = dict[tuple[str, str], dict[int, MoveAssessment]]
 #: Games per player-event below which a player's event is not used for detection (the issue asks for 9-game events;
 #: the held-out events have 5 to 11 rounds).
 MIN_EVENT_GAMES = 5
@@ -73,19 +74,8 @@ def whole_player_events(games: Sequence[PgnGame], min_games: int = MIN_EVENT_GAM
     return {k: v for k, v in out.items() if len(v) >= min_games}
 
 
-def positions(game: PgnGame, color: str) -> list[tuple[int, chess.Board]]:
-    """(ply, board before the move) for every move of ``color`` in ``game``."""
-    board = chess.Board(game.initial_fen) if game.initial_fen else chess.Board()
-    out = []
-    for ply, uci in enumerate(game.moves):
-        if (board.turn == chess.WHITE) == (color == "white"):
-            out.append((ply, board.copy(stack=False)))
-        board.push_uci(uci)
-    return out
-
-
 async def assist_searches(pool: EnginePool, config: PipelineConfig, game: PgnGame, color: str,
-                          honest: list[MoveAssessment]) -> dict[int, MoveAssessment]:
+                          honest: list[MoveAssessment], limits: Limits = ASSIST_LIMITS) -> dict[int, MoveAssessment]:
     """ply -> the assessment of the deeper search's first choice in that position, valued at the service's limit
     (the honest assessment itself where the player already chose it)."""
     by_ply = {a.ply: a for a in honest if a.color == color}
@@ -94,7 +84,7 @@ async def assist_searches(pool: EnginePool, config: PipelineConfig, game: PgnGam
         a = by_ply.get(ply)
         if a is None:
             continue  # the game step stopped before this move (it does on an illegal one)
-        deep = await pool.analyse_limits(board, ASSIST_LIMITS)
+        deep = await pool.analyse_limits(board, limits)
         if not deep.candidates:
             continue
         uci = deep.candidates[0].uci
@@ -115,8 +105,38 @@ async def assist_searches(pool: EnginePool, config: PipelineConfig, game: PgnGam
     return out
 
 
+def player_event_units(games: Sequence[PgnGame]) -> dict[tuple[str, str], list[tuple[PgnGame, str]]]:
+    """(event, player id) -> the player's (game, color) in that event, in the games' order."""
+    out: dict[tuple[str, str], list[tuple[PgnGame, str]]] = {}
+    for g in games:
+        for color, p in (("white", g.white), ("black", g.black)):
+            out.setdefault((g.event, p.id), []).append((g, color))
+    return out
+
+
+async def first_choices(pool: EnginePool, units: Sequence[tuple[PgnGame, str]], results: dict[str, list[MoveAssessment]],
+                        limits: Limits) -> dict[tuple[str, str], dict[int, str]]:
+    """(game id, color) -> {ply: first choice of a search at ``limits``} for each move of that side that the
+    review counts (:func:`streamer.review.counts_for_review`)."""
+    sem = asyncio.Semaphore(pool.size * 2)
+    out: dict[tuple[str, str], dict[int, str]] = {}
+
+    async def one(key: tuple[str, str], ply: int, board) -> None:  # noqa: ANN001
+        async with sem:
+            res = await pool.analyse_limits(board, limits)
+        if res.candidates:
+            out.setdefault(key, {})[ply] = res.candidates[0].uci
+
+    todo = []
+    for g, color in units:
+        counted = {a.ply for a in results.get(g.game_id, []) if a.color == color and counts_for_review(a)}
+        todo += [((g.game_id, color), ply, b) for ply, b in positions(g, color) if ply in counted]
+    await asyncio.gather(*(one(*t) for t in todo))
+    return out
+
+
 async def analyse(pool: EnginePool, config: PipelineConfig, samples: Samples, *, progress: bool = True,
-                  assist_events: int | None = None) -> tuple[dict[str, list[MoveAssessment]], dict[tuple[str, str], dict[int, MoveAssessment]]]:
+                  assist_events: int | None = None, assist: Limits = ASSIST_LIMITS) -> tuple[dict[str, list[MoveAssessment]], Assisted]:
     """Assess every game, then the assisted alternatives for every whole player-event. Returns (assessments by game
     id, {(game id, color): {ply: assisted assessment}})."""
 
@@ -125,14 +145,14 @@ async def analyse(pool: EnginePool, config: PipelineConfig, samples: Samples, *,
 
     t = time.time()
     results = await assess_games(samples.events, pool, config, progress=say("held-out player-events"))
-    assisted: dict[tuple[str, str], dict[int, MoveAssessment]] = {}
+    assisted: Assisted = {}
     pes = sorted(whole_player_events(samples.events).items())[:assist_events]
     jobs = [(g, "white" if g.white.id == pid else "black") for (_, pid), games in pes for g in games]
     sem = asyncio.Semaphore(pool.size * 2)
 
     async def one(g: PgnGame, color: str) -> None:
         async with sem:
-            assisted[(g.game_id, color)] = await assist_searches(pool, config, g, color, results.get(g.game_id, []))
+            assisted[(g.game_id, color)] = await assist_searches(pool, config, g, color, results.get(g.game_id, []), assist)
             if progress:
                 print(f"\rassisted: {len(assisted)}/{len(jobs)} player-games", end="", file=sys.stderr, flush=True)
 

@@ -9,6 +9,7 @@
   faust-streaming app (``--runtime faust``); :mod:`.kafka_config`: broker, topics, security; :mod:`.state_store`:
   a stage's state in memory or RocksDB;
 - :mod:`.batch`: whole PGN games through the game step, for benchmarks and fitting;
+- :mod:`.review`: the fair-play review of a screened player, their games searched deeper (``kibitz review``);
 - :mod:`.ingest`: PGN files and JSON-lines streams into input events (player identity, replay pacing);
 - :mod:`.cli`: the ``kibitz`` command; :mod:`.ui`: the live terminal view; :mod:`.metrics`: Prometheus.
 """

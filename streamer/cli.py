@@ -317,6 +317,37 @@ async def _stream(args: argparse.Namespace) -> int:
 
 
 # -- pool -------------------------------------------------------------------------------------------------
+async def _review(args: argparse.Namespace) -> int:
+    from analyzers.fairplay import ReviewCalibration
+
+    from .ingest import read_pgn_games
+    from .review import REVIEW_PROFILE, review_player
+
+    config = build_config(args)
+    calibration = ReviewCalibration.load(config.profile.name)
+    if config.model is None or calibration is None:
+        raise CalibrationError(f"profile {config.profile.name} has no move model or no review calibration "
+                               "(bench/fit_review.py fits one); the review needs both")
+    games = [g for p in args.pgn for g in read_pgn_games(p) if args.event is None or g.event == args.event]
+    for e in (e for g in games for e in g.errors):
+        print(f"rejected ({e.reason}) {where(e.game_id, e.ply)}: {e}", file=sys.stderr)
+    ids = sorted({pl.id for g in games for pl in (g.white, g.black) if args.player in (pl.id, pl.name)})
+    if len(ids) != 1:
+        print(f"kibitz: {'no player' if not ids else 'several players'} named {args.player!r} in these games"
+              + (f" ({', '.join(ids)}); pass one id" if ids else ""), file=sys.stderr)
+        return EXIT_USAGE
+    async with EnginePool(args.engine, size=args.engines, cache_path=args.cache, timeout=config.timeout) as pool:
+        review = await review_player(pool, config, config.model, games, ids[0], calibration)
+    if args.json:
+        print(json.dumps(review.to_dict()))
+    else:
+        s = review.stats
+        print(f"review of {ids[0]}: {len(review.games)} games, {s.n} counted moves against the {REVIEW_PROFILE} profile's "
+              f"first choice ({review.limits}): played it {s.matches} times, expected {s.expected_matches:.1f}, "
+              f"z {review.z:+.2f} -> {review.tier() or 'no tier'}")
+    return EXIT_OK if not any(g.errors for g in games) else EXIT_REJECTED
+
+
 def _pool(args: argparse.Namespace) -> int:
     from analyzers.pool import fit_pool
 
@@ -597,6 +628,18 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--json", action="store_true", help="JSON on stdout instead of a table")
     fmt.add_argument("--csv", type=Path, help="also write the table as CSV")
     p.set_defaults(func=_pool)
+
+    rv = sub.add_parser("review", help="review one player's games: their moves against a deeper search", description=
+                        "The second stage after a screening alert (docs/models.md s. 7): assess the player's games as "
+                        "the service does, search every position whose move counts for fair play again at the deep "
+                        "profile (depth 12), and test how often the player chose its first choice against the move "
+                        "model's expectation for their rating (calibrated on rated-dev by bench/fit_review.py).")
+    rv.add_argument("pgn", nargs="+", type=Path, help="PGN files with the player's games")
+    rv.add_argument("--player", required=True, help="the player's name as in the PGN headers, or their id")
+    rv.add_argument("--event", default=None, help="only the games of this event (the Event header)")
+    rv.add_argument("--json", action="store_true", help="the evidence as one JSON object")
+    add_engine_options(rv)
+    rv.set_defaults(func=lambda a: asyncio.run(_review(a)))
 
     def kafka_options(p: argparse.ArgumentParser) -> None:
         g = p.add_argument_group("kafka")

@@ -1,0 +1,152 @@
+"""The review of a screened player: their games searched again, deeper, and matched against the deeper first choice.
+
+A screening alert (docs/models.md s. 7) says a player's moves agree with the service's own search more than their
+rating predicts. The service searches shallowly (profile ``fast``: depth 8), and an assistant that searches deeper
+often plays a move the shallow search ranks second or third, so its agreement shows only in part. The review takes
+the player's games (a PGN), assesses them as the service does (same profile, same counting rules, the analysis
+cache's results where it has them) and searches every position whose move counts for fair play again at
+:data:`REVIEW_PROFILE` (depth 12, one principal variation). Its match statistic counts the moves that are the deeper
+search's first choice, each expected with the move model's probability of that move for a player of the reference
+rating (:func:`review_move`): the same model, inputs and exclusions as the service's statistic, only the reference
+move changes. ``kibitz review`` runs it; ``bench/fairplay_calibration.py`` measures it on held-out games.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+import chess
+
+from analyzers.engine import EnginePool
+from analyzers.fairplay import (
+    DEFAULT_MIN_MOVES,
+    DEFAULT_SCREEN_Z,
+    DEFAULT_Z_THRESHOLD,
+    FairPlayMove,
+    FairPlayStats,
+    ReviewCalibration,
+    exclusion,
+)
+from analyzers.profiles import EngineProfile, get_profile
+from analyzers.ratingmodel import UNKNOWN_CLASS, MoveModel, win_losses
+from schemas import MoveAssessment
+
+from .batch import assess_games
+from .ingest import PgnGame
+from .pipeline import PipelineConfig, move_choice, move_clock_inputs
+
+#: The review's search: deeper than any live profile, one principal variation (its first choice is all it needs).
+REVIEW_PROFILE = "deep"
+
+
+def positions(game: PgnGame, color: str) -> list[tuple[int, chess.Board]]:
+    """(ply, board before the move) for every move of ``color`` in ``game``."""
+    board = chess.Board(game.initial_fen) if game.initial_fen else chess.Board()
+    out = []
+    for ply, uci in enumerate(game.moves):
+        if (board.turn == chess.WHITE) == (color == "white"):
+            out.append((ply, board.copy(stack=False)))
+        board.push_uci(uci)
+    return out
+
+
+def counts_for_review(a: MoveAssessment) -> bool:
+    """Whether the service's fair-play statistics count this move (the review counts the same moves): counted,
+    with a reference rating, not ruled out by :func:`~analyzers.fairplay.exclusion`, not forced."""
+    if not a.counted or not a.reference_rating:
+        return False
+    values, _ = move_choice(a)
+    return len(values) > 1 and exclusion(win_losses([v * 100.0 for v in values]).tolist(), a.recapture) is None
+
+
+def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel,
+                calibration: ReviewCalibration | None = None) -> FairPlayMove | None:
+    """One move's fair-play terms with the deeper search's first choice ``deep_uci`` as the reference move: matched
+    when the player played it, expected with the move model's probability of it at the move's reference rating, time
+    class and clock (as :func:`~streamer.pipeline.count_move`). A first choice that the service's search did not list
+    and the player did not play gets the worst listed value (what :func:`~analyzers.posterior.with_played_move`
+    gives an unlisted played move): a move outside the search's top candidates is rarely better than its last, so its
+    probability, and the expected matches, err high and the review's z errs low. ``calibration`` maps that
+    probability to how often honest players of rated-dev matched (:class:`~analyzers.fairplay.ReviewCalibration`);
+    without it the raw model probability is used. None when the move does not count."""
+    if not counts_for_review(a):
+        return None
+    values, idx = move_choice(a)
+    ucis = [c.uci for c in a.candidates] + ([a.uci] if a.played_rank is None else [])
+    if deep_uci in ucis:
+        target = ucis.index(deep_uci)
+    else:
+        values, target = [*values, min(values)], len(values)
+    tclass = a.time_class or UNKNOWN_CLASS
+    shift = model.clock_shift(move_clock_inputs(a)) if model.clock != (0.0, 0.0) else 0.0
+    sens, cons = model.params(float(a.reference_rating or 0), tclass)
+    m = FairPlayMove.from_model(win_losses([v * 100.0 for v in values]).tolist(), idx, float(sens) * math.exp(shift),
+                                float(cons), target=target)
+    if m is None or calibration is None:
+        return m
+    return replace(m, p_top=calibration.probability(m.p_top, target == 0))
+
+
+def review_stats(moves: Iterable[tuple[MoveAssessment, str]], model: MoveModel,
+                 calibration: ReviewCalibration | None = None) -> FairPlayStats:
+    """The review's sums over (the service's assessment, the deeper search's first choice) pairs."""
+    stats = FairPlayStats()
+    for a, deep in moves:
+        stats.add(review_move(a, deep, model, calibration))
+    return stats
+
+
+@dataclass
+class Review:
+    """What a review found for one player: the evidence an alert carries, at the review's depth."""
+
+    player_id: str
+    games: list[str]
+    limits: str
+    stats: FairPlayStats
+    plies: dict[str, list[int]] = field(default_factory=dict)  # game id -> the plies counted
+
+    @property
+    def z(self) -> float:
+        return self.stats.z_match
+
+    def tier(self, screen: float = DEFAULT_SCREEN_Z, action: float = DEFAULT_Z_THRESHOLD,
+             min_moves: int = DEFAULT_MIN_MOVES) -> str | None:
+        """The tier the review's match statistic crosses ("screening", "action"), or None."""
+        if self.stats.n < min_moves:
+            return None
+        return "action" if self.z >= action else "screening" if self.z >= screen else None
+
+    def to_dict(self) -> dict:
+        s = self.stats
+        return {"player_id": self.player_id, "games": self.games, "limits": self.limits, "statistic": "match",
+                "counted_moves": s.n, "observed": s.matches, "expected": round(s.expected_matches, 2),
+                "z": round(self.z, 3), "tier": self.tier(), "plies": self.plies}
+
+
+async def review_player(pool: EnginePool, config: PipelineConfig, model: MoveModel, games: Sequence[PgnGame],
+                        player_id: str, calibration: ReviewCalibration | None, review: EngineProfile | None = None) -> Review:
+    """Assess ``games`` as the service does, then search each position where ``player_id``'s move counts for fair
+    play at ``review``'s limits (default :data:`REVIEW_PROFILE`) and sum the review's statistic."""
+    limits = (review or get_profile(REVIEW_PROFILE)).limits
+    mine = [(g, "white" if g.white.id == player_id else "black") for g in games if player_id in (g.white.id, g.black.id)]
+    assessed = await assess_games([g for g, _ in mine], pool, config)
+    pairs: list[tuple[MoveAssessment, str]] = []
+    plies: dict[str, list[int]] = {}
+
+    async def deep(board: chess.Board) -> str | None:
+        res = await pool.analyse_limits(board, limits)
+        return res.candidates[0].uci if res.candidates else None
+
+    for g, color in mine:
+        by_ply = {a.ply: a for a in assessed.get(g.game_id, []) if a.color == color and counts_for_review(a)}
+        boards = [(ply, b) for ply, b in positions(g, color) if ply in by_ply]
+        firsts = await asyncio.gather(*(deep(b) for _, b in boards))
+        for (ply, _), uci in zip(boards, firsts):
+            if uci is not None:
+                pairs.append((by_ply[ply], uci))
+                plies.setdefault(g.game_id, []).append(ply)
+    return Review(player_id, [g.game_id for g, _ in mine], limits.key, review_stats(pairs, model, calibration), plies)

@@ -1,0 +1,125 @@
+"""The review stage (streamer/review.py): a player's moves against a deeper search's first choice, expected from the
+move model and the review calibration. Pure terms here, then the real Stockfish and the CLI."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import chess
+import chess.pgn
+import pytest
+
+from analyzers.engine import EnginePool
+from analyzers.fairplay import FairPlayMove, ReviewCalibration
+from analyzers.profiles import get_profile
+from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
+from schemas import Candidate, MoveAssessment
+from streamer.ingest import read_pgn_games
+from streamer.pipeline import PipelineConfig
+from streamer.review import REVIEW_PROFILE, review_move, review_player, review_stats
+
+MODEL = load_move_model("fast")
+CALIBRATION = ReviewCalibration.load("fast")
+
+
+def assessment(played: str, cands: list[tuple[str, int]], **kw) -> MoveAssessment:  # noqa: ANN003
+    ranks = [u for u, _ in cands]
+    fields = dict(game_id="g", ply=30, player_id="p", color="white", uci=played, eval_before=0, eval_after=0, gain=0,
+                  candidates=[Candidate(uci=u, cp=cp) for u, cp in cands], played_rank=ranks.index(played) if played in ranks else None,
+                  played_value=None if played in ranks else -200, counted=True, engine="stockfish", limits="d8-mpv5",
+                  reference_rating=1800, time_class=UNKNOWN_CLASS)
+    return MoveAssessment(**{**fields, **kw})
+
+
+CANDS = [("e2e4", 40), ("d2d4", 25), ("g1f3", 5), ("b1c3", -30)]
+
+
+def model_terms(values_cp: list[int], played: int, target: int) -> FairPlayMove:
+    s, c = MODEL.params(1800.0, UNKNOWN_CLASS)
+    m = FairPlayMove.from_model(win_losses(values_cp).tolist(), played, float(s), float(c), target=target)
+    assert m is not None
+    return m
+
+
+def test_a_match_is_playing_the_deeper_choice_expected_with_the_models_probability_of_that_move():
+    a = assessment("d2d4", CANDS)
+    hit = review_move(a, "d2d4", MODEL)
+    miss = review_move(a, "e2e4", MODEL)
+    assert hit is not None and miss is not None
+    assert hit.matched == 1 and miss.matched == 0  # the service's own statistic would count playing e2e4
+    values = [cp for _, cp in CANDS]
+    assert hit.p_top == pytest.approx(model_terms(values, 1, 1).p_top)
+    assert miss.p_top == pytest.approx(model_terms(values, 1, 0).p_top) and miss.p_top > hit.p_top
+    # a deeper choice the search did not list (nor the player play) is priced as the worst listed move
+    unlisted = review_move(a, "h2h3", MODEL)
+    assert unlisted is not None and unlisted.matched == 0
+    assert unlisted.p_top == pytest.approx(model_terms([*values, -30], 1, 4).p_top)
+    # the calibration maps the probability, a match stays a match
+    cal = review_move(a, "d2d4", MODEL, CALIBRATION)
+    assert cal is not None and cal.matched == 1 and cal.p_top == pytest.approx(CALIBRATION.probability(hit.p_top, False))
+
+
+def test_the_review_counts_only_the_moves_the_service_counts():
+    assert review_move(assessment("d2d4", CANDS, counted=False), "d2d4", MODEL) is None  # book, decided or forced
+    assert review_move(assessment("d2d4", CANDS, reference_rating=None), "d2d4", MODEL) is None  # nothing to expect
+    assert review_move(assessment("d2d4", CANDS, recapture=True), "d2d4", MODEL) is None
+    obvious = [("e2e4", 300), ("d2d4", -300)]  # the second candidate far worse in win probability
+    assert review_move(assessment("e2e4", obvious), "e2e4", MODEL) is None
+    stats = review_stats([(assessment("d2d4", CANDS), "d2d4"), (assessment("d2d4", CANDS, counted=False), "d2d4")], MODEL)
+    assert stats.n == 1 and stats.matches == 1
+
+
+def test_the_shipped_calibration_raises_the_probability_of_a_deeper_choice_the_search_ranked_lower():
+    assert CALIBRATION is not None and CALIBRATION.command.startswith("python bench/fit_review.py")
+    identity = ReviewCalibration(0.0, 1.0, 0.0)
+    assert identity.probability(0.3, True) == pytest.approx(0.3)
+    qs = [CALIBRATION.probability(p, False) for p in (0.01, 0.1, 0.2, 0.3, 0.5, 0.9)]
+    assert all(0.0 < a < b < 1.0 for a, b in zip(qs, qs[1:]))  # monotone in the model's probability
+    for p in (0.2, 0.3, 0.5):  # the typical range: honest players find the deeper move more often than shallow values say
+        assert CALIBRATION.probability(p, False) > p
+    assert not math.isnan(CALIBRATION.probability(0.0, True)) and CALIBRATION.probability(1.0, True) < 1.0
+
+
+async def play(pool: EnginePool, white_picks_first: bool, plies: int = 90) -> chess.pgn.Game:
+    """A game in which White plays the review profile's first choice and Black a shallow search's first choice; if
+    not ``white_picks_first``, both play the shallow search's second choice (a balanced game with counted moves)."""
+    deep, shallow = get_profile(REVIEW_PROFILE).limits, get_profile("fast").limits
+    board = chess.Board()
+    while len(board.move_stack) < plies and not board.is_game_over():
+        if board.turn == chess.WHITE and white_picks_first:
+            uci = (await pool.analyse_limits(board, deep)).candidates[0].uci
+        else:
+            cands = (await pool.analyse_limits(board, shallow)).candidates
+            uci = cands[0].uci if white_picks_first or len(cands) < 2 else cands[1].uci
+        board.push_uci(uci)
+    game = chess.pgn.Game.from_board(board)
+    game.headers.update({"Event": "Review test", "White": "Assisted, A", "Black": "Engine, B", "WhiteElo": "1600", "BlackElo": "1600"})
+    return game
+
+
+async def test_a_player_who_always_plays_the_deeper_choice_matches_it_at_every_counted_move(stockfish, tmp_path):
+    cache = tmp_path / "analysis.sqlite"  # the review reads the same searches back: the same first choices
+    config = PipelineConfig(get_profile("fast"), model=MODEL)
+    async with EnginePool(stockfish, size=2, cache_path=cache) as pool:
+        pgn = tmp_path / "games.pgn"
+        pgn.write_text(f"{await play(pool, True)}\n\n{await play(pool, False)}\n")
+        games = list(read_pgn_games(pgn))
+        white = games[0].white.id
+        review = await review_player(pool, config, MODEL, games, white, CALIBRATION)
+    s = review.stats
+    assert review.games == [g.game_id for g in games] and review.limits == get_profile(REVIEW_PROFILE).limits.key
+    assert s.n >= 20 and s.n == sum(len(p) for p in review.plies.values())
+    first_game = review.plies.get(games[0].game_id, [])
+    assert len(first_game) >= 15
+    # every counted move of the first game matches; the second game's second choices mostly do not
+    assert s.matches >= len(first_game) and s.matches < s.n
+    # the CLI prints the same evidence
+    r = subprocess.run([sys.executable, "-m", "streamer.cli", "review", str(pgn), "--player", "Assisted, A", "--json",
+                        "--cache", str(cache), "--engine", stockfish, "--engines", "1"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f'"counted_moves": {s.n}' in r.stdout and f'"observed": {s.matches}' in r.stdout
+    unknown = subprocess.run([sys.executable, "-m", "streamer.cli", "review", str(pgn), "--player", "Nobody"],
+                             capture_output=True, text=True, timeout=120)
+    assert unknown.returncode == 2 and "no player named 'Nobody'" in unknown.stderr
