@@ -24,7 +24,6 @@ from fairplay_data import (
     Assisted,
     Samples,
     analyse,
-    first_choices,
     load_samples,
     player_event_units,
     whole_player_events,
@@ -38,7 +37,7 @@ from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
 from schemas import MoveAssessment
 from streamer.ingest import PgnGame
 from streamer.pipeline import PipelineConfig, ScopeStats, count_move, move_choice
-from streamer.review import REVIEW_PROFILE, review_stats
+from streamer.review import REVIEW_PROFILE, first_choices, review_stats
 
 THRESHOLDS = (3.0, 3.5, 4.0, 4.5, 4.75, 5.0)
 #: Service z at which a player-event is reviewed, tried (the lowest decides what the bench searches).

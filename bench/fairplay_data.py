@@ -31,7 +31,7 @@ from schemas import MoveAssessment
 from streamer.batch import assess_games, sample_player_events, sample_rated_games
 from streamer.ingest import PgnGame, read_pgn_games
 from streamer.pipeline import PipelineConfig
-from streamer.review import counts_for_review, positions
+from streamer.review import positions
 
 #: The "assistant": a deeper single-PV search than any service profile (``--assist-depth`` sets another depth).
 ASSIST_LIMITS = Limits(depth=12, multipv=1)
@@ -111,27 +111,6 @@ def player_event_units(games: Sequence[PgnGame]) -> dict[tuple[str, str], list[t
     for g in games:
         for color, p in (("white", g.white), ("black", g.black)):
             out.setdefault((g.event, p.id), []).append((g, color))
-    return out
-
-
-async def first_choices(pool: EnginePool, units: Sequence[tuple[PgnGame, str]], results: dict[str, list[MoveAssessment]],
-                        limits: Limits) -> dict[tuple[str, str], dict[int, str]]:
-    """(game id, color) -> {ply: first choice of a search at ``limits``} for each move of that side that the
-    review counts (:func:`streamer.review.counts_for_review`)."""
-    sem = asyncio.Semaphore(pool.size * 2)
-    out: dict[tuple[str, str], dict[int, str]] = {}
-
-    async def one(key: tuple[str, str], ply: int, board) -> None:  # noqa: ANN001
-        async with sem:
-            res = await pool.analyse_limits(board, limits)
-        if res.candidates:
-            out.setdefault(key, {})[ply] = res.candidates[0].uci
-
-    todo = []
-    for g, color in units:
-        counted = {a.ply for a in results.get(g.game_id, []) if a.color == color and counts_for_review(a)}
-        todo += [((g.game_id, color), ply, b) for ply, b in positions(g, color) if ply in counted]
-    await asyncio.gather(*(one(*t) for t in todo))
     return out
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from collections import defaultdict
 
 import numpy as np
@@ -34,7 +33,7 @@ from analyzers.ratingmodel import load_move_model
 from schemas import MoveAssessment
 from streamer.batch import assess_games, sample_player_events
 from streamer.pipeline import PipelineConfig
-from streamer.review import REVIEW_PROFILE, counts_for_review, positions, review_move
+from streamer.review import REVIEW_PROFILE, first_choices, review_move
 
 #: One row per counted move: (event, player id, the service's assessment, the deeper search's first choice).
 Row = tuple[str, str, MoveAssessment, str]
@@ -43,32 +42,15 @@ Row = tuple[str, str, MoveAssessment, str]
 async def rows(args: argparse.Namespace, config: PipelineConfig) -> list[Row]:
     games = sample_player_events(data_dir(args, "pgn/rated-dev") / "pgn" / "rated-dev", args.dev, seed=args.seed)
     limits = get_profile(REVIEW_PROFILE).limits
-    out: list[Row] = []
     async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
         assessed = await assess_games(games, pool, config)
-        sem = asyncio.Semaphore(pool.size * 2)
-
-        async def first(board) -> str | None:  # noqa: ANN001
-            async with sem:
-                res = await pool.analyse_limits(board, limits)
-                return res.candidates[0].uci if res.candidates else None
-
-        todo = []
-        for g in games:
-            for color, p in (("white", g.white), ("black", g.black)):
-                by_ply = {a.ply: a for a in assessed.get(g.game_id, []) if a.color == color and counts_for_review(a)}
-                todo += [(g.event, p.id, by_ply[ply], b) for ply, b in positions(g, color) if ply in by_ply]
-
-        async def row(event: str, pid: str, a: MoveAssessment, board) -> None:  # noqa: ANN001
-            uci = await first(board)
-            if uci is not None:
-                out.append((event, pid, a, uci))
-            if len(out) % 500 == 0:
-                print(f"\r{len(out)}/{len(todo)} moves", end="", file=sys.stderr, flush=True)
-
-        await asyncio.gather(*(row(*t) for t in todo))
-        out.sort(key=lambda r: (r[0], r[1], r[2].game_id, r[2].ply))  # the order of the games, whatever the searches' order
-    print(file=sys.stderr)
+        units = [(g, color) for g in games for color in ("white", "black")]
+        firsts = await first_choices(pool, units, assessed, limits)
+    out: list[Row] = []
+    for g, color in units:
+        deep = firsts.get((g.game_id, color), {})
+        pid = g.white.id if color == "white" else g.black.id
+        out += [(g.event, pid, a, deep[a.ply]) for a in assessed.get(g.game_id, []) if a.color == color and a.ply in deep]
     return out
 
 

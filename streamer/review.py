@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import chess
 
-from analyzers.engine import EnginePool
+from analyzers.engine import EnginePool, Limits
 from analyzers.fairplay import (
     DEFAULT_MIN_MOVES,
     DEFAULT_SCREEN_Z,
@@ -127,6 +127,28 @@ class Review:
                 "z": round(self.z, 3), "tier": self.tier(), "plies": self.plies}
 
 
+async def first_choices(pool: EnginePool, units: Sequence[tuple[PgnGame, str]], assessed: Mapping[str, Sequence[MoveAssessment]],
+                        limits: Limits) -> dict[tuple[str, str], dict[int, str]]:
+    """(game id, color) -> {ply: the first choice of a search at ``limits``} for each move of that side in
+    ``assessed`` (the service's assessments by game id) that the review counts (:func:`counts_for_review`); all
+    searches queued at once, ``pool.size`` x 2 in flight."""
+    sem = asyncio.Semaphore(pool.size * 2)
+    out: dict[tuple[str, str], dict[int, str]] = {}
+
+    async def one(key: tuple[str, str], ply: int, board: chess.Board) -> None:
+        async with sem:
+            res = await pool.analyse_limits(board, limits)
+        if res.candidates:
+            out.setdefault(key, {})[ply] = res.candidates[0].uci
+
+    todo = []
+    for g, color in units:
+        counted = {a.ply for a in assessed.get(g.game_id, []) if a.color == color and counts_for_review(a)}
+        todo += [((g.game_id, color), ply, b) for ply, b in positions(g, color) if ply in counted]
+    await asyncio.gather(*(one(*t) for t in todo))
+    return out
+
+
 async def review_player(pool: EnginePool, config: PipelineConfig, model: MoveModel, games: Sequence[PgnGame],
                         player_id: str, calibration: ReviewCalibration | None, review: EngineProfile | None = None) -> Review:
     """Assess ``games`` as the service does, then search each position where ``player_id``'s move counts for fair
@@ -134,19 +156,13 @@ async def review_player(pool: EnginePool, config: PipelineConfig, model: MoveMod
     limits = (review or get_profile(REVIEW_PROFILE)).limits
     mine = [(g, "white" if g.white.id == player_id else "black") for g in games if player_id in (g.white.id, g.black.id)]
     assessed = await assess_games([g for g, _ in mine], pool, config)
+    firsts = await first_choices(pool, mine, assessed, limits)
     pairs: list[tuple[MoveAssessment, str]] = []
     plies: dict[str, list[int]] = {}
-
-    async def deep(board: chess.Board) -> str | None:
-        res = await pool.analyse_limits(board, limits)
-        return res.candidates[0].uci if res.candidates else None
-
     for g, color in mine:
-        by_ply = {a.ply: a for a in assessed.get(g.game_id, []) if a.color == color and counts_for_review(a)}
-        boards = [(ply, b) for ply, b in positions(g, color) if ply in by_ply]
-        firsts = await asyncio.gather(*(deep(b) for _, b in boards))
-        for (ply, _), uci in zip(boards, firsts):
-            if uci is not None:
-                pairs.append((by_ply[ply], uci))
-                plies.setdefault(g.game_id, []).append(ply)
+        deep = firsts.get((g.game_id, color), {})
+        for a in assessed.get(g.game_id, []):
+            if a.ply in deep and a.color == color:
+                pairs.append((a, deep[a.ply]))
+                plies.setdefault(g.game_id, []).append(a.ply)
     return Review(player_id, [g.game_id for g, _ in mine], limits.key, review_stats(pairs, model, calibration), plies)
