@@ -36,7 +36,7 @@ from schemas import MoveAssessment
 
 from .batch import assess_games
 from .ingest import PgnGame
-from .pipeline import PipelineConfig, move_choice, move_clock_inputs
+from .pipeline import PipelineConfig, clock_shift, move_choice, move_clock_inputs
 
 #: The review's search: deeper than any live profile, one principal variation (its first choice is all it needs).
 REVIEW_PROFILE = "deep"
@@ -53,13 +53,19 @@ def positions(game: PgnGame, color: str) -> list[tuple[int, chess.Board]]:
     return out
 
 
-def counts_for_review(a: MoveAssessment) -> bool:
-    """Whether the service's fair-play statistics count this move (the review counts the same moves): counted,
-    with a reference rating, not ruled out by :func:`~analyzers.fairplay.exclusion`, not forced."""
+def _fair_terms(a: MoveAssessment) -> tuple[int, list[float]] | None:
+    """(index played, each candidate's loss in win probability) of a move the service's fair-play statistics count,
+    else None: counted, with a reference rating, not forced, not ruled out by :func:`~analyzers.fairplay.exclusion`."""
     if not a.counted or not a.reference_rating:
-        return False
-    values, _ = move_choice(a)
-    return len(values) > 1 and exclusion(win_losses([v * 100.0 for v in values]).tolist(), a.recapture) is None
+        return None
+    values, idx = move_choice(a)
+    losses = win_losses([v * 100.0 for v in values]).tolist()
+    return (idx, losses) if len(losses) > 1 and exclusion(losses, a.recapture) is None else None
+
+
+def counts_for_review(a: MoveAssessment) -> bool:
+    """Whether the service's fair-play statistics count this move (the review counts the same moves)."""
+    return _fair_terms(a) is not None
 
 
 def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel,
@@ -72,19 +78,18 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel,
     probability, and the expected matches, err high and the review's z errs low. ``calibration`` maps that
     probability to how often honest players of rated-dev matched (:class:`~analyzers.fairplay.ReviewCalibration`);
     without it the raw model probability is used. None when the move does not count."""
-    if not counts_for_review(a):
+    terms = _fair_terms(a)
+    if terms is None:
         return None
-    values, idx = move_choice(a)
+    idx, losses = terms
     ucis = [c.uci for c in a.candidates] + ([a.uci] if a.played_rank is None else [])
     if deep_uci in ucis:
         target = ucis.index(deep_uci)
-    else:
-        values, target = [*values, min(values)], len(values)
-    tclass = a.time_class or UNKNOWN_CLASS
-    shift = model.clock_shift(move_clock_inputs(a)) if model.clock != (0.0, 0.0) else 0.0
-    sens, cons = model.params(float(a.reference_rating or 0), tclass)
-    m = FairPlayMove.from_model(win_losses([v * 100.0 for v in values]).tolist(), idx, float(sens) * math.exp(shift),
-                                float(cons), target=target)
+    else:  # the worst listed value loses the most
+        losses, target = [*losses, max(losses)], len(losses)
+    shift = clock_shift(model, move_clock_inputs(a))
+    sens, cons = model.params(float(a.reference_rating or 0), a.time_class or UNKNOWN_CLASS)
+    m = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons), target=target)
     if m is None or calibration is None:
         return m
     return replace(m, p_top=calibration.probability(m.p_top, target == 0))
