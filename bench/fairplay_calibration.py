@@ -40,6 +40,8 @@ from streamer.pipeline import PipelineConfig, ScopeStats, count_move, move_choic
 from streamer.review import REVIEW_PROFILE, first_choices, review_stats
 
 THRESHOLDS = (3.0, 3.5, 4.0, 4.5, 4.75, 5.0)
+#: The issue's event length: detection is also reported over player-events of at least this many games.
+LONG_EVENT = 9
 #: Service z at which a player-event is reviewed, tried (the lowest decides what the bench searches).
 REVIEW_TRIGGERS = (2.0, 2.5, 3.0)
 FRACTIONS = (0.1, 0.2, 0.5, 1.0)
@@ -121,6 +123,8 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--assist-events", type=int, default=None, help="simulate assistance in only the first N whole "
                     "player-events (sorted by event and player; default all)")
     ap.add_argument("--assist-depth", type=int, default=ASSIST_LIMITS.depth, help="the assistant's depth (single PV)")
+    ap.add_argument("--split", choices=("rated-holdout", "rated-dev"), default="rated-holdout",
+                    help="where the games come from: rated-holdout (the measurement) or rated-dev (for choosing a method)")
     ap.add_argument("--warm", action="store_true", help="only run the engine searches into the cache")
     add_data_argument(ap)
     return ap.parse_args()
@@ -128,9 +132,9 @@ def arguments() -> argparse.Namespace:
 
 def main() -> None:
     args = arguments()
-    data = data_dir(args, "pgn/rated-holdout", "pgn/engine-tcec")
+    data = data_dir(args, f"pgn/{args.split}", *(["pgn/engine-tcec"] if args.tcec else []))
     config = PipelineConfig(get_profile(args.profile))
-    samples = load_samples(data, args.events, args.honest_events, args.random, args.tcec, args.seed)
+    samples = load_samples(data, args.events, args.honest_events, args.random, args.tcec, args.seed, args.split)
 
     model = load_move_model(args.profile)
 
@@ -257,17 +261,22 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
     pes = sorted(whole_player_events(samples.events).items())
     print(f"whole player-events, share replaced by the depth-{assist_depth} first choice (the review searches depth "
           f"{get_profile(REVIEW_PROFILE).depth}); flagged after each trigger")
-    print("fraction  events  review z mean (sd)  " + "  ".join(f"{'z >= ' + str(t):>9}" for t in REVIEW_TRIGGERS) + "  (every event reviewed)")
+    by_frac: dict[float, list[tuple[int, float, float]]] = {}
     for frac in (0.0, *FRACTIONS):
-        rows = []
+        by_frac[frac] = []
         for (_, pid), games in pes:
             moves = event_moves(pid, games, results, assisted, frac, seed)
             if moves is not None:
-                rows.append((scope_z(moves, model)[0], reviewed_z(moves, firsts, model, calibration)))
-        live = [zr for _, zr in rows if zr > float("-inf")]
-        if rows and live:
-            cells = [f"{np.mean([z8 >= t and zr >= DEFAULT_Z_THRESHOLD for z8, zr in rows]):>9.0%}" for t in (*REVIEW_TRIGGERS, float("-inf"))]
-            print(f"{frac:>8.0%}  {len(rows):>6}  {np.mean(live):+8.2f} ({np.std(live, ddof=1):.2f})    " + "  ".join(cells))
+                by_frac[frac].append((len(games), scope_z(moves, model)[0], reviewed_z(moves, firsts, model, calibration)))
+    for label, least in (("all whole player-events (5-11 games)", 0), (f"player-events of {LONG_EVENT}+ games", LONG_EVENT)):
+        print(f"{label}\nfraction  events  review z mean (sd)  " + "  ".join(f"{'z >= ' + str(t):>9}" for t in REVIEW_TRIGGERS)
+              + "  (every event reviewed)")
+        for frac, all_rows in by_frac.items():
+            rows = [(z8, zr) for n, z8, zr in all_rows if n >= least]
+            live = [zr for _, zr in rows if zr > float("-inf")]
+            if len(live) > 1:
+                cells = [f"{np.mean([z8 >= t and zr >= DEFAULT_Z_THRESHOLD for z8, zr in rows]):>9.0%}" for t in (*REVIEW_TRIGGERS, float("-inf"))]
+                print(f"{frac:>8.0%}  {len(rows):>6}  {np.mean(live):+8.2f} ({np.std(live, ddof=1):.2f})    " + "  ".join(cells))
 
 
 if __name__ == "__main__":

@@ -49,10 +49,12 @@ class Samples:
     tcec: list[PgnGame]
 
 
-def load_samples(data: Path, events: int, honest_events: int, random_: int, tcec: int, seed: int = 0) -> Samples:
+def load_samples(data: Path, events: int, honest_events: int, random_: int, tcec: int, seed: int = 0,
+                 split: str = "rated-holdout") -> Samples:
     """The three samples, seeded: ``events`` games as whole player-events for detection, ``honest_events`` (a
-    superset: the sampler takes events in one shuffled order) plus ``random_`` random games for false alarms."""
-    holdout = data / "pgn" / "rated-holdout"
+    superset: the sampler takes events in one shuffled order) plus ``random_`` random games for false alarms, all from
+    ``split`` (rated-holdout, where the calibration is measured; rated-dev, where a method is chosen)."""
+    holdout = data / "pgn" / split
     ev = sample_player_events(holdout, events, seed=seed)
     more = sample_player_events(holdout, honest_events, seed=seed) if honest_events > events else ev
     rnd = sample_rated_games(holdout, random_, seed=seed) if random_ else []
