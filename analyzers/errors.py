@@ -133,7 +133,7 @@ class StateStoreError(KibitzError):
 class CorruptState(StateStoreError):
     """A stored state that cannot be read back (e.g. its position is not a FEN or Go snapshot). The transactional
     worker's stores drop such a key with an error line, so it starts afresh; where a step meets one (a faust table's
-    value), the record that needed it is dead-lettered."""
+    value), the record that needed it is dead-lettered and the key is dropped the same way."""
 
     reason = "corrupt_state"
 

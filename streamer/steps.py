@@ -334,8 +334,17 @@ def _raw(raw: bytes | str | None, ev: BaseModel) -> bytes | str:
     return raw if raw is not None else ev.model_dump_json()
 
 
+#: How much of a damaged state's JSON the "corrupt state dropped" log line keeps.
+DAMAGED_LOG_CHARS = 4000
+
+
 class ObjectTable(MutableMapping[str, Any]):
-    """A :class:`StateMap` of live state objects over a store of their ``to_dict()`` form (a faust table)."""
+    """A :class:`StateMap` of live state objects over a store of their ``to_dict()`` form (a faust table).
+
+    A stored value that cannot be read back (damage: kibitz wrote it) raises :class:`CorruptState` for the record that
+    needed it, which the steps dead-letter, and is dropped from the store with an error line that keeps the value:
+    the key starts afresh, as the transactional worker's stores do (:mod:`.state_store`), so one damaged value costs
+    one record, not every later record of its key."""
 
     def __init__(self, store: Any, cls: type[GameState] | type[PlayerState] | type[EventEvidence]) -> None:
         self.store, self.cls = store, cls
@@ -344,7 +353,19 @@ class ObjectTable(MutableMapping[str, Any]):
         d = self.store.get(key)
         if not d:
             raise KeyError(key)
-        return self.cls.from_dict(d)
+        try:
+            return self.cls.from_dict(d)
+        except CorruptState as e:
+            self._drop(key, d, e)
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as e:  # a KeyError must not read as "absent"
+            err = CorruptState(f"{self.cls.__name__} state of {key!r} cannot be read: {e!r}")
+            self._drop(key, d, err)
+            raise err from None
+
+    def _drop(self, key: str, d: Any, e: CorruptState) -> None:
+        log.error("corrupt state dropped", extra={"key": key, "error": str(e), "state": repr(d)[:DAMAGED_LOG_CHARS]})
+        del self.store[key]
 
     def __setitem__(self, key: str, value: Any) -> None:
         self.store[key] = value.to_dict()

@@ -189,11 +189,11 @@ def test_rocksdb_lookups_and_sweeps_of_a_damaged_key_drop_it_as_a_memory_restore
 
 
 @pytest.mark.asyncio
-async def test_the_steps_dead_letter_what_a_damaged_or_unsupported_state_stops_and_go_on():
+async def test_the_steps_dead_letter_what_a_damaged_or_unsupported_state_stops_and_go_on(caplog):
     from analyzers.calibration import load_calibration
     from analyzers.profiles import get_profile
     from schemas import DeadLetter, GameEnded, MoveAssessment
-    from streamer.pipeline import GameState, PipelineConfig
+    from streamer.pipeline import GameState, PipelineConfig, PlayerState
     from streamer.steps import ObjectTable, Steps
 
     steps = Steps(PipelineConfig(get_profile("fast"), load_calibration("fast")))
@@ -204,6 +204,22 @@ async def test_the_steps_dead_letter_what_a_damaged_or_unsupported_state_stops_a
     assert "g1" in out[0].message.error
     out = await steps.game(games, GameEnded(game_id="g2", result="1-0"))  # the next game is untouched
     assert [o.message.type for o in out] == ["game_result", "game_result"]
+    # the damaged value is dropped (logged with its content): the key starts afresh, one record lost, not all later ones
+    assert "g1" not in store
+    dropped = [r for r in caplog.records if r.getMessage() == "corrupt state dropped" and r.key == "g1"]
+    assert len(dropped) == 1 and "not a fen" in dropped[0].state
+    again = await steps.game(games, GameEnded(game_id="g1", result="1-0"))  # now a game kibitz does not know
+    assert [o.message.reason for o in again] == ["unknown_game"]
+
+    # a player state missing a field: a corrupt state (not read as absent, not an internal error), then afresh
+    a = MoveAssessment(game_id="g9", ply=20, player_id="p", color="white", uci="e2e4", eval_before=0, eval_after=0, gain=0,
+                       loss=0, candidates=[{"uci": "e2e4", "cp": 0, "mate": None}], played_rank=0, played_value=0,
+                       counted=False, engine="Stockfish", limits="d8")
+    players = ObjectTable({"p": {"format": 1, "player_id": "p"}}, PlayerState)
+    out = steps.player(players, a)
+    assert len(out) == 1 and out[0].message.reason == "corrupt_state" and "PlayerState state of 'p'" in out[0].message.error
+    out = steps.player(players, a)
+    assert not any(isinstance(o.message, DeadLetter) for o in out) and players["p"].player_id == "p"
 
     # a Go assessment reaching a rate stage without a Go calibration: its own reason, not an internal error
     go = MoveAssessment(game="go", game_id="x", ply=3, player_id="p", color="white", uci="Q16", eval_before=0,
