@@ -514,23 +514,30 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
         SkillPosterior.update_all([s.post for s in scopes], values, idx)
         deltas = win_losses([v * 100.0 for v in values])
         losses = deltas.tolist()
-        counts_for_fair = exclusion(losses, a.recapture) is None
         if model is not None:
             move_ll, tclass, clock, shift = _move_loglik(a, model, deltas, idx)
             features = MoveFeatures.of(deltas, idx, clock, has_clock(a))
             for s in scopes:
                 s.rating.add(move_ll, tclass)
                 s.feats.add(features)
-            if counts_for_fair and a.reference_rating:
-                sens, cons = model.params(float(a.reference_rating), tclass)
+            if counts_for_fair_play(a, losses):
+                sens, cons = model.params(float(a.reference_rating or 0), tclass)
                 fair = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons))
-        elif counts_for_fair and c_ref is not None:
+        elif c_ref is not None and exclusion(losses, a.recapture) is None:
             fair = FairPlayMove.of(values, idx, c_ref)
     for s in scopes:
         s.hist.add(a.gain)
         s.fair.add(fair)  # None (not counted, excluded, no reference, or a forced move) adds nothing
         s.last_ply = a.ply
     return fair
+
+
+def counts_for_fair_play(a: MoveAssessment, losses: Sequence[float]) -> bool:
+    """Whether a counted move whose candidates lose ``losses`` in win probability (the best 0) enters the fair-play
+    statistics under the move model: the mover has a reference rating, there is a choice, and
+    :func:`~analyzers.fairplay.exclusion` does not rule it out. :func:`count_move` and the review
+    (:mod:`streamer.review`) count the same moves by it."""
+    return bool(a.reference_rating) and len(losses) > 1 and exclusion(losses, a.recapture) is None
 
 
 def clock_shift(model: MoveModel, clock: tuple[float, float]) -> float:

@@ -28,7 +28,6 @@ from analyzers.fairplay import (
     FairPlayMove,
     FairPlayStats,
     ReviewCalibration,
-    exclusion,
 )
 from analyzers.profiles import EngineProfile, get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, MoveModel, win_losses
@@ -36,7 +35,7 @@ from schemas import MoveAssessment
 
 from .batch import assess_games
 from .ingest import PgnGame
-from .pipeline import PipelineConfig, clock_shift, move_choice, move_clock_inputs
+from .pipeline import PipelineConfig, clock_shift, counts_for_fair_play, move_choice, move_clock_inputs
 
 #: The review's search: deeper than any live profile, one principal variation (its first choice is all it needs).
 REVIEW_PROFILE = "deep"
@@ -54,13 +53,13 @@ def positions(game: PgnGame, color: str) -> list[tuple[int, chess.Board]]:
 
 
 def _fair_terms(a: MoveAssessment) -> tuple[int, list[float]] | None:
-    """(index played, each candidate's loss in win probability) of a move the service's fair-play statistics count,
-    else None: counted, with a reference rating, not forced, not ruled out by :func:`~analyzers.fairplay.exclusion`."""
-    if not a.counted or not a.reference_rating:
+    """(index played, each candidate's loss in win probability) of a move the service's fair-play statistics count
+    (counted, and :func:`~streamer.pipeline.counts_for_fair_play`), else None."""
+    if not a.counted:
         return None
     values, idx = move_choice(a)
     losses = win_losses([v * 100.0 for v in values]).tolist()
-    return (idx, losses) if len(losses) > 1 and exclusion(losses, a.recapture) is None else None
+    return (idx, losses) if counts_for_fair_play(a, losses) else None
 
 
 def counts_for_review(a: MoveAssessment) -> bool:
