@@ -42,8 +42,18 @@ def decode(raw: bytes, codec: Any, key: str = "?") -> Any:
     """The inverse of :func:`encode`, for the state class ``codec``. Raises :class:`CorruptState` (naming ``key``)
     for bytes that are not such a state: kibitz wrote them, so they are damage, and the caller decides what it costs."""
     try:
-        return codec.from_dict(json.loads(raw))
-    except (ValueError, KeyError, TypeError, AttributeError) as e:  # json's errors are ValueErrors
+        d = json.loads(raw)
+    except ValueError as e:
+        raise CorruptState(f"{codec.__name__} state of {key!r} cannot be read: {e!r}") from None
+    return from_stored(d, codec, key)
+
+
+def from_stored(d: Any, codec: Any, key: str = "?") -> Any:
+    """``codec.from_dict(d)`` for a state's stored ``to_dict()`` form; :class:`CorruptState` (naming ``key``) when
+    it is not one. A missing field is damage too, never an absent key."""
+    try:
+        return codec.from_dict(d)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise CorruptState(f"{codec.__name__} state of {key!r} cannot be read: {e!r}") from None
 
 

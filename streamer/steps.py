@@ -65,6 +65,7 @@ from .pipeline import (
     pool_event,
     start_game,
 )
+from .state_store import from_stored
 
 log = logging.getLogger("kibitz.steps")
 
@@ -354,14 +355,10 @@ class ObjectTable(MutableMapping[str, Any]):
         if not d:
             raise KeyError(key)
         try:
-            return self.cls.from_dict(d)
+            return from_stored(d, self.cls, key)
         except CorruptState as e:
             self._drop(key, d, e)
             raise
-        except (KeyError, TypeError, ValueError, AttributeError) as e:  # a KeyError must not read as "absent"
-            err = CorruptState(f"{self.cls.__name__} state of {key!r} cannot be read: {e!r}")
-            self._drop(key, d, err)
-            raise err from None
 
     def _drop(self, key: str, d: Any, e: CorruptState) -> None:
         log.error("corrupt state dropped", extra={"key": key, "error": str(e), "state": repr(d)[:DAMAGED_LOG_CHARS]})
