@@ -9,11 +9,13 @@ those values say: uncorrected, the review's z of honest held-out player-events h
 
     P(match) = sigmoid(b0 + b1 logit(p) + b2 top)      (analyzers.fairplay.ReviewCalibration)
 
-by maximum likelihood (Newton's method) on every counted move of the rated-dev player-events sample (the first
+by maximum likelihood (scikit-learn) on every counted move of the rated-dev player-events sample (the first
 ``--dev`` games of the sample bench/warm_cache.py analyses; the service's analyses come from the analysis cache, the
 depth-12 searches are made here and cached), and prints, per player-event of 40+ counted moves, the review's z
 with the raw p and with the fit cross-validated by event (two folds: no event on both sides). ``--write`` saves
 analyzers/calibrations/<profile>.review.json, fitted on every move, with the command.
+
+Needs scikit-learn (``pip install -e '.[bench]'``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections import defaultdict
 
 import numpy as np
 from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir
+from sklearn.linear_model import LogisticRegression
 
 from analyzers.engine import EnginePool
 from analyzers.fairplay import DEFAULT_MIN_MOVES, FairPlayStats, ReviewCalibration
@@ -54,15 +57,11 @@ async def rows(args: argparse.Namespace, config: PipelineConfig) -> list[Row]:
     return out
 
 
-def fit(x: np.ndarray, y: np.ndarray, iterations: int = 25) -> np.ndarray:
-    """Logistic regression by Newton's method: the b maximising sum y log s(x b) + (1 - y) log(1 - s(x b))."""
-    b = np.zeros(x.shape[1])
-    for _ in range(iterations):
-        s = 1.0 / (1.0 + np.exp(-x @ b))
-        grad = x.T @ (y - s)
-        hess = (x * (s * (1 - s))[:, None]).T @ x
-        b = b + np.linalg.solve(hess, grad)
-    return b
+def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Logistic regression by maximum likelihood (scikit-learn, no penalty): b over the columns of ``x``, whose first
+    column is the intercept's ones."""
+    lr = LogisticRegression(penalty=None, fit_intercept=False, tol=1e-10, max_iter=1000).fit(x, y)
+    return lr.coef_[0]
 
 
 def design(raw: list[tuple[float, bool, int]]) -> tuple[np.ndarray, np.ndarray]:
