@@ -7,7 +7,8 @@ The pool step (streamer.pipeline.pool_event) turns them into each player's prior
 shows what it does, per player-game of the rated-dev player-events sample (whole games in the analysis cache only):
 
 1. From the sample's headers (dev data; no declared rating enters an estimate): the within-event sd w of the FIDE
-   ratings, and the mean mu_0 and sd tau of the events' mean ratings.
+   ratings, and the mean mu_0 and sd tau of the events' mean ratings; and the correlation of two opponents' ratings
+   about their event's mean (near 0, a player's own opponents would say little beyond the event's level).
 2. For each kind of evidence a player-game gives about the level (the move model's likelihood; the combination's
    estimate where it applies, its sd times f: docs/models.md s. 12), each f and each event sd e on a grid: the
    game-scope estimate at each player-game's end (and the event scope of each player-event of 5+ games at its last
@@ -107,8 +108,11 @@ def main() -> None:
     means = np.array([np.mean(v) for v in ratings.values()])
     within = round(math.sqrt(np.mean([np.var(v) for v in ratings.values()])), 1)
     mean0, tau = round(float(means.mean()), 1), round(float(means.std()), 1)
+    # whether a player's opponents say more than the event's level: the correlation of opponents' ratings about it
+    dev = np.array([[g.white.rating - np.mean(ratings[g.event]), g.black.rating - np.mean(ratings[g.event])] for g in sample])
     print(f"{len(games)} rated-dev games fully analysed ({len(sample)} drawn), {len(ratings)} events; 1. within-event sd "
-          f"w {within:.0f}; event means mu_0 {means.mean():.0f}, tau {means.std():.0f}")
+          f"w {within:.0f}; event means mu_0 {means.mean():.0f}, tau {means.std():.0f}; opponents' ratings about their "
+          f"event's mean correlate {np.corrcoef(dev[:, 0], dev[:, 1])[0, 1]:+.2f}")
 
     # the player-game scopes at their end, and the last assessment of each (its event prior is the published one's)
     # and each player's event scope at their last move in the event (player-events of 5+ games are scored)
