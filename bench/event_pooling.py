@@ -105,11 +105,12 @@ def main() -> None:
     ratings = defaultdict(list)
     for g in sample:
         ratings[g.event] += [g.white.rating, g.black.rating]
-    means = np.array([np.mean(v) for v in ratings.values()])
+    event_mean = {ev: float(np.mean(v)) for ev, v in ratings.items()}
+    means = np.array(list(event_mean.values()))
     within = round(math.sqrt(np.mean([np.var(v) for v in ratings.values()])), 1)
     mean0, tau = round(float(means.mean()), 1), round(float(means.std()), 1)
     # whether a player's opponents say more than the event's level: the correlation of opponents' ratings about it
-    dev = np.array([[g.white.rating - np.mean(ratings[g.event]), g.black.rating - np.mean(ratings[g.event])] for g in sample])
+    dev = np.array([[g.white.rating - event_mean[g.event], g.black.rating - event_mean[g.event]] for g in sample])
     print(f"{len(games)} rated-dev games fully analysed ({len(sample)} drawn), {len(ratings)} events; 1. within-event sd "
           f"w {within:.0f}; event means mu_0 {means.mean():.0f}, tau {means.std():.0f}; opponents' ratings about their "
           f"event's mean correlate {np.corrcoef(dev[:, 0], dev[:, 1])[0, 1]:+.2f}")
@@ -176,7 +177,7 @@ def main() -> None:
                 print(row(name, truth, est, const))
                 event_rows.append(row(name, pe_truth, published(priors, e_sd, per_event=True), pe_const))
     covering = {k: v for k, v in scores.items() if k[0] == args.evidence and v[1] >= 0.95}
-    oracle = [model_estimates(s, model, event_prior=Prior(float(np.mean(ratings[ev])), within)) for s, ev in zip(scopes, events, strict=True)]
+    oracle = [model_estimates(s, model, event_prior=Prior(event_mean[ev], within)) for s, ev in zip(scopes, events, strict=True)]
     print(row("oracle: prior at the event's mean FIDE (reference, not an estimate)", truth, [e.moves_only for e in oracle if e], const))
     print(f"\nper player-event, 5+ games ({len(pe)}; the event scope at the player's last move), constant MAE {pe_const:.0f}\n")
     print("| estimate | MAE | cut vs constant | bias | r | FIDE in the 95 % interval | mean half-width | log density |")
