@@ -40,7 +40,7 @@ from streamer.pipeline import PipelineConfig, ScopeStats, count_move, move_choic
 from streamer.review import REVIEW_PROFILE, first_choices, review_stats
 
 THRESHOLDS = (3.0, 3.5, 4.0, 4.5, 4.75, 5.0)
-#: The issue's event length: detection is also reported over player-events of at least this many games.
+#: The event length the detection target names: detection is also reported over player-events of at least this many games.
 LONG_EVENT = 9
 #: Service z at which a player-event is reviewed, tried (the lowest decides what the bench searches).
 REVIEW_TRIGGERS = (2.0, 2.5, 3.0)

@@ -540,18 +540,13 @@ def counts_for_fair_play(a: MoveAssessment, losses: Sequence[float]) -> bool:
     return bool(a.reference_rating) and len(losses) > 1 and exclusion(losses, a.recapture) is None
 
 
-def clock_shift(model: MoveModel, clock: tuple[float, float]) -> float:
-    """The clock's term in log s for a move's clock inputs (:func:`move_clock_inputs`); 0 for a model without one."""
-    return model.clock_shift(clock) if model.clock != (0.0, 0.0) else 0.0
-
-
 def _move_loglik(a: MoveAssessment, model: MoveModel, deltas: np.ndarray,
                  idx: int) -> tuple[np.ndarray, str, tuple[float, float], float]:
     """log P(played | R) over the rating grid of a counted move with losses ``deltas``, its time-control class, its
     clock inputs and the clock's shift of log s."""
     tclass = a.time_class or UNKNOWN_CLASS
     clock = move_clock_inputs(a)
-    shift = clock_shift(model, clock)
+    shift = model.clock_shift(clock)  # 0 for a model without clock terms
     return model.move_loglik(deltas, idx, tclass, shift), tclass, clock, shift
 
 

@@ -35,7 +35,7 @@ from schemas import MoveAssessment
 
 from .batch import assess_games
 from .ingest import PgnGame
-from .pipeline import PipelineConfig, clock_shift, counts_for_fair_play, move_choice, move_clock_inputs
+from .pipeline import PipelineConfig, counts_for_fair_play, move_choice, move_clock_inputs
 
 #: The review's search: deeper than any live profile, one principal variation (its first choice is all it needs).
 REVIEW_PROFILE = "deep"
@@ -86,7 +86,7 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel,
         target = ucis.index(deep_uci)
     else:  # the worst listed value loses the most
         losses, target = [*losses, max(losses)], len(losses)
-    shift = clock_shift(model, move_clock_inputs(a))
+    shift = model.clock_shift(move_clock_inputs(a))
     sens, cons = model.params(float(a.reference_rating or 0), a.time_class or UNKNOWN_CLASS)
     m = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons), target=target)
     if m is None or calibration is None:
