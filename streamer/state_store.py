@@ -44,7 +44,7 @@ def decode(raw: bytes, codec: Any, key: str = "?") -> Any:
     try:
         d = json.loads(raw)
     except ValueError as e:
-        raise CorruptState(f"{codec.__name__} state of {key!r} cannot be read: {e!r}") from None
+        raise _unreadable(codec, key, e) from None
     return from_stored(d, codec, key)
 
 
@@ -54,7 +54,12 @@ def from_stored(d: Any, codec: Any, key: str = "?") -> Any:
     try:
         return codec.from_dict(d)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise CorruptState(f"{codec.__name__} state of {key!r} cannot be read: {e!r}") from None
+        raise _unreadable(codec, key, e) from None
+
+
+def _unreadable(codec: Any, key: str, cause: Exception) -> CorruptState:
+    """The one wording of a stored state that does not read back, whichever layer (JSON, ``from_dict``) failed."""
+    return CorruptState(f"{codec.__name__} state of {key!r} cannot be read: {cause!r}")
 
 
 class TrackedState(dict):
