@@ -13,9 +13,10 @@ analysed are left out and counted. Steps, each printed:
 3. The posterior's two corrections (temperature, person sd), chosen on a grid to maximise the log density of the true
    rating at every checkpoint (one game; 10 ... 160 moves of a player through an event), then the coverage of the
    95 % interval at each checkpoint on these fitting games.
-4. An ablation: the move model refitted without each input (win-probability losses -> centipawn losses; the
-   time-control offsets; the quadratic term), with the log-likelihood per move on a held-in split (every fifth
-   player-event), so an input is kept only if it helps.
+4. An ablation by five-fold cross-validation over the player-events: the move model refitted without each input
+   (win-probability losses -> centipawn losses; the time-control offsets; the quadratic term; the two clock inputs),
+   scored on the fold it was not fitted on by the log-likelihood per move and by the ratings it gives those players;
+   an input is kept only if removing it makes the pooled ratings worse.
 
 Writes analyzers/calibrations/<profile>.model.json (with the command and the sample it was fitted on).
 """
@@ -56,6 +57,7 @@ from streamer.ingest import PgnGame
 from streamer.pipeline import PipelineConfig, has_clock, move_choice, move_clock_inputs
 
 CHECKPOINTS = (10, 20, 40, 80, 160)
+FOLDS = 5  # the ablation's cross-validation folds over the player-events
 K_MAX = 7  # candidates per move after padding (multipv 5 + an outside move, with room)
 
 
@@ -213,6 +215,16 @@ def score(model: MoveModel, grids: np.ndarray, points, level: float = 0.95) -> d
                 len(v)) for k, v in acc.items()}
 
 
+def pool_scores(parts: list[dict[str, tuple[float, float, float, int]]]) -> dict[str, tuple[float, float, float, int]]:
+    """Pool score() results of disjoint folds: per checkpoint label, the means weighted by each fold's count."""
+    out = {}
+    for label in {k for p in parts for k in p}:
+        rows = [p[label] for p in parts if label in p]
+        n = sum(r[3] for r in rows)
+        out[label] = tuple(sum(r[i] * r[3] for r in rows) / n for i in range(3)) + (n,)
+    return out  # type: ignore[return-value]
+
+
 def analysed(games: list[tuple[PgnGame, bool]], profile) -> tuple[list[tuple[PgnGame, bool]], dict[str, list[MoveAssessment]]]:  # noqa: ANN001
     """The games (tagged elite or not) whose every position is in the analysis cache, with their assessments; no
     engine runs."""
@@ -265,19 +277,21 @@ def main() -> None:
             print(f"no rated-dev {tc} games: the {tc} prior is the one of every fitting player-game")
     print("priors (rated-dev player-games): " + ", ".join(f"{k} {p.mean:.0f} +/- {p.sd:.0f}" for k, p in priors.items()))
 
-    # Held-in split for the ablation: every fifth player-event is scored, the others fit. An input can predict moves
-    # better and still rate players worse (a clock habit that differs between populations shifts every rating), so
-    # an input is kept when removing it makes the *ratings* of the held-in players worse: the mean log density of
-    # their FIDE rating under the posterior, over the checkpoints (one game; 10 ... 160 moves of a player-event).
-    test = (m.pe % 5) == 0
-    held_in = checkpoints([g for g in pg_groups if g.moves and test[g.moves[0]]],
-                          [g for g in pe_groups if g.moves and test[g.moves[0]]])
-    print("\nablation (fit on 4/5 of the player-events; scored on the other 1/5: log-likelihood per move, and the ratings "
-          "with temperature 1, person sd 350; higher is better):")
-    print("| move model | log-lik per move | vs full | log density of the true rating | vs full | MAE, one game | "
-          "MAE, 40 moves of an event |")
-    print("|---|---|---|---|---|---|---|")
-    full_ll = full_r = 0.0
+    # Ablation by five-fold cross-validation over the player-events: each fifth is scored once by the model fitted
+    # on the other four. An input can predict moves better and still rate players worse (a clock habit that differs
+    # between populations shifts every rating), so an input is kept when removing it makes the *ratings* of the
+    # scored players worse: the mean log density of their FIDE rating under the posterior, over the checkpoints (one
+    # game; 10 ... 160 moves of a player-event), pooled over the five folds. One fold alone is too noisy to decide
+    # by a difference of 0.02; the folds column counts the folds where removing the input made the ratings worse.
+    folds = [(m.pe % FOLDS) == k for k in range(FOLDS)]
+    held_in = [checkpoints([g for g in pg_groups if g.moves and test[g.moves[0]]],
+                           [g for g in pe_groups if g.moves and test[g.moves[0]]]) for test in folds]
+    print(f"\nablation ({FOLDS}-fold cross-validation over the player-events: fit on four fifths, scored on the other, "
+          "pooled: log-likelihood per move, and the ratings with temperature 1, person sd 350; higher is better):")
+    print("| move model | log-lik per move | vs full | log density of the true rating | vs full | folds where removing "
+          "it is worse | MAE, one game | MAE, 40 moves of an event |")
+    print("|---|---|---|---|---|---|---|---|")
+    full: tuple[float, float, list[float]] | None = None
     kept = {"win": True, "classes": True, "quadratic": True, "time_left": True, "time_spent": True}
     for name, input_, spec in (("full: win-probability losses, class offsets, quadratic, clocks", None, Spec()),
                                ("centipawn losses instead of win probability", "win", Spec(win=False)),
@@ -285,25 +299,35 @@ def main() -> None:
                                ("no quadratic term in log s", "quadratic", Spec(quadratic=False)),
                                ("no time left on the clock", "time_left", Spec(time_left=False)),
                                ("no time spent on the move", "time_spent", Spec(time_spent=False))):
-        theta, _ = fit(m, ~test, spec)
-        ll = -nll(theta, m, test, spec)
-        a_, b_, off_, clk_ = unpack(theta, spec)
-        trial = MoveModel(profile.name, a_, b_, off_, priors, clock=clk_, temperature=1.0, person_sd=350.0)
-        if not spec.win:  # the model's grids take win-probability losses; this variant is scored on move log-lik only
-            sc = None
+        ll_folds, r_folds, scored = [], [], []
+        for test, points in zip(folds, held_in):
+            theta, _ = fit(m, ~test, spec)
+            ll_folds.append(-nll(theta, m, test, spec))
+            if spec.win:  # the model's grids take win-probability losses; the centipawn variant is scored on moves only
+                a_, b_, off_, clk_ = unpack(theta, spec)
+                trial = MoveModel(profile.name, a_, b_, off_, priors, clock=clk_, temperature=1.0, person_sd=350.0)
+                sc = score(trial, loglik_grids(trial, m, test), points)
+                r_folds.append(float(np.mean([v[0] for v in sc.values()])))
+                scored.append(sc)
+        n_moves = [int(t.sum()) for t in folds]
+        ll = float(np.average(ll_folds, weights=n_moves))
+        sc_all = pool_scores(scored) if scored else None
+        dens = float(np.mean([v[0] for v in sc_all.values()])) if sc_all else float("nan")
+        if full is None:
+            full = (ll, dens, r_folds)
+            worse = ""
         else:
-            sc = score(trial, loglik_grids(trial, m, test), held_in)
-        r = float(np.mean([v[0] for v in sc.values()])) if sc else float("nan")
-        if input_ is None:
-            full_ll, full_r = ll, r
-        else:
-            # removing it made the held-in ratings worse (or, for the loss scale, the move log-likelihood): it helps
-            kept[input_] = r < full_r if sc else ll < full_ll
-        mae1 = f"{sc['game'][2]:.0f}" if sc else "-"
-        mae40 = f"{sc['40'][2]:.0f}" if sc and "40" in sc else "-"
-        print(f"| {name} | {ll:.5f} | {ll - full_ll:+.5f} | {r:.4f} | {r - full_r:+.4f} | {mae1} | {mae40} |")
-    uniform = float(np.mean(-np.log(np.isfinite(m.deltas[test]).sum(axis=1))))
-    print(f"| uniform over the candidates (reference) | {uniform:.5f} | {uniform - full_ll:+.5f} | | | | |")
+            # removing it made the scored ratings worse (or, for the loss scale, the move log-likelihood): it helps
+            assert input_ is not None
+            kept[input_] = dens < full[1] if sc_all else ll < full[0]
+            worse = (f"{sum(x < y for x, y in zip(r_folds, full[2]))} of {FOLDS}" if sc_all else "")
+        mae1 = f"{sc_all['game'][2]:.0f}" if sc_all else "-"
+        mae40 = f"{sc_all['40'][2]:.0f}" if sc_all and "40" in sc_all else "-"
+        rated = f"{dens:.4f} | {dens - full[1]:+.4f}" if sc_all else "(not scored) | "
+        print(f"| {name} | {ll:.5f} | {ll - full[0]:+.5f} | {rated} | {worse} | {mae1} | {mae40} |", flush=True)
+    assert full is not None
+    uniform = float(np.mean(-np.log(np.isfinite(m.deltas).sum(axis=1))))
+    print(f"| uniform over the candidates (reference) | {uniform:.5f} | {uniform - full[0]:+.5f} | | | | | |")
 
     # the published model keeps an input only where the ablation shows it helps on these games
     spec = Spec(**kept)
