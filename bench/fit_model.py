@@ -291,6 +291,7 @@ def main() -> None:
     print("| move model | log-lik per move | vs full | log density of the true rating | vs full | folds where removing "
           "it is worse | MAE, one game | MAE, 40 moves of an event |")
     print("|---|---|---|---|---|---|---|---|")
+    n_moves = [int(t.sum()) for t in folds]  # each fold's log-likelihood per move weighs by its moves
     full: tuple[float, float, list[float]] | None = None
     kept = {"win": True, "classes": True, "quadratic": True, "time_left": True, "time_spent": True}
     for name, input_, spec in (("full: win-probability losses, class offsets, quadratic, clocks", None, Spec()),
@@ -299,7 +300,7 @@ def main() -> None:
                                ("no quadratic term in log s", "quadratic", Spec(quadratic=False)),
                                ("no time left on the clock", "time_left", Spec(time_left=False)),
                                ("no time spent on the move", "time_spent", Spec(time_spent=False))):
-        ll_folds, r_folds, scored = [], [], []
+        ll_folds, dens_folds, scored = [], [], []
         for test, points in zip(folds, held_in):
             theta, _ = fit(m, ~test, spec)
             ll_folds.append(-nll(theta, m, test, spec))
@@ -307,20 +308,19 @@ def main() -> None:
                 a_, b_, off_, clk_ = unpack(theta, spec)
                 trial = MoveModel(profile.name, a_, b_, off_, priors, clock=clk_, temperature=1.0, person_sd=350.0)
                 sc = score(trial, loglik_grids(trial, m, test), points)
-                r_folds.append(float(np.mean([v[0] for v in sc.values()])))
+                dens_folds.append(float(np.mean([v[0] for v in sc.values()])))
                 scored.append(sc)
-        n_moves = [int(t.sum()) for t in folds]
         ll = float(np.average(ll_folds, weights=n_moves))
         sc_all = pool_scores(scored) if scored else None
         dens = float(np.mean([v[0] for v in sc_all.values()])) if sc_all else float("nan")
         if full is None:
-            full = (ll, dens, r_folds)
+            full = (ll, dens, dens_folds)
             worse = ""
         else:
             # removing it made the scored ratings worse (or, for the loss scale, the move log-likelihood): it helps
             assert input_ is not None
             kept[input_] = dens < full[1] if sc_all else ll < full[0]
-            worse = (f"{sum(x < y for x, y in zip(r_folds, full[2]))} of {FOLDS}" if sc_all else "")
+            worse = (f"{sum(x < y for x, y in zip(dens_folds, full[2]))} of {FOLDS}" if sc_all else "")
         mae1 = f"{sc_all['game'][2]:.0f}" if sc_all else "-"
         mae40 = f"{sc_all['40'][2]:.0f}" if sc_all and "40" in sc_all else "-"
         rated = f"{dens:.4f} | {dens - full[1]:+.4f}" if sc_all else "(not scored) | "
