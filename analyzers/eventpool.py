@@ -25,6 +25,16 @@ population prior divided out (step 3's likelihood, :func:`deprior`) and its sd t
 event's games it would pin the level too tightly), which reads the clock and the position difficulty too, and the
 move model's likelihood elsewhere.
 
+Step 2b, the event's results (with ``results_scale`` kappa > 0): the player's finished games in the event say where
+they stand against their opponents. Each opponent o is placed by their own moves under their event prior (steps 1-2
+without o and without p, so p's moves still never enter p's prior): precision P_o = 1 / sd_o^2 + sum 1 / s_g^2,
+mean mu_o = (mean_o / sd_o^2 + sum m_g / s_g^2) / P_o, known relative to the event's level to within
+v_o = 1 / (1 / w^2 + sum 1 / s_g^2) (the level's own uncertainty is shared by p's prior and cancels in R_p - R_o).
+A result s against o has the Elo likelihood E^s (1 - E)^(1 - s), E = 1 / (1 + exp(-k_o (R_p - mu_o))), with
+k = kappa ln(10) / 400 flattened for o's uncertainty as in Glicko, k_o = k / sqrt(1 + 3 k^2 v_o / pi^2). p's prior is
+the normal at the mode of step 2's prior times these likelihoods, with the curvature there (Newton's method, a
+concave log density). Only the opponent's id and the score are read: never a declared rating.
+
 Step 3, the estimate: under the move model the event prior replaces the class prior on the grid (s. 9). The
 combination (s. 10) is a regression that already shrinks toward the population N(mu_pop, sd_pop^2), so its estimate
 R_c with sd sd_c (from its interval) is read as a normal posterior under that prior: dividing the prior out leaves
@@ -34,7 +44,8 @@ population and the move model's posterior under the event prior is published ins
 
 :class:`EventPoolModel` holds the four numbers (fitted on rated-dev by ``bench/event_pooling.py --write``);
 :class:`EventEvidence` is one event's state: per player the sums over their closed player-games, and each open
-player-game's likelihood so far (its contribution changes with every move). O(players + open games) per move.
+player-game's likelihood so far (its contribution changes with every move), and each player's results in the event.
+O(players + the player's results) per move.
 """
 
 from __future__ import annotations
@@ -69,6 +80,7 @@ class EventPoolModel:
     event_sd: float
     evidence: str = "model"  # what summarises a player-game: "model" or "combination" (module docstring)
     evidence_scale: float = 1.0  # f: the sd of a game's combination evidence about the level times f (docstring)
+    results_scale: float = 0.0  # kappa: the weight of the event's results (step 2b); 0 reads no result
     profile: str = ""
     fitted_on: str = ""
     command: str = ""
@@ -80,6 +92,8 @@ class EventPoolModel:
             raise CalibrationError(f"event pooling needs w > 0, tau > 0, e >= 0; got {self.within_sd}, {self.tau}, {self.event_sd}")
         if self.evidence_scale < 1.0:
             raise CalibrationError(f"event pooling's evidence scale must be >= 1, got {self.evidence_scale}")
+        if self.results_scale < 0:
+            raise CalibrationError(f"event pooling's results scale must be >= 0, got {self.results_scale}")
         if self.evidence not in EVIDENCE:
             raise CalibrationError(f"event pooling evidence must be one of {EVIDENCE}, got {self.evidence!r}")
 
@@ -103,17 +117,57 @@ class EventPoolModel:
         v = s * s + self.within_sd ** 2
         return 1.0 / v, m / v
 
+    def level(self, a: float, b: float) -> tuple[float, float]:
+        """Step 1: the event's level (mean, precision Lambda) from summed contributions (a, b)."""
+        lam = 1.0 / self.tau ** 2 + a
+        return (self.mean0 / self.tau ** 2 + b) / lam, lam
+
     def prior(self, a: float, b: float, games: int) -> Prior | None:
         """Steps 1-2 from the other players' summed contributions (a, b) over ``games`` player-games; None without any."""
         if games == 0:
             return None
-        lam = 1.0 / self.tau ** 2 + a
-        mean = (self.mean0 / self.tau ** 2 + b) / lam
+        mean, lam = self.level(a, b)
         return Prior(mean, math.sqrt(self.within_sd ** 2 + self.event_sd ** 2 + 1.0 / lam))
+
+    def opponent(self, a: float, b: float, c: float, d: float) -> tuple[float, float]:
+        """Step 2b: an opponent placed by their own moves (c = sum 1 / s_g^2, d = sum m_g / s_g^2) under their event
+        prior from the contributions (a, b) of everyone but them and the player: (mu_o, v_o)."""
+        mean, lam = self.level(a, b)
+        prior_var = self.within_sd ** 2 + self.event_sd ** 2 + 1.0 / lam
+        mu = (mean / prior_var + d) / (1.0 / prior_var + c)
+        return mu, 1.0 / (1.0 / self.within_sd ** 2 + c)
+
+    def with_results(self, prior: Prior, results: list[tuple[float, float, float]]) -> Prior:
+        """Step 2b: ``prior`` times the Elo likelihoods of ``results`` [(mu_o, v_o, score)], as the normal at the mode
+        with the curvature there."""
+        if self.results_scale == 0 or not results:
+            return prior
+        k = self.results_scale * ELO_SLOPE
+        mus = np.array([r[0] for r in results])
+        slopes = k / np.sqrt(1.0 + 3.0 * k * k * np.array([r[1] for r in results]) / math.pi ** 2)
+        scores = np.array([r[2] for r in results])
+        x, prec = prior.mean, 1.0 / prior.sd ** 2
+        for _ in range(_MAX_NEWTON):
+            e = 1.0 / (1.0 + np.exp(-slopes * (x - mus)))
+            grad = -(x - prior.mean) * prec + float(np.sum(slopes * (scores - e)))
+            curv = prec + float(np.sum(slopes * slopes * e * (1.0 - e)))
+            step = max(-_MAX_STEP, min(_MAX_STEP, grad / curv))  # the log density is concave: Newton, steps bounded
+            x += step
+            if abs(step) < 0.01:
+                break
+        e = 1.0 / (1.0 + np.exp(-slopes * (x - mus)))
+        return Prior(x, math.sqrt(1.0 / (prec + float(np.sum(slopes * slopes * e * (1.0 - e))))))
 
 
 #: What may summarise a player-game's evidence about the event's level (module docstring).
 EVIDENCE = ("model", "combination")
+
+#: The Elo model's slope: a 400-point gap is 10:1 odds.
+ELO_SLOPE = math.log(10.0) / 400.0
+_MAX_NEWTON = 50
+_MAX_STEP = 400.0
+#: Results an event keeps per player at most (the oldest go first): bounds an arena's state.
+MAX_RESULTS = 200
 
 #: The least shrinkage k of the combination (step 3) read as evidence; below it, the move model's estimate is used.
 MIN_SHRINK = 0.05
@@ -173,26 +227,33 @@ class OpenGame:
     a: float = 0.0
     b: float = 0.0
     touched: float = 0.0
+    c: float = 0.0  # the game's terms in its player's own sums (step 2b): 1 / s_g^2 and m_g / s_g^2
+    d: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"player_id": self.player_id, "lik": self.lik.to_dict(), "feats": self.feats.to_dict(),
-                "last_ply": self.last_ply, "a": self.a, "b": self.b, "touched": self.touched}
+                "last_ply": self.last_ply, "a": self.a, "b": self.b, "touched": self.touched, "c": self.c, "d": self.d}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> OpenGame:
-        # states written before the combination's inputs were kept have none: the game goes on as the model's evidence
+        # states written before the combination's inputs were kept have none: the game goes on as the model's evidence;
+        # before step 2b, no own sums: the game's next move sets them
         return cls(d["player_id"], RatingLikelihood.from_dict(d["lik"]), ScopeFeatures.from_dict(d.get("feats", {})),
-                   int(d["last_ply"]), float(d["a"]), float(d["b"]), float(d.get("touched", 0.0)))
+                   int(d["last_ply"]), float(d["a"]), float(d["b"]), float(d.get("touched", 0.0)),
+                   float(d.get("c", 0.0)), float(d.get("d", 0.0)))
 
 
 @dataclass
 class EventEvidence:
-    """One event's evidence about its level: per player [a, b, player-games] summed over their player-games (open ones
-    at their current contribution), and the open player-games keyed ``game_id/player_id``."""
+    """One event's evidence: per player [a, b, player-games, c, d], the sums over their player-games (open ones at their
+    current contribution) of their terms in the level (a, b) and in their own rating (c = sum 1 / s_g^2,
+    d = sum m_g / s_g^2); the open player-games keyed ``game_id/player_id``; and per player their finished games'
+    results {game_id: [opponent_id, score]} (step 2b)."""
 
     players: dict[str, list[float]] = field(default_factory=dict)
     open: dict[str, OpenGame] = field(default_factory=dict)
     touched: float = 0.0
+    results: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
     def add_move(self, game_id: str, player_id: str, ply: int, move_ll: np.ndarray, tclass: str,
                  pool: EventPoolModel, model: MoveModel, now: float | None = None, *,
@@ -205,7 +266,7 @@ class EventEvidence:
             if len(self.open) >= MAX_OPEN:
                 self.close(min(self.open, key=lambda k: self.open[k].touched))
             g = self.open[key] = OpenGame(player_id)
-            self.players.setdefault(player_id, [0.0, 0.0, 0.0])[2] += 1
+            self.players.setdefault(player_id, [0.0] * 5)[2] += 1
         if ply <= g.last_ply:
             return False
         g.lik.add(move_ll, tclass)
@@ -213,11 +274,15 @@ class EventEvidence:
             g.feats.add(features)
         g.last_ply = ply
         use = combination if pool.evidence == "combination" else None
-        a, b = pool.contribution(*game_evidence(model, g.lik, g.feats, use, pool.evidence_scale))
+        m, s = game_evidence(model, g.lik, g.feats, use, pool.evidence_scale)
+        a, b = pool.contribution(m, s)
+        c, d = 1.0 / (s * s), m / (s * s)
         sums = self.players[player_id]
         sums[0] += a - g.a  # replace the game's previous contribution by its new one
         sums[1] += b - g.b
-        g.a, g.b = a, b
+        sums[3] += c - g.c
+        sums[4] += d - g.d
+        g.a, g.b, g.c, g.d = a, b, c, d
         g.touched = self.touched = time.time() if now is None else now
         return True
 
@@ -225,22 +290,44 @@ class EventEvidence:
         """A player-game ended (``game_id/player_id``): its likelihood is no longer needed; its contribution stays."""
         self.open.pop(key, None)
 
+    def add_result(self, game_id: str, player_id: str, opponent_id: str, score: float) -> bool:
+        """Record ``player_id``'s result in ``game_id`` (step 2b); False (nothing changes) for a game already recorded."""
+        mine = self.results.setdefault(player_id, {})
+        if game_id in mine:
+            return False
+        if len(mine) >= MAX_RESULTS:
+            del mine[next(iter(mine))]
+        mine[game_id] = [opponent_id, float(score)]
+        return True
+
     def prior_for(self, player_id: str, pool: EventPoolModel) -> tuple[Prior | None, int]:
-        """Player ``player_id``'s prior from every other player's player-games, and how many player-games those are."""
-        a = b = n = 0.0
-        for pid, (pa, pb, pn) in self.players.items():
-            if pid != player_id:
-                a, b, n = a + pa, b + pb, n + pn
-        return pool.prior(a, b, int(n)), int(n)
+        """Player ``player_id``'s prior from every other player's player-games (steps 1-2) and, with
+        ``pool.results_scale``, their own results against players placed by their moves (step 2b); and how many
+        player-games of others it rests on. O(players + the player's results)."""
+        total = np.sum(list(self.players.values()), axis=0) if self.players else np.zeros(5)
+        mine = np.asarray(self.players.get(player_id, [0.0] * 5))
+        a, b, n = total[:3] - mine[:3]
+        prior = pool.prior(a, b, int(n))
+        if prior is None or pool.results_scale == 0 or not self.results.get(player_id):
+            return prior, int(n)
+        found = []
+        for opp, score in self.results[player_id].values():
+            theirs = np.asarray(self.players.get(opp, [0.0] * 5))
+            oa, ob = a - theirs[0], b - theirs[1]  # the level without the player and without the opponent
+            found.append((*pool.opponent(oa, ob, theirs[3], theirs[4]), score))
+        return pool.with_results(prior, found), int(n)
 
     def to_dict(self) -> dict[str, Any]:
         return {"players": {k: list(s) for k, s in self.players.items()},
-                "open": {k: g.to_dict() for k, g in self.open.items()}, "touched": self.touched}
+                "open": {k: g.to_dict() for k, g in self.open.items()}, "touched": self.touched,
+                "results": {k: dict(r) for k, r in self.results.items()}}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EventEvidence:
-        return cls({k: [float(x) for x in v] for k, v in d["players"].items()},
-                   {k: OpenGame.from_dict(g) for k, g in d["open"].items()}, float(d.get("touched", 0.0)))
+        # states written before step 2b keep three sums per player and no results: the own sums start at zero
+        return cls({k: [float(x) for x in v] + [0.0] * (5 - len(v)) for k, v in d["players"].items()},
+                   {k: OpenGame.from_dict(g) for k, g in d["open"].items()}, float(d.get("touched", 0.0)),
+                   {k: {gid: [str(r[0]), float(r[1])] for gid, r in v.items()} for k, v in d.get("results", {}).items()})
 
 
 def load_event_pool(profile: str, path: str | Path | None = None) -> EventPoolModel | None:

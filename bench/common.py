@@ -94,10 +94,11 @@ def follow_player_events(games, results, checkpoints, at, *, counted_only: bool 
 def event_priors(games, results, config) -> dict:  # noqa: ANN001
     """The event prior the pool step attaches to each assessment (docs/models.md s. 12), replaying the sample's games
     in their order (round order) through :func:`streamer.pipeline.pool_event`, one game after another: a live event
-    also has the concurrent games of a round, so this is the prior a little earlier than live. Returns
-    {(game_id, ply): Prior} for the assessments that got one."""
+    also has the concurrent games of a round, so this is the prior a little earlier than live. Each game ends with its
+    two game results, as the game step sends them. Returns {(game_id, ply): Prior} for the assessments that got one."""
     from analyzers.eventpool import EventEvidence
     from analyzers.ratingmodel import Prior
+    from schemas import GameResult
     from streamer.pipeline import pool_event
 
     events: dict[str, EventEvidence] = {}
@@ -109,7 +110,14 @@ def event_priors(games, results, config) -> dict:  # noqa: ANN001
             events[a.event], passed = pool_event(events.get(a.event), a, config)
             if passed.event_prior is not None:
                 out[(a.game_id, a.ply)] = Prior(passed.event_prior.mean, passed.event_prior.sd)
-        for a in results.get(g.game_id, [])[-2:]:
-            if a.event in events:
-                events[a.event].close(f"{a.game_id}/{a.player_id}")  # as the game's results do
+        if g.event not in events:
+            continue
+        score = g.white_score
+        if score is None:  # no result: the game's player-games close without one
+            for a in results.get(g.game_id, [])[-2:]:
+                events[g.event].close(f"{a.game_id}/{a.player_id}")
+            continue
+        for color, me, opp, s in (("white", g.white, g.black, score), ("black", g.black, g.white, 1.0 - score)):
+            r = GameResult(game_id=g.game_id, player_id=me.id, color=color, score=s, event=g.event, player=me, opponent=opp)
+            events[g.event], _ = pool_event(events[g.event], r, config)
     return out

@@ -14,8 +14,10 @@ shows what it does, per player-game of the rated-dev player-events sample (whole
    game-scope estimate at each player-game's end (and the event scope of each player-event of 5+ games at its last
    move) with the event prior the pool step gives, replaying the games in sample (round) order through the service's
    own code, one game after another (a live round also has its concurrent games: this is the prior a little earlier
-   than live). The published (f, e) for ``--evidence`` has the highest mean log density of the FIDE ratings among
-   those whose 95 % interval covers 95 % of them per player-game.
+   than live). Then, with the f that step chooses, the event's results (step 2b) at each weight kappa and event sd e
+   on a grid. The published (f, e, kappa) for ``--evidence`` has the highest mean log density of the FIDE ratings
+   among those whose 95 % interval covers 95 % of them per player-game (and, with results, 94.5 % per player-event:
+   a player's results and moves are not independent evidence, so the results narrow an event's interval too).
 3. For comparison on the same rows: the move model with its class prior, the combination (fitted on rated-dev,
    these games included, so flattered here), and an oracle prior at the event's true mean FIDE rating.
 
@@ -49,6 +51,10 @@ WHAT = {"model": "move-model likelihoods", "combination": "combination estimates
 EVENT_SDS = (0.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0)
 #: Scales f of the sd of a game's combination evidence about the level, tried.
 EVIDENCE_SCALES = (1.0, 2.0, 3.0, 4.0)
+#: Weights kappa of the event's results (step 2b), tried with the f chosen without results; 0 is the rows above.
+RESULTS_SCALES = (0.25, 0.35, 0.5)
+#: Event sds tried with results (e enters before the results, so each is a replay of its own).
+RESULTS_EVENT_SDS = (150.0, 200.0, 250.0, 300.0)
 
 
 @dataclass
@@ -161,8 +167,9 @@ def main() -> None:
     print(row("move model, class prior", truth, [e.model for e in base if e], const))
     if comb is not None:
         print(row("combination where it applies, else move model (fitted on these games)", truth, published({}), const))
-    # (evidence, f, e) -> (mean log density of the FIDE rating, coverage); e only widens the prior, so one replay per f
-    scores: dict[tuple[str, float, float], tuple[float, float]] = {}
+    # (evidence, f, e, kappa) -> (mean log density of the FIDE rating, coverage per player-game and per player-event); without results e only widens the
+    # prior, so one replay per f
+    scores: dict[tuple[str, float, float, float], tuple[float, float]] = {}
     event_rows: list[str] = []
     for evidence in EVIDENCE:
         if evidence == "combination" and comb is None:
@@ -172,11 +179,27 @@ def main() -> None:
             priors = event_priors(games, results, PipelineConfig(profile, model=model, combination=comb, event_pool=pool))
             for e_sd in EVENT_SDS:
                 est = published(priors, e_sd)
-                scores[(evidence, scale, e_sd)] = (log_density(est, truth), coverage(est, truth))
+                pe_est = published(priors, e_sd, per_event=True)
+                scores[(evidence, scale, e_sd, 0.0)] = (log_density(est, truth), coverage(est, truth), coverage(pe_est, pe_truth))
                 name = f"event prior from the other players' {WHAT[evidence]}, f {scale:g}, event sd {e_sd:.0f}"
                 print(row(name, truth, est, const))
-                event_rows.append(row(name, pe_truth, published(priors, e_sd, per_event=True), pe_const))
+                event_rows.append(row(name, pe_truth, pe_est, pe_const))
     covering = {k: v for k, v in scores.items() if k[0] == args.evidence and v[1] >= 0.95}
+    if covering:  # step 2b: the event's results, with the f chosen without them
+        f_best = max(covering, key=lambda k: covering[k][0])[1]
+        for kappa in RESULTS_SCALES:
+            for e_sd in RESULTS_EVENT_SDS:
+                pool = EventPoolModel(within, mean0, tau, e_sd, evidence=args.evidence, evidence_scale=f_best,
+                                      results_scale=kappa)
+                priors = event_priors(games, results, PipelineConfig(profile, model=model, combination=comb, event_pool=pool))
+                est, pe_est = published(priors), published(priors, per_event=True)
+                scores[(args.evidence, f_best, e_sd, kappa)] = (log_density(est, truth), coverage(est, truth), coverage(pe_est, pe_truth))
+                name = (f"event prior from the other players' {WHAT[args.evidence]} and the results, f {f_best:g}, "
+                        f"event sd {e_sd:.0f}, kappa {kappa:g}")
+                print(row(name, truth, est, const))
+                event_rows.append(row(name, pe_truth, pe_est, pe_const))
+        # the results narrow the player-event intervals too: those must still cover (95 % to the nearest percent)
+        covering = {k: v for k, v in scores.items() if k[0] == args.evidence and v[1] >= 0.95 and (k[3] == 0 or v[2] >= 0.945)}
     oracle = [model_estimates(s, model, event_prior=Prior(event_mean[ev], within)) for s, ev in zip(scopes, events, strict=True)]
     print(row("oracle: prior at the event's mean FIDE (reference, not an estimate)", truth, [e.moves_only for e in oracle if e], const))
     print(f"\nper player-event, 5+ games ({len(pe)}; the event scope at the player's last move), constant MAE {pe_const:.0f}\n")
@@ -185,12 +208,12 @@ def main() -> None:
     print("\n".join(event_rows))
     if not covering:
         raise SystemExit("no (f, e) on the grid reaches 95 % coverage")
-    _, f_sd, e_sd = max(covering, key=lambda k: covering[k][0])
-    print(f"\nchosen: evidence {args.evidence}, f {f_sd:g}, event sd {e_sd:.0f} (the highest mean log density of the FIDE "
-          "rating among those whose 95 % interval covers 95 %)")
+    _, f_sd, e_sd, kappa = max(covering, key=lambda k: covering[k][0])
+    print(f"\nchosen: evidence {args.evidence}, f {f_sd:g}, event sd {e_sd:.0f}, results kappa {kappa:g} (the highest "
+          "mean log density of the FIDE rating among those whose 95 % interval covers 95 %; with results, 94.5 % per player-event)")
     if args.write:
         out = EventPoolModel(
-            within, mean0, tau, e_sd, evidence=args.evidence, evidence_scale=f_sd, profile=profile.name,
+            within, mean0, tau, e_sd, evidence=args.evidence, evidence_scale=f_sd, results_scale=kappa, profile=profile.name,
             fitted_on=f"{len(games)} rated-dev games (player-events, seed {args.seed}), {len(ratings)} events; move model: "
                       f"{model.fitted_on}",
             command=f"python bench/event_pooling.py --profile {profile.name} --dev {args.dev} --seed {args.seed} "

@@ -430,8 +430,9 @@ def _maybe_finish(state: GameState) -> list[GameResult]:
 def pool_event(state: EventEvidence | None, ev: MoveAssessment | GameResult,
                config: PipelineConfig) -> tuple[EventEvidence, MoveAssessment | GameResult]:
     """The pool stage (docs/models.md s. 12): count a counted move in its event's evidence and attach the mover's
-    event prior (from every other player's moves so far) to the assessment; close the player-game at its result,
-    which carries the prior too (the event scope's estimate at the game end starts from it). A duplicate ply
+    event prior (from every other player's moves so far, and the mover's results in the event when the pooling
+    model reads results) to the assessment; at a game result, record it and close the player-game; the result
+    carries the prior too (the event scope's estimate at the game end starts from it). A duplicate ply or result
     changes nothing. Needs ``config.model`` and ``config.event_pool``; an event with no other player's counted move yet
     attaches no prior."""
     pool, model = config.event_pool, config.model
@@ -444,6 +445,7 @@ def pool_event(state: EventEvidence | None, ev: MoveAssessment | GameResult,
             state.add_move(ev.game_id, ev.player_id, ev.ply, move_ll, tclass, pool, model, features=features,
                            combination=config.combination)
     else:
+        state.add_result(ev.game_id, ev.player_id, ev.opponent.id, ev.score)
         state.close(f"{ev.game_id}/{ev.player_id}")
     prior, games = state.prior_for(ev.player_id, pool)
     if prior is None:

@@ -208,3 +208,94 @@ def test_the_evidence_scale_weakens_a_games_evidence_about_the_level():
     assert a == pytest.approx(POOL.contribution(m2, s2)[0]) and a < g.a  # it weighs less in the event's level
     with pytest.raises(CalibrationError, match="scale"):
         EventPoolModel(240.0, 1760.0, 330.0, 250.0, evidence="combination", evidence_scale=0.5)
+
+
+RESULTS_POOL = replace(POOL, results_scale=0.5)
+
+
+def field_of(ev: EventEvidence, players: dict[str, float], pool: EventPoolModel = RESULTS_POOL) -> None:
+    """One game of moves per player, each favouring the given rating."""
+    for i, (pid, rating) in enumerate(players.items()):
+        for ply in range(0, 30, 2):
+            ev.add_move(f"m{i}", pid, ply, move_ll(rating, 400.0), "rapid", pool, MODEL)
+        ev.close(f"m{i}/{pid}")
+
+
+def test_results_move_the_prior_toward_the_winner_and_narrow_it():
+    ev = EventEvidence()
+    field_of(ev, {"a": 1800, "b": 1800, "c": 1800, "d": 1800})
+    before, n = ev.prior_for("a", RESULTS_POOL)
+    for g, opp in enumerate("bcd"):
+        assert ev.add_result(f"r{g}", "a", opp, 1.0)
+        ev.add_result(f"r{g}", opp, "a", 0.0)
+    after, n_after = ev.prior_for("a", RESULTS_POOL)
+    assert n_after == n and after.mean > before.mean + 50 and after.sd < before.sd
+    loser, _ = ev.prior_for("b", RESULTS_POOL)
+    assert loser.mean < before.mean - 10
+    for ply in range(0, 30, 2):  # her own moves still never enter her prior, not even through her opponents'
+        ev.add_move("late", "a", ply, move_ll(3000, 200.0), "rapid", RESULTS_POOL, MODEL)
+    assert ev.prior_for("a", RESULTS_POOL)[0].mean == pytest.approx(after.mean, abs=1e-9)
+    # without a results scale the results are kept but read by nothing
+    assert ev.prior_for("a", POOL)[0] == EventEvidence.from_dict(ev.to_dict()).prior_for("a", POOL)[0]
+    assert ev.prior_for("a", POOL)[0].mean == pytest.approx(before.mean)
+
+
+def test_a_win_over_a_strong_player_says_more_than_a_win_over_a_weak_one():
+    ev = EventEvidence()
+    field_of(ev, {"a": 1800, "strong": 2400, "weak": 1200, "x": 1800})
+    base, _ = ev.prior_for("a", RESULTS_POOL)
+    one = EventEvidence.from_dict(ev.to_dict())
+    one.add_result("r1", "a", "strong", 1.0)
+    other = EventEvidence.from_dict(ev.to_dict())
+    other.add_result("r1", "a", "weak", 1.0)
+    assert one.prior_for("a", RESULTS_POOL)[0].mean > other.prior_for("a", RESULTS_POOL)[0].mean > base.mean
+    draw = EventEvidence.from_dict(ev.to_dict())
+    draw.add_result("r1", "a", "strong", 0.5)  # a draw with a much stronger opponent is a good result
+    assert draw.prior_for("a", RESULTS_POOL)[0].mean > base.mean
+
+
+def test_a_duplicate_result_changes_nothing_and_results_round_trip_and_are_bounded():
+    from analyzers.eventpool import MAX_RESULTS
+
+    ev = EventEvidence()
+    field_of(ev, {"a": 1800, "b": 2000})
+    ev.add_result("r1", "a", "b", 1.0)
+    before = ev.prior_for("a", RESULTS_POOL)
+    assert not ev.add_result("r1", "a", "b", 0.0)
+    assert ev.prior_for("a", RESULTS_POOL) == before
+    back = EventEvidence.from_dict(ev.to_dict())
+    assert back.prior_for("a", RESULTS_POOL)[0].mean == pytest.approx(before[0].mean, abs=1e-9)
+    for i in range(MAX_RESULTS + 10):
+        ev.add_result(f"x{i}", "a", "b", 0.5)
+    assert len(ev.results["a"]) == MAX_RESULTS and "r1" not in ev.results["a"]
+
+
+def test_a_state_from_before_results_reads_with_zero_own_sums():
+    ev = EventEvidence()
+    field_of(ev, {"a": 2200, "b": 1600})
+    d = ev.to_dict()
+    d.pop("results")
+    d["players"] = {k: v[:3] for k, v in d["players"].items()}
+    back = EventEvidence.from_dict(d)
+    assert back.results == {} and all(len(v) == 5 and v[3] == 0 for v in back.players.values())
+    assert back.prior_for("a", POOL)[0].mean == pytest.approx(ev.prior_for("a", POOL)[0].mean)
+
+
+def test_the_pool_step_records_each_result_once_and_the_next_prior_reads_it():
+    config = PipelineConfig(get_profile("fast"), model=MODEL, event_pool=RESULTS_POOL)
+    state = None
+    for pid, ply in (("a", 0), ("b", 1)):
+        state, _ = pool_event(state, assessment(pid, ply), config)
+    before, _ = state.prior_for("a", RESULTS_POOL)
+    result = GameResult(game_id="g1", player_id="a", color="white", score=1.0, event="Open",
+                        player=PlayerInfo(id="a"), opponent=PlayerInfo(id="b"))
+    state, out = pool_event(state, result, config)
+    assert state.results == {"a": {"g1": ["b", 1.0]}}
+    assert out.event_prior is not None and out.event_prior.mean > before.mean  # the event scope's end reads the win
+    state, _ = pool_event(state, result, config)
+    assert state.results == {"a": {"g1": ["b", 1.0]}}
+
+
+def test_results_scale_is_checked():
+    with pytest.raises(CalibrationError):
+        replace(POOL, results_scale=-0.1)
