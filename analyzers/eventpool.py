@@ -143,20 +143,21 @@ class EventPoolModel:
         if self.results_scale == 0 or not results:
             return prior
         k = self.results_scale * ELO_SLOPE
-        mus = np.array([r[0] for r in results])
-        slopes = k / np.sqrt(1.0 + 3.0 * k * k * np.array([r[1] for r in results]) / math.pi ** 2)
-        scores = np.array([r[2] for r in results])
+        # (slope k_o, mu_o, score) per result; a few results per player: plain floats beat numpy here
+        terms = [(k / math.sqrt(1.0 + 3.0 * k * k * v / math.pi ** 2), mu, score) for mu, v, score in results]
         x, prec = prior.mean, 1.0 / prior.sd ** 2
+        curv = prec
         for _ in range(_MAX_NEWTON):
-            e = 1.0 / (1.0 + np.exp(-slopes * (x - mus)))
-            grad = -(x - prior.mean) * prec + float(np.sum(slopes * (scores - e)))
-            curv = prec + float(np.sum(slopes * slopes * e * (1.0 - e)))
+            grad, curv = -(x - prior.mean) * prec, prec
+            for slope, mu, score in terms:
+                e = 1.0 / (1.0 + math.exp(-slope * (x - mu)))
+                grad += slope * (score - e)
+                curv += slope * slope * e * (1.0 - e)
             step = max(-_MAX_STEP, min(_MAX_STEP, grad / curv))  # the log density is concave: Newton, steps bounded
             x += step
             if abs(step) < 0.01:
-                break
-        e = 1.0 / (1.0 + np.exp(-slopes * (x - mus)))
-        return Prior(x, math.sqrt(1.0 / (prec + float(np.sum(slopes * slopes * e * (1.0 - e))))))
+                break  # the curvature at x - step differs from x's by a negligible amount at this step
+        return Prior(x, math.sqrt(1.0 / curv))
 
 
 #: What may summarise a player-game's evidence about the event's level (module docstring).

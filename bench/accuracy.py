@@ -103,6 +103,7 @@ class Estimates:
     tclass: str = ""
     player: str = ""  # the player's id (FIDE id, else name)
     unpooled: RatingEstimate | None = None  # the moves-only estimate without the event prior, where there was one
+    moves_pooled: RatingEstimate | None = None  # with the event prior from the other players' moves alone (no results)
 
     @property
     def without_pool(self) -> RatingEstimate | None:
@@ -122,6 +123,8 @@ MODEL: MoveModel | None = None
 COMB: Combination | None = None
 #: The event prior attached to each assessment, {(game_id, ply): Prior} (set by main; empty without event pooling).
 PRIORS: dict[tuple[str, int], Prior] = {}
+#: The same from the other players' moves alone (step 2b off), when the shipped pooling reads results; else empty.
+PRIORS_MOVES: dict[tuple[str, int], Prior] = {}
 
 
 def rated(s: ScopeStats, cal: Calibration) -> bool:
@@ -149,7 +152,9 @@ def performance(s: ScopeStats, declared: float) -> RatingEstimate | None:
     return est.performance if est else None
 
 
-def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float, event_prior: Prior | None = None) -> Estimates:
+def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float, last: MoveAssessment | None = None) -> Estimates:
+    """Every estimator's estimate of scope ``s``, whose last assessment ``last`` carries its event prior."""
+    event_prior = prior_at(last)
     gn = cal.from_histogram(s.hist)
     if not cal.has_c_map:
         return Estimates(truth, opponent, None, gn, None)
@@ -165,6 +170,10 @@ def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float, ev
             alone = model_estimates(s, MODEL, COMB)
             assert alone is not None
             out.unpooled, out.move_model = alone.moves_only, alone.model  # the move model with its class prior
+        if PRIORS_MOVES:
+            p = PRIORS_MOVES.get((last.game_id, last.ply)) if last is not None else None
+            moves = model_estimates(s, MODEL, COMB, event_prior=p) if p is not None else None
+            out.moves_pooled = moves.moves_only if moves is not None else out.unpooled or out.model
     return out
 
 
@@ -188,6 +197,8 @@ def table(title: str, rows: list[Estimates]) -> None:
     if PRIORS:
         published = "published: event prior (s. 12)" + (", else combination" if COMB else "")
         pooled = ((("combination, no event prior" if COMB else "move model, no event prior"), "without_pool"),)
+        if PRIORS_MOVES:
+            pooled = (("event prior from others' moves, no results", "moves_pooled"), *pooled)
     for name, attr in ((published, "model"), *pooled, *((("move model alone, moves only", "move_model"),) if COMB else ()),
                        ("posterior over c", "post"),
                        ("gain histogram (Ferreira Alg. 4)", "gain"), ("posterior and gains, inverse variance", "comb")):
@@ -211,7 +222,7 @@ def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment
                     s.add(a, None, MODEL)
                     last = a
             if rated(s, cal):
-                rows.append(estimates(s, cal, me.rating, opp.rating, prior_at(last)))
+                rows.append(estimates(s, cal, me.rating, opp.rating, last))
                 rows[-1].family, rows[-1].player = family(g.game_id), me.id
     return rows
 
@@ -234,7 +245,7 @@ def per_player_event(games: list[PgnGame], results, cal: Calibration, min_games:
     for (event, pid), (s, mine, theirs) in scopes.items():
         if s.games >= min_games and rated(s, cal):
             rows.append(estimates(s, cal, mine[-1].rating, float(np.mean([o.rating for o in theirs])),
-                                  prior_at(last.get((event, pid)))))
+                                  last.get((event, pid))))
             rows[-1].family, rows[-1].player = families[event], mine[-1].id
     return rows, seen
 
@@ -353,7 +364,7 @@ def main() -> None:
     data = data_dir(args, f"pgn/{SPLITS[args.split]}", "pgn/rated-dev")
     profile = get_profile(args.profile)
     cal = None if args.warm else load_calibration(profile.name)
-    global MODEL, COMB, PRIORS
+    global MODEL, COMB, PRIORS, PRIORS_MOVES
     MODEL = None if args.no_model else load_move_model(profile.name)
     COMB = None if args.no_model or args.no_combination else load_combination(profile.name)
     pool = None if args.no_model or args.no_event_pool else load_event_pool(profile.name)
@@ -377,6 +388,9 @@ def main() -> None:
         if COMB is None and pool.evidence == "combination":  # --no-combination: the event level from the model's evidence
             pool = replace(pool, evidence="model")
         PRIORS = event_priors(games, results, PipelineConfig(profile, cal, model=MODEL, combination=COMB, event_pool=pool))
+        if pool.results_scale > 0:  # for the comparison: the event's level from the moves alone
+            PRIORS_MOVES = event_priors(games, results, PipelineConfig(profile, cal, model=MODEL, combination=COMB,
+                                                                       event_pool=replace(pool, results_scale=0.0)))
     game_rows = per_player_game(games, results, cal)
     event_rows, seen = per_player_event(games, results, cal)
     truth = np.array([e.truth for e in game_rows])
