@@ -150,7 +150,8 @@ class Candidate(BaseModel):
 
 
 class EventPrior(BaseModel):
-    """The prior the event's other players' moves give a player (docs/models.md s. 12), attached by the pool stage."""
+    """The prior the event's other players' moves (and the player's own results in it) give a player (docs/models.md
+    s. 12), attached by the pool stage."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     mean: float = Field(ge=0, le=4000, allow_inf_nan=False)
@@ -193,7 +194,7 @@ class MoveAssessment(Message):
     limits: str
     recapture: bool = Field(default=False, description="the engine's first choice takes back on the square the opponent "
                             "just captured on (not counted for fair play)")
-    event_prior: EventPrior | None = Field(default=None, description="the event's level from the other players' moves (v3)")
+    event_prior: EventPrior | None = Field(default=None, description="the event prior from the other players' moves and the player's results (v3)")
 
     @model_validator(mode="after")
     def _moves_in_the_games_notation(self) -> MoveAssessment:

@@ -60,7 +60,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                         "model's posterior under it is then published, not the combination fitted on rated online events "
                         "(default: the combination, and the move model's prior per time-control class)")
     g.add_argument("--no-event-pool", action="store_true",
-                   help="rate each player from their own moves only, without the prior the other players' moves in the "
+                   help="rate each player from their own moves only, without the prior the other players' moves (and the player's results) in the "
                         "same event give (docs/models.md s. 12; default: on for games with an event name)")
     g.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on PORT")
     g.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds (default %(default)s; "

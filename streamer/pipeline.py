@@ -118,7 +118,7 @@ class PipelineConfig:
     model: MoveModel | None = None  # the rating-conditioned move model: when set, it gives the published rating
     #: the learned combination on top of the move model: when set (with ``model``), it gives the moves-only rating
     combination: Combination | None = None
-    #: the event's level from the other players' moves (docs/models.md s. 12): when set (with ``model``), the pool
+    #: the event prior from the other players' moves and one's results (docs/models.md s. 12): when set (with ``model``), the pool
     #: stage attaches each player's event prior to their assessments, and the game and event scopes start from it
     event_pool: EventPoolModel | None = None
     glicko: Glicko2Config = Glicko2Config()
