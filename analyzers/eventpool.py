@@ -167,6 +167,8 @@ EVIDENCE = ("model", "combination")
 ELO_SLOPE = math.log(10.0) / 400.0
 _MAX_NEWTON = 50
 _MAX_STEP = 400.0
+#: A player's sums [a, b, player-games, c, d] before any move of theirs.
+_NO_SUMS = (0.0, 0.0, 0.0, 0.0, 0.0)
 #: Results an event keeps per player at most (the oldest go first): bounds an arena's state.
 MAX_RESULTS = 200
 
@@ -267,7 +269,7 @@ class EventEvidence:
             if len(self.open) >= MAX_OPEN:
                 self.close(min(self.open, key=lambda k: self.open[k].touched))
             g = self.open[key] = OpenGame(player_id)
-            self.players.setdefault(player_id, [0.0] * 5)[2] += 1
+            self.players.setdefault(player_id, list(_NO_SUMS))[2] += 1
         if ply <= g.last_ply:
             return False
         g.lik.add(move_ll, tclass)
@@ -305,15 +307,15 @@ class EventEvidence:
         """Player ``player_id``'s prior from every other player's player-games (steps 1-2) and, with
         ``pool.results_scale``, their own results against players placed by their moves (step 2b); and how many
         player-games of others it rests on. O(players + the player's results)."""
-        total = np.sum(list(self.players.values()), axis=0) if self.players else np.zeros(5)
-        mine = np.asarray(self.players.get(player_id, [0.0] * 5))
-        a, b, n = total[:3] - mine[:3]
+        total = [math.fsum(col) for col in zip(*self.players.values(), strict=True)] if self.players else _NO_SUMS
+        mine = self.players.get(player_id, _NO_SUMS)
+        a, b, n = total[0] - mine[0], total[1] - mine[1], total[2] - mine[2]
         prior = pool.prior(a, b, int(n))
         if prior is None or pool.results_scale == 0 or not self.results.get(player_id):
             return prior, int(n)
         found = []
         for opp, score in self.results[player_id].values():
-            theirs = np.asarray(self.players.get(opp, [0.0] * 5))
+            theirs = self.players.get(opp, _NO_SUMS)
             oa, ob = a - theirs[0], b - theirs[1]  # the level without the player and without the opponent
             found.append((*pool.opponent(oa, ob, theirs[3], theirs[4]), score))
         return pool.with_results(prior, found), int(n)
