@@ -127,13 +127,17 @@ class EventPoolModel:
         if games == 0:
             return None
         mean, lam = self.level(a, b)
-        return Prior(mean, math.sqrt(self.within_sd ** 2 + self.event_sd ** 2 + 1.0 / lam))
+        return Prior(mean, math.sqrt(self.prior_var(lam)))
+
+    def prior_var(self, lam: float) -> float:
+        """Step 2's variance w^2 + e^2 + 1 / Lambda."""
+        return self.within_sd ** 2 + self.event_sd ** 2 + 1.0 / lam
 
     def opponent(self, a: float, b: float, c: float, d: float) -> tuple[float, float]:
         """Step 2b: an opponent placed by their own moves (c = sum 1 / s_g^2, d = sum m_g / s_g^2) under their event
         prior from the contributions (a, b) of everyone but them and the player: (mu_o, v_o)."""
         mean, lam = self.level(a, b)
-        prior_var = self.within_sd ** 2 + self.event_sd ** 2 + 1.0 / lam
+        prior_var = self.prior_var(lam)
         mu = (mean / prior_var + d) / (1.0 / prior_var + c)
         return mu, 1.0 / (1.0 / self.within_sd ** 2 + c)
 
@@ -156,7 +160,7 @@ class EventPoolModel:
             step = max(-_MAX_STEP, min(_MAX_STEP, grad / curv))  # the log density is concave: Newton, steps bounded
             x += step
             if abs(step) < 0.01:
-                break  # the curvature at x - step differs from x's by a negligible amount at this step
+                break  # converged: the curvature at x - step is the curvature at x to well within rounding
         return Prior(x, math.sqrt(1.0 / curv))
 
 

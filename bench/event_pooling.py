@@ -167,10 +167,22 @@ def main() -> None:
     print(row("move model, class prior", truth, [e.model for e in base if e], const))
     if comb is not None:
         print(row("combination where it applies, else move model (fitted on these games)", truth, published({}), const))
-    # (evidence, f, e, kappa) -> (mean log density of the FIDE rating, coverage per player-game and per player-event); without results e only widens the
-    # prior, so one replay per f
-    scores: dict[tuple[str, float, float, float], tuple[float, float]] = {}
+    # (evidence, f, e, kappa) -> (mean log density of the FIDE rating, coverage per player-game, per player-event);
+    # without results e only widens the prior, so one replay per f
+    scores: dict[tuple[str, float, float, float], tuple[float, float, float]] = {}
     event_rows: list[str] = []
+
+    def measure(key: tuple[str, float, float, float], name: str, est: list[RatingEstimate],
+                pe_est: list[RatingEstimate]) -> None:
+        """Score one (evidence, f, e, kappa) and print its rows (the player-event rows after the player-game table)."""
+        scores[key] = (log_density(est, truth), coverage(est, truth), coverage(pe_est, pe_truth))
+        print(row(name, truth, est, const))
+        event_rows.append(row(name, pe_truth, pe_est, pe_const))
+
+    def covering() -> dict[tuple[str, float, float, float], tuple[float, float, float]]:
+        """The rule's candidates: 95 % covered per player-game and, with results (which narrow the player-event
+        intervals too), 94.5 % per player-event (95 % to the nearest percent)."""
+        return {k: v for k, v in scores.items() if k[0] == args.evidence and v[1] >= 0.95 and (k[3] == 0 or v[2] >= 0.945)}
     for evidence in EVIDENCE:
         if evidence == "combination" and comb is None:
             continue
@@ -178,37 +190,29 @@ def main() -> None:
             pool = EventPoolModel(within, mean0, tau, 0.0, evidence=evidence, evidence_scale=scale)
             priors = event_priors(games, results, PipelineConfig(profile, model=model, combination=comb, event_pool=pool))
             for e_sd in EVENT_SDS:
-                est = published(priors, e_sd)
-                pe_est = published(priors, e_sd, per_event=True)
-                scores[(evidence, scale, e_sd, 0.0)] = (log_density(est, truth), coverage(est, truth), coverage(pe_est, pe_truth))
-                name = f"event prior from the other players' {WHAT[evidence]}, f {scale:g}, event sd {e_sd:.0f}"
-                print(row(name, truth, est, const))
-                event_rows.append(row(name, pe_truth, pe_est, pe_const))
-    covering = {k: v for k, v in scores.items() if k[0] == args.evidence and v[1] >= 0.95}
-    if covering:  # step 2b: the event's results, with the f chosen without them
-        f_best = max(covering, key=lambda k: covering[k][0])[1]
+                measure((evidence, scale, e_sd, 0.0),
+                        f"event prior from the other players' {WHAT[evidence]}, f {scale:g}, event sd {e_sd:.0f}",
+                        published(priors, e_sd), published(priors, e_sd, per_event=True))
+    if chosen := covering():  # step 2b: the event's results, with the f chosen without them
+        f_best = max(chosen, key=lambda k: chosen[k][0])[1]
         for kappa in RESULTS_SCALES:
             for e_sd in RESULTS_EVENT_SDS:
                 pool = EventPoolModel(within, mean0, tau, e_sd, evidence=args.evidence, evidence_scale=f_best,
                                       results_scale=kappa)
                 priors = event_priors(games, results, PipelineConfig(profile, model=model, combination=comb, event_pool=pool))
-                est, pe_est = published(priors), published(priors, per_event=True)
-                scores[(args.evidence, f_best, e_sd, kappa)] = (log_density(est, truth), coverage(est, truth), coverage(pe_est, pe_truth))
-                name = (f"event prior from the other players' {WHAT[args.evidence]} and the results, f {f_best:g}, "
-                        f"event sd {e_sd:.0f}, kappa {kappa:g}")
-                print(row(name, truth, est, const))
-                event_rows.append(row(name, pe_truth, pe_est, pe_const))
-        # the results narrow the player-event intervals too: those must still cover (95 % to the nearest percent)
-        covering = {k: v for k, v in scores.items() if k[0] == args.evidence and v[1] >= 0.95 and (k[3] == 0 or v[2] >= 0.945)}
+                measure((args.evidence, f_best, e_sd, kappa),
+                        f"event prior from the other players' {WHAT[args.evidence]} and the results, f {f_best:g}, "
+                        f"event sd {e_sd:.0f}, kappa {kappa:g}", published(priors), published(priors, per_event=True))
+    chosen = covering()
     oracle = [model_estimates(s, model, event_prior=Prior(event_mean[ev], within)) for s, ev in zip(scopes, events, strict=True)]
     print(row("oracle: prior at the event's mean FIDE (reference, not an estimate)", truth, [e.moves_only for e in oracle if e], const))
     print(f"\nper player-event, 5+ games ({len(pe)}; the event scope at the player's last move), constant MAE {pe_const:.0f}\n")
     print("| estimate | MAE | cut vs constant | bias | r | FIDE in the 95 % interval | mean half-width | log density |")
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(event_rows))
-    if not covering:
+    if not chosen:
         raise SystemExit("no (f, e) on the grid reaches 95 % coverage")
-    _, f_sd, e_sd, kappa = max(covering, key=lambda k: covering[k][0])
+    _, f_sd, e_sd, kappa = max(chosen, key=lambda k: chosen[k][0])
     print(f"\nchosen: evidence {args.evidence}, f {f_sd:g}, event sd {e_sd:.0f}, results kappa {kappa:g} (the highest "
           "mean log density of the FIDE rating among those whose 95 % interval covers 95 %; with results, 94.5 % per player-event)")
     if args.write:
