@@ -102,6 +102,18 @@ def parse_time_control(tc: str) -> str:
     return time_class(base, inc)
 
 
+#: Words in an event's name that say its time control, for games that carry neither a TimeControl nor clocks (an
+#: over-the-board archive): "World Blitz", "Amber Rapid", "chess.com Speed 2020". Bullet is folded into blitz.
+EVENT_NAME_CLASSES = {"blitz": ("blitz", "bullet", "speed", "armageddon"), "rapid": ("rapid",)}
+
+
+def class_from_event_name(name: str | None) -> str:
+    """The class an event's name states, or unknown when it names none or more than one ("Rapid and Blitz")."""
+    words = (name or "").lower()
+    found = [tc for tc, keys in EVENT_NAME_CLASSES.items() if any(k in words for k in keys)]
+    return found[0] if len(found) == 1 else UNKNOWN_CLASS
+
+
 def class_from_clock(first_clock: float | None) -> str:
     """A class inferred from the mover's clock after a game's first move (base + increment - a few seconds)."""
     return time_class(first_clock)

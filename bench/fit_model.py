@@ -7,7 +7,8 @@ bench/warm_cache.py, a resumable job): the samples are drawn exactly as warm_cac
 analysed are left out and counted. Steps, each printed:
 
 1. The move model's coefficients by maximum likelihood over every counted move of the fitting games, with the
-   player's FIDE rating and the game's time-control class (from the first clocks; elite-otb games are classical).
+   player's FIDE rating and the game's time-control class (from the first clocks, else the event's name;
+   elite-otb games are classical unless their event's name says rapid or blitz).
 2. The population prior per time-control class: mean and sd of the FIDE ratings of rated-dev player-games of that
    class; for a class rated-dev lacks and for an unknown class, of every fitting player-game (rated-dev and elite-otb).
 3. The posterior's two corrections (temperature, person sd), chosen on a grid to maximise the log density of the true
@@ -47,6 +48,7 @@ from analyzers.ratingmodel import (
     Prior,
     choice_loglik,
     class_from_clock,
+    class_from_event_name,
     log_s_and_c,
     summarise,
     win_losses,
@@ -93,10 +95,13 @@ class Group:
 
 
 def game_class(g: PgnGame, elite: bool) -> str:
-    if elite:
-        return "classical"
+    """As the service infers it (streamer.pipeline): the first clocks, else the event's name; elite-otb, an
+    over-the-board archive without clocks, is classical unless its event's name says rapid or blitz."""
     first = [c for c in g.clocks[:2] if c is not None]
-    return class_from_clock(max(first)) if first else UNKNOWN_CLASS
+    if first:
+        return class_from_clock(max(first))
+    named = class_from_event_name(g.event)
+    return "classical" if elite and named == UNKNOWN_CLASS else named
 
 
 def extract(games: list[tuple[PgnGame, bool]], results: dict[str, list[MoveAssessment]]):  # noqa: ANN201

@@ -65,6 +65,7 @@ from analyzers.ratingmodel import (
     Prior,
     RatingLikelihood,
     class_from_clock,
+    class_from_event_name,
     clock_inputs,
     parse_time_control,
     summaries,
@@ -348,9 +349,10 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
         raise IllegalMove(str(e), game_id=ev.game_id, ply=ev.ply) from None
     white_moved = state.colour(side) == "white"
     state.moves.append(ev.uci)
-    if state.time_class == UNKNOWN_CLASS and ev.clock is not None and ev.ply <= 1:
-        # no declared time control: the first clock is base + increment minus a few seconds
-        state.time_class = class_from_clock(ev.clock)
+    if state.time_class == UNKNOWN_CLASS and ev.ply <= 1:
+        # no declared time control: the first clock is base + increment minus a few seconds; a game without clocks
+        # (an over-the-board archive) may still have an event name that says it ("World Blitz")
+        state.time_class = class_from_clock(ev.clock) if ev.clock is not None else class_from_event_name(state.event)
     spent = None
     if ev.clock is not None:
         side = 0 if white_moved else 1

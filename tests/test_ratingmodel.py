@@ -13,6 +13,7 @@ from analyzers.ratingmodel import (
     Prior,
     RatingLikelihood,
     class_from_clock,
+    class_from_event_name,
     clock_inputs,
     parse_time_control,
     summarise,
@@ -34,6 +35,22 @@ def test_time_control_classes(tc, cls):
 def test_class_from_the_first_clock():
     # the data's events: 3+2 (first clock 182 s), 10+3 (603), 15+10 (910), 25+10 (1510)
     assert [class_from_clock(c) for c in (182.0, 603.0, 910.0, 1510.0, None)] == ["blitz", "rapid", "rapid", "rapid", UNKNOWN_CLASS]
+
+
+@pytest.mark.parametrize("name,cls", [("World Blitz 2019", "blitz"), ("Amber Rapidplay", "rapid"),
+                                      ("chess.com Speed 2020", "blitz"), ("Tata Steel", UNKNOWN_CLASS), ("", UNKNOWN_CLASS),
+                                      (None, UNKNOWN_CLASS), ("World Rapid and Blitz Championships", UNKNOWN_CLASS)])
+def test_class_from_the_event_name(name, cls):
+    assert class_from_event_name(name) == cls
+
+
+@pytest.mark.parametrize("tc,clock,cls", [("", None, "blitz"), ("", 603.0, "rapid"), ("900+10", None, "rapid")])
+def test_the_event_name_is_the_last_resort_for_the_class(tc, clock, cls):
+    # a declared time control first, then the first clock; only a game with neither is classed by its event's name
+    state = start_game(None, GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"),
+                                         event="World Blitz", time_control=tc), None, None)
+    apply_move(state, MoveEvent(game_id="g", ply=0, uci="e2e4", clock=clock))
+    assert state.time_class == cls
 
 
 def simulate(model: MoveModel, rating: float, n: int, rng: np.random.Generator, tclass: str = UNKNOWN_CLASS):
