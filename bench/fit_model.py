@@ -2,22 +2,22 @@
 
     python bench/fit_model.py [--profile fast] [--dev 3200] [--elite 500] [--seed 0] [--final]
 
-Uses only games whose every position is already in the analysis cache (the analysis cache (.cache/analysis.sqlite, or $KIBITZ_ANALYSIS_CACHE); fill it with
-bench/warm_cache.py, a resumable job): the samples are drawn exactly as warm_cache draws them, and games not yet
+Uses only games whose every position is already in the analysis cache (.cache/analysis.sqlite, or
+$KIBITZ_ANALYSIS_CACHE; fill it with bench/warm_cache.py, a resumable job): the samples are drawn exactly as warm_cache draws them, and games not yet
 analysed are left out and counted. Steps, each printed:
 
-1. The move model's coefficients by maximum likelihood over every counted move of the fitting games, with the
-   player's FIDE rating and the game's time-control class (from the first clocks, else the event's name;
-   elite-otb games are classical unless their event's name says rapid or blitz).
-2. The population prior per time-control class: mean and sd of the FIDE ratings of rated-dev player-games of that
+1. The population prior per time-control class: mean and sd of the FIDE ratings of rated-dev player-games of that
    class; for a class rated-dev lacks and for an unknown class, of every fitting player-game (rated-dev and elite-otb).
-3. The posterior's two corrections (temperature, person sd), chosen on a grid to maximise the log density of the true
-   rating at every checkpoint (one game; 10 ... 160 moves of a player through an event), then the coverage of the
-   95 % interval at each checkpoint on these fitting games.
-4. An ablation by five-fold cross-validation over the player-events: the move model refitted without each input
+2. An ablation by five-fold cross-validation over the player-events: the move model refitted without each input
    (win-probability losses -> centipawn losses; the time-control offsets; the quadratic term; the two clock inputs),
    scored on the fold it was not fitted on by the log-likelihood per move and by the ratings it gives those players;
    an input is kept only if removing it makes the pooled ratings worse.
+3. The move model's coefficients, with the inputs step 2 kept, by maximum likelihood over every counted move of the
+   fitting games, with the player's FIDE rating and the game's time-control class (from the first clocks, else the
+   event's name; elite-otb games are classical unless their event's name says rapid or blitz).
+4. The posterior's two corrections (temperature, person sd), chosen on a grid to maximise the log density of the true
+   rating at every checkpoint (one game; 10 ... 160 moves of a player through an event), then the coverage of the
+   95 % interval at each checkpoint on these fitting games.
 
 Writes analyzers/calibrations/<profile>.model.json (with the command and the sample it was fitted on).
 """
