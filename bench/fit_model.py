@@ -13,8 +13,8 @@ analysed are left out and counted. Steps, each printed:
    scored on the fold it was not fitted on by the log-likelihood per move and by the ratings it gives those players;
    an input is kept only if removing it makes the pooled ratings worse.
 3. The move model's coefficients, with the inputs step 2 kept, by maximum likelihood over every counted move of the
-   fitting games, with the player's FIDE rating and the game's time-control class (from the first clocks, else the
-   event's name; elite-otb games are classical unless their event's name says rapid or blitz).
+   fitting games, with the player's FIDE rating and the game's time-control class (from the first clocks; elite-otb
+   games are labelled classical).
 4. The posterior's two corrections (temperature, person sd), chosen on a grid to maximise the log density of the true
    rating at every checkpoint (one game; 10 ... 160 moves of a player through an event), then the coverage of the
    95 % interval at each checkpoint on these fitting games.
@@ -48,7 +48,6 @@ from analyzers.ratingmodel import (
     Prior,
     choice_loglik,
     class_from_clock,
-    class_from_event_name,
     log_s_and_c,
     summarise,
     win_losses,
@@ -95,13 +94,13 @@ class Group:
 
 
 def game_class(g: PgnGame, elite: bool) -> str:
-    """As the service infers it (streamer.pipeline): the first clocks, else the event's name; elite-otb, an
-    over-the-board archive without clocks, is classical unless its event's name says rapid or blitz."""
+    """rated-dev: from the first clocks, as the service infers it (streamer.pipeline); elite-otb, an over-the-board
+    archive without clocks, is labelled classical as a whole (its 500 sampled games include 114 whose event's name
+    says rapid or blitz)."""
+    if elite:
+        return "classical"
     first = [c for c in g.clocks[:2] if c is not None]
-    if first:
-        return class_from_clock(max(first))
-    named = class_from_event_name(g.event)
-    return "classical" if elite and named == UNKNOWN_CLASS else named
+    return class_from_clock(max(first)) if first else UNKNOWN_CLASS
 
 
 def extract(games: list[tuple[PgnGame, bool]], results: dict[str, list[MoveAssessment]]):  # noqa: ANN201
