@@ -43,7 +43,7 @@ THRESHOLDS = (3.0, 3.5, 4.0, 4.5, 4.75, 5.0)
 #: The event length the detection target names: detection is also reported over player-events of at least this many games.
 LONG_EVENT = 9
 #: Service z at which a player-event is reviewed, tried (the lowest decides what the bench searches).
-REVIEW_TRIGGERS = (2.0, 2.5, 3.0)
+REVIEW_TRIGGERS = (1.5, 2.0, 2.5, 3.0)
 FRACTIONS = (0.1, 0.2, 0.5, 1.0)
 BANDS = ((0, 1400), (1400, 1800), (1800, 2200), (2200, 3500))
 
