@@ -26,6 +26,7 @@ from analyzers.engine import EnginePool
 from analyzers.engine.gtp import GoLimits
 from analyzers.errors import CalibrationError, EngineError, InputError, StateStoreError, UnratablePool, where
 from analyzers.eventpool import load_event_pool
+from analyzers.fairplay import DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD
 from analyzers.gorate import DEFAULT_GO_PROFILE, load_go_calibration
 from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from analyzers.ratingmodel import Prior, load_move_model
@@ -62,6 +63,12 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-event-pool", action="store_true",
                    help="rate each player from their own moves only, without the prior the other players' moves (and the player's results) in the "
                         "same event give (docs/models.md s. 12; default: on for games with an event name)")
+    fp = p.add_argument_group("fair play (docs/models.md s. 7)")
+    fp.add_argument("--screen-z", type=positive_z, default=DEFAULT_SCREEN_Z, metavar="Z",
+                    help="the screening tier, a review queue (default %(default)s; lower reviews more players: the "
+                         "README's fair-play tables give detection and honest reviews per trigger)")
+    fp.add_argument("--action-z", type=positive_z, default=DEFAULT_Z_THRESHOLD, metavar="Z",
+                    help="the action tier (default %(default)s); at least --screen-z")
     g.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on PORT")
     g.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds (default %(default)s; "
                    "0.0.0.0 where a scraper in another container or pod reads it)")
@@ -94,6 +101,17 @@ def population_prior(text: str) -> Prior:
     return prior
 
 
+def positive_z(text: str) -> float:
+    """A fair-play tier's z (an argparse type): a finite number above 0."""
+    try:
+        z = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"want a number, e.g. 3.0; got {text!r}") from None
+    if not 0 < z < 100:
+        raise argparse.ArgumentTypeError(f"want a z in (0, 100); got {text!r}")
+    return z
+
+
 def build_config(args: argparse.Namespace):
     from .pipeline import PipelineConfig
 
@@ -124,6 +142,10 @@ def build_config(args: argparse.Namespace):
         event_pool = replace(event_pool, provisional=True) if event_pool else None
     config = PipelineConfig(profile, calibration, model=model, combination=combination, event_pool=event_pool,
                             search_timeout=getattr(args, "search_timeout", None))
+    screen, action = getattr(args, "screen_z", config.screen_z), getattr(args, "action_z", config.z_threshold)
+    if screen > action:
+        raise CalibrationError(f"--screen-z {screen} is above --action-z {action}: the screening tier is the lower one")
+    config = replace(config, screen_z=screen, z_threshold=action)
     idle = getattr(args, "idle_game_seconds", None)
     return replace(config, idle_game_seconds=idle) if idle else config
 

@@ -173,3 +173,23 @@ def test_search_deadline_comes_from_the_profile_unless_given():
     assert standard.search_timeout == 50 * standard.search_seconds > MIN_SEARCH_TIMEOUT
     stream = build_config(argparse.Namespace(**base, idle_game_seconds=60.0))
     assert stream.idle_game_seconds == 60.0
+
+
+def test_fair_play_tiers_are_options_and_the_screening_tier_is_the_lower():
+    import argparse
+
+    from analyzers.errors import CalibrationError
+    from analyzers.fairplay import DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD
+    from streamer.cli import add_engine_options, build_config
+
+    p = argparse.ArgumentParser()
+    add_engine_options(p)
+    default = build_config(p.parse_args([]))
+    assert (default.screen_z, default.z_threshold) == (DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD)
+    lower = build_config(p.parse_args(["--screen-z", "1.5", "--action-z", "5"]))
+    assert (lower.screen_z, lower.z_threshold) == (1.5, 5.0)
+    with pytest.raises(CalibrationError, match="screening tier is the lower"):
+        build_config(p.parse_args(["--screen-z", "5", "--action-z", "4"]))
+    for bad in ("-1", "nan", "x"):
+        with pytest.raises(SystemExit):
+            p.parse_args(["--screen-z", bad])
