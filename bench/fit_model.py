@@ -3,8 +3,8 @@
     python bench/fit_model.py [--profile fast] [--dev 3200] [--elite 500] [--seed 0] [--final]
 
 Uses only games whose every position is already in the analysis cache (.cache/analysis.sqlite, or
-$KIBITZ_ANALYSIS_CACHE; fill it with bench/warm_cache.py, a resumable job): the samples are drawn exactly as warm_cache draws them, and games not yet
-analysed are left out and counted. Steps, each printed:
+$KIBITZ_ANALYSIS_CACHE; fill it with bench/warm_cache.py, a resumable job): the samples are drawn exactly as
+warm_cache draws them, and games not yet analysed are left out and counted. Steps, each printed:
 
 1. The population prior per time-control class: mean and sd of the FIDE ratings of rated-dev player-games of that
    class; for a class rated-dev lacks and for an unknown class, of every fitting player-game (rated-dev and elite-otb).
