@@ -63,15 +63,15 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-event-pool", action="store_true",
                    help="rate each player from their own moves only, without the prior the other players' moves (and the player's results) in the "
                         "same event give (docs/models.md s. 12; default: on for games with an event name)")
+    g.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on PORT")
+    g.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds (default %(default)s; "
+                   "0.0.0.0 where a scraper in another container or pod reads it)")
     fp = p.add_argument_group("fair play (docs/models.md s. 7)")
     fp.add_argument("--screen-z", type=positive_z, default=DEFAULT_SCREEN_Z, metavar="Z",
                     help="the screening tier, a review queue (default %(default)s; lower reviews more players: the "
                          "README's fair-play tables give detection and honest reviews per trigger)")
     fp.add_argument("--action-z", type=positive_z, default=DEFAULT_Z_THRESHOLD, metavar="Z",
                     help="the action tier (default %(default)s); at least --screen-z")
-    g.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on PORT")
-    g.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds (default %(default)s; "
-                   "0.0.0.0 where a scraper in another container or pod reads it)")
 
 
 def add_go_options(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
@@ -102,7 +102,7 @@ def population_prior(text: str) -> Prior:
 
 
 def positive_z(text: str) -> float:
-    """A fair-play tier's z (an argparse type): a finite number above 0."""
+    """A fair-play tier's z (an argparse type): a number in (0, 100)."""
     try:
         z = float(text)
     except ValueError:
@@ -140,12 +140,11 @@ def build_config(args: argparse.Namespace):
         model = replace(model, provisional=True, _cache={}) if model else None
         combination = replace(combination, provisional=True) if combination else None
         event_pool = replace(event_pool, provisional=True) if event_pool else None
-    config = PipelineConfig(profile, calibration, model=model, combination=combination, event_pool=event_pool,
-                            search_timeout=getattr(args, "search_timeout", None))
-    screen, action = getattr(args, "screen_z", config.screen_z), getattr(args, "action_z", config.z_threshold)
+    screen, action = getattr(args, "screen_z", DEFAULT_SCREEN_Z), getattr(args, "action_z", DEFAULT_Z_THRESHOLD)
     if screen > action:
         raise CalibrationError(f"--screen-z {screen} is above --action-z {action}: the screening tier is the lower one")
-    config = replace(config, screen_z=screen, z_threshold=action)
+    config = PipelineConfig(profile, calibration, model=model, combination=combination, event_pool=event_pool,
+                            search_timeout=getattr(args, "search_timeout", None), screen_z=screen, z_threshold=action)
     idle = getattr(args, "idle_game_seconds", None)
     return replace(config, idle_game_seconds=idle) if idle else config
 
