@@ -18,6 +18,7 @@ from analyzers.engine import EnginePool
 from analyzers.errors import InputError, MalformedEvent
 from schemas import DeadLetter, PerceivedRating, RatingUpdate, parse_event, parse_player_event
 
+from .cli import print_rejection
 from .follow import FeedEvent, Follower, PgnSource
 from .live import LiveStore
 from .web import Server, parse_hostport
@@ -93,7 +94,7 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource], s
 
     try:
         follower = Follower(sources, submit, interval=args.interval,
-                            on_error=lambda e: print(f"rejected ({e.reason}) {e.game_id}: {e}", file=sys.stderr))
+                            on_error=print_rejection)
         async with serving(store, args.serve) as server:
             reader = asyncio.create_task(read_outputs(settings, store)) if server else None
             try:

@@ -166,8 +166,13 @@ class JsonLines:
             self.f.close()
 
 
-def print_rejection(d: DeadLetter) -> None:
-    print(f"rejected ({d.reason}) {where(d.game_id, d.ply) or d.source}: {d.error}", file=sys.stderr)
+def print_rejection(d: DeadLetter | InputError) -> None:
+    """One stderr line per rejected input: its reason, where it was (game and ply, else the source) and why."""
+    error = d.error if isinstance(d, DeadLetter) else str(d)
+    at = where(d.game_id, d.ply) or (d.source if isinstance(d, DeadLetter) else "")
+    if at and not error.startswith(at):  # an InputError's message names its game and ply already
+        error = f"{at}: {error}"
+    print(f"rejected ({d.reason}) {error}", file=sys.stderr)
 
 
 # -- replay -----------------------------------------------------------------------------------------------
@@ -351,7 +356,7 @@ async def _review(args: argparse.Namespace) -> int:
                                "(bench/fit_review.py fits one); the review needs both")
     games = [g for p in args.pgn for g in read_pgn_games(p) if args.event is None or g.event == args.event]
     for e in (e for g in games for e in g.errors):
-        print(f"rejected ({e.reason}) {where(e.game_id, e.ply)}: {e}", file=sys.stderr)
+        print_rejection(e)
     ids = sorted({pl.id for g in games for pl in (g.white, g.black) if args.player in (pl.id, pl.name)})
     if len(ids) != 1:
         print(f"kibitz: {'no player' if not ids else 'several players'} named {args.player!r} in these games"
@@ -515,7 +520,7 @@ async def _produce(args: argparse.Namespace) -> int:
             games.extend(read_pgn_games(p))
     errors += [e for g in games for e in g.errors]
     for e in errors:
-        print(f"rejected ({e.reason}) {where(e.game_id, e.ply)}: {e}", file=sys.stderr)
+        print_rejection(e)
     timeline = replay_timeline(games, speed=None if args.max_speed else args.speed)
     await wait_for_broker(settings)
     producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())

@@ -108,6 +108,9 @@ def test_stream_dead_letters_any_bytes_and_rates_what_follows(stockfish):
     assert r.returncode == 3, r.stderr
     rejections = [ln for ln in r.stderr.decode().splitlines() if ln.startswith("rejected (malformed)")]
     assert len(rejections) == len(bad), r.stderr
+    # each line says once where the record was: its game and ply when known, else its line on stdin
+    assert all(ln.count("game g1") <= 1 for ln in rejections), rejections
+    assert sum(ln.startswith("rejected (malformed) stdin:") for ln in rejections) >= 3, rejections
     out = [json.loads(x) for x in r.stdout.decode().splitlines()]
     assert sum(m["type"] == "perceived" and m["scope"] == "game" for m in out) == 4
     assert sum(m["type"] == "glicko2" for m in out) == 2
