@@ -50,7 +50,7 @@ run: setup
 
 # static checks first (seconds), then the tests (real Stockfish, real Kafka broker)
 test: setup lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=10
 
 lint: setup
 	$(VENV)/bin/ruff check .

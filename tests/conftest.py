@@ -30,6 +30,20 @@ def london() -> Path:
     return FIXTURES / "london_chess_classic_2011.pgn"
 
 
+@pytest.fixture(scope="session")
+def london_rounds_1_to_4(london: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Rounds 1-4 of London 2011 (16 games, every one of the 9 players in 3 or 4 of them): the fault-injection
+    streaming tests need a stream with several games per player, not the whole event."""
+    import chess.pgn
+
+    out = tmp_path_factory.mktemp("london") / "london_2011_rounds_1_to_4.pgn"
+    with open(london) as f, open(out, "w") as w:
+        while (game := chess.pgn.read_game(f)) is not None:
+            if int(game.headers["Round"]) <= 4:
+                print(game, file=w, end="\n\n")
+    return out
+
+
 BROADCAST = FIXTURES / "broadcast_game.pgn"  # a rated blitz game with [%clk] clocks (49 plies, 1-0)
 
 
