@@ -44,6 +44,9 @@ THRESHOLDS = (3.0, 3.5, 4.0, 4.5, 4.75, 5.0)
 LONG_EVENT = 9
 #: Service z at which a player-event is reviewed, tried (the lowest decides what the bench searches).
 REVIEW_TRIGGERS = (1.5, 2.0, 2.5, 3.0)
+#: The detection the review trigger is chosen for (on rated-dev): this share of the player-events of LONG_EVENT+ games
+#: with half their moves assisted flagged at the action tier.
+DETECTION_TARGET, TARGET_SHARE = 0.9, 0.5
 FRACTIONS = (0.1, 0.2, 0.5, 1.0)
 BANDS = ((0, 1400), (1400, 1800), (1800, 2200), (2200, 3500))
 
@@ -277,6 +280,20 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
             if len(live) > 1:
                 cells = [f"{np.mean([z8 >= t and zr >= DEFAULT_Z_THRESHOLD for z8, zr in rows]):>9.0%}" for t in (*REVIEW_TRIGGERS, float("-inf"))]
                 print(f"{frac:>8.0%}  {len(rows):>6}  {np.mean(live):+8.2f} ({np.std(live, ddof=1):.2f})    " + "  ".join(cells))
+    # the trigger rule: the highest trigger (the fewest honest reviews) that reaches the detection target
+    long_rows = [(z8, zr) for n, z8, zr in by_frac[TARGET_SHARE] if n >= LONG_EVENT]
+    detection = {t: float(np.mean([z8 >= t and zr >= DEFAULT_Z_THRESHOLD for z8, zr in long_rows])) if long_rows else 0.0
+                 for t in REVIEW_TRIGGERS}
+    reached = [t for t in REVIEW_TRIGGERS if detection[t] >= DETECTION_TARGET]
+    if reached:
+        t = max(reached)
+        print(f"the highest trigger that flags {DETECTION_TARGET:.0%}+ of the {len(long_rows)} player-events of {LONG_EVENT}+ "
+              f"games at {TARGET_SHARE:.0%} assistance: service z >= {t} ({detection[t]:.0%}; it reviews "
+              f"{sum(z8 >= t for z8, _ in honest)} and flags {sum(z8 >= t and zr >= DEFAULT_Z_THRESHOLD for z8, zr in honest)} "
+              f"of {len(honest)} honest player-events)")
+    else:
+        print(f"no trigger flags {DETECTION_TARGET:.0%} of the {len(long_rows)} player-events of {LONG_EVENT}+ games at "
+              f"{TARGET_SHARE:.0%} assistance (best: {max(detection.values()):.0%})")
 
 
 if __name__ == "__main__":
