@@ -11,7 +11,7 @@ from pathlib import Path
 from analyzers.engine import EnginePool
 from schemas import DeadLetter, MoveAssessment
 
-from .ingest import PgnGame, pgn_game_from, rating_from_tag, read_pgn_games
+from .ingest import PgnGame, pgn_game_from, rating_from_tag, read_game, read_pgn_games
 from .pipeline import PipelineConfig
 from .steps import Steps
 
@@ -111,7 +111,7 @@ def sample_rated_games_from_file(path: Path, n: int, *, seed: int = 0, min_plies
             if len(out) >= n:
                 break
             f.seek(at)
-            game = chess.pgn.read_game(f)
+            game = read_game(f)
             if game is None:
                 continue
             g = pgn_game_from(game, Path(path), at)

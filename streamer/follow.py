@@ -39,7 +39,7 @@ import chess.pgn
 from analyzers.errors import IllegalMove, InputError, SourceUnavailable
 from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo
 
-from .ingest import RESULT_TOKENS, player_id_for, rating_from_tag
+from .ingest import RESULT_TOKENS, player_id_for, rating_from_tag, read_game
 
 log = logging.getLogger("kibitz.follow")
 
@@ -147,7 +147,7 @@ def parse_feed(text: str) -> list[ParsedGame]:
     out: list[ParsedGame] = []
     while True:
         try:
-            game = chess.pgn.read_game(stream)
+            game = read_game(stream)
         except Exception as e:  # noqa: BLE001 - python-chess may raise on garbage; the rest is retried next poll
             log.warning("unreadable PGN text", extra={"error": repr(e)})
             break

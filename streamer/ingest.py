@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
 
 import chess
 import chess.pgn
@@ -119,6 +119,19 @@ def game_id_for(path: Path, index: int, headers: chess.pgn.Headers) -> str:
     return f"{path.stem}:{index}:{hashlib.sha1(ident.encode()).hexdigest()[:6]}"
 
 
+class GameBuilder(chess.pgn.GameBuilder):
+    """python-chess's game builder without its own log line per parse error: the errors stay in ``game.errors``,
+    and kibitz reports each one once, as a rejection naming the game and the ply."""
+
+    def handle_error(self, error: Exception) -> None:
+        self.game.errors.append(error)
+
+
+def read_game(stream: TextIO) -> chess.pgn.Game | None:
+    """The next game of a PGN stream (None at its end), its parse errors in ``game.errors``, none logged."""
+    return chess.pgn.read_game(stream, Visitor=GameBuilder)
+
+
 def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
     """A parsed python-chess game as kibitz's :class:`PgnGame`; an illegal move becomes an error at its ply."""
     moves: list[str] = []
@@ -142,7 +155,7 @@ def read_pgn_games(path: str | Path) -> Iterator[PgnGame]:
     truncated = bool(text.strip()) and not text.rstrip().endswith(RESULT_TOKENS)
     stream = io.StringIO(text)
     games: list[PgnGame] = []
-    while (game := chess.pgn.read_game(stream)) is not None:
+    while (game := read_game(stream)) is not None:
         games.append(pgn_game_from(game, path, len(games)))
     if truncated and games:
         last = games[-1]

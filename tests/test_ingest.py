@@ -1,7 +1,9 @@
+import logging
 from pathlib import Path
 
 from analyzers.errors import IllegalMove
 from schemas import GameEnded, GameStarted, MoveEvent
+from streamer.follow import parse_feed
 from streamer.ingest import DEMO_PGN, TruncatedInput, read_pgn_games, replay_timeline
 
 BAD_PGN = (Path(__file__).parent / "fixtures" / "bad.pgn").read_text()
@@ -27,6 +29,18 @@ def test_illegal_move_and_truncation_name_game_and_ply(tmp_path):
     assert not any(isinstance(e, GameEnded) for e in illegal.events())  # an unfinished game is not rated
     assert not games[1].errors and games[1].white.rating == 1800 and games[1].black.rating is None
     assert isinstance(games[2].errors[0], TruncatedInput) and games[2].errors[0].ply == 5
+
+
+def test_a_parse_error_is_reported_by_kibitz_alone(tmp_path, caplog):
+    """python-chess logs each parse error itself; kibitz reports it once (as a rejection naming game and ply), so
+    reading the PGN logs nothing of python-chess's and keeps the error on the game."""
+    p = tmp_path / "bad.pgn"
+    p.write_text(BAD_PGN)
+    with caplog.at_level(logging.DEBUG):
+        games = list(read_pgn_games(p))
+        parsed = parse_feed(BAD_PGN)
+    assert isinstance(games[0].errors[0], IllegalMove) and parsed[0].error
+    assert not [r for r in caplog.records if r.name.startswith("chess")], caplog.text
 
 
 def test_timeline_keeps_each_game_in_order():
