@@ -8,10 +8,11 @@ warm_cache draws them, and games not yet analysed are left out and counted. Step
 
 1. The population prior per time-control class: mean and sd of the FIDE ratings of rated-dev player-games of that
    class; for a class rated-dev lacks and for an unknown class, of every fitting player-game (rated-dev and elite-otb).
-2. An ablation by five-fold cross-validation over the player-events: the move model refitted without each input
-   (win-probability losses -> centipawn losses; the time-control offsets; the quadratic term; the two clock inputs),
-   scored on the fold it was not fitted on by the log-likelihood per move and by the ratings it gives those players;
-   an input is kept only if removing it makes the pooled ratings worse.
+2. An ablation by five-fold cross-validation over the player-events, by backward elimination: each round refits the
+   current model without each input it still has (the time-control offsets; the quadratic term; the two clock
+   inputs), scored on the fold it was not fitted on by the log-likelihood per move and by the ratings it gives those
+   players, and drops the input whose removal leaves the best pooled ratings if they are no worse; it stops when
+   every removal makes them worse. Win-probability losses against centipawn losses are then judged on the moves.
 3. The move model's coefficients, with the inputs step 2 kept, by maximum likelihood over every counted move of the
    fitting games, with the player's FIDE rating and the game's time-control class (from the first clocks; elite-otb
    games are labelled classical).
@@ -185,6 +186,41 @@ def fit(m: Moves, sel: np.ndarray, spec: Spec) -> tuple[np.ndarray, float]:
     return res.x, float(res.fun)
 
 
+#: The inputs the ablation judges by the ratings, as Spec fields, with the row each one's removal prints.
+RATING_INPUTS = {
+    "classes": "no time-control offsets",
+    "quadratic": "no quadratic term in log s",
+    "time_left": "no time left on the clock",
+    "time_spent": "no time spent on the move",
+}
+
+
+@dataclass
+class CV:
+    """One move model's cross-validated scores: log-likelihood per move, pooled checkpoint scores (None for the
+    centipawn variant, which has no grids), and each fold's mean log density of the true rating."""
+
+    ll: float
+    scores: dict[str, tuple[float, float, float, int]] | None
+    dens_folds: list[float]
+
+    @property
+    def dens(self) -> float:
+        """Mean log density of the true rating over the checkpoints, pooled over the folds."""
+        return float(np.mean([v[0] for v in self.scores.values()])) if self.scores else float("nan")
+
+    def row(self, round_: str, name: str, ref: CV | None) -> str:
+        """A table row; against ``ref`` (the model it was removed from) where there is one."""
+        ll_vs = f"{self.ll - ref.ll:+.5f}" if ref else "+0.00000"
+        if not self.scores:
+            return f"| {round_} | {name} | {self.ll:.5f} | {ll_vs} | (not scored) | | | - | - |"
+        dens_vs = f"{self.dens - ref.dens:+.4f}" if ref else "+0.0000"
+        worse = f"{sum(x < y for x, y in zip(self.dens_folds, ref.dens_folds))} of {FOLDS}" if ref else ""
+        mae40 = f"{self.scores['40'][2]:.0f}" if "40" in self.scores else "-"
+        return (f"| {round_} | {name} | {self.ll:.5f} | {ll_vs} | {self.dens:.4f} | {dens_vs} | {worse} | "
+                f"{self.scores['game'][2]:.0f} | {mae40} |")
+
+
 # -- step 3: posterior corrections ---------------------------------------------------------------------------
 def loglik_grids(model: MoveModel, m: Moves, only: np.ndarray | None = None) -> np.ndarray:
     """log P(played | R) on the rating grid for every move (moves x grid); with ``only``, the other rows stay 0."""
@@ -287,23 +323,15 @@ def main() -> None:
     # scored players worse: the mean log density of their FIDE rating under the posterior, over the checkpoints (one
     # game; 10 ... 160 moves of a player-event), pooled over the five folds. One fold alone is too noisy to decide
     # by a difference of 0.02; the folds column counts the folds where removing the input made the ratings worse.
+    # Backward elimination, not one removal each from the full model: an input is judged beside the inputs the
+    # published model keeps, not beside ones that are dropped later (with the elite games labelled by their event's
+    # name, the quadratic term helped beside the class offsets and not without them).
     folds = [(m.pe % FOLDS) == k for k in range(FOLDS)]
     held_in = [checkpoints([g for g in pg_groups if g.moves and test[g.moves[0]]],
                            [g for g in pe_groups if g.moves and test[g.moves[0]]]) for test in folds]
-    print(f"\nablation ({FOLDS}-fold cross-validation over the player-events: fit on four fifths, scored on the other, "
-          "pooled: log-likelihood per move, and the ratings with temperature 1, person sd 350; higher is better):")
-    print("| move model | log-lik per move | vs full | log density of the true rating | vs full | folds where removing "
-          "it is worse | MAE, one game | MAE, 40 moves of an event |")
-    print("|---|---|---|---|---|---|---|---|")
     n_moves = [int(t.sum()) for t in folds]  # each fold's log-likelihood per move weighs by its moves
-    full: tuple[float, float, list[float]] | None = None
-    kept = {"win": True, "classes": True, "quadratic": True, "time_left": True, "time_spent": True}
-    for name, input_, spec in (("full: win-probability losses, class offsets, quadratic, clocks", None, Spec()),
-                               ("centipawn losses instead of win probability", "win", Spec(win=False)),
-                               ("no time-control offsets", "classes", Spec(classes=False)),
-                               ("no quadratic term in log s", "quadratic", Spec(quadratic=False)),
-                               ("no time left on the clock", "time_left", Spec(time_left=False)),
-                               ("no time spent on the move", "time_spent", Spec(time_spent=False))):
+
+    def cross_validate(spec: Spec) -> CV:
         ll_folds, dens_folds, scored = [], [], []
         for test, points in zip(folds, held_in):
             theta, _ = fit(m, ~test, spec)
@@ -314,27 +342,39 @@ def main() -> None:
                 sc = score(trial, loglik_grids(trial, m, test), points)
                 dens_folds.append(float(np.mean([v[0] for v in sc.values()])))
                 scored.append(sc)
-        ll = float(np.average(ll_folds, weights=n_moves))
-        sc_all = pool_scores(scored) if scored else None
-        dens = float(np.mean([v[0] for v in sc_all.values()])) if sc_all else float("nan")
-        if full is None:
-            full = (ll, dens, dens_folds)
-            worse = ""
-        else:
-            # removing it made the scored ratings worse (or, for the loss scale, the move log-likelihood): it helps
-            assert input_ is not None
-            kept[input_] = dens < full[1] if sc_all else ll < full[0]
-            worse = (f"{sum(x < y for x, y in zip(dens_folds, full[2]))} of {FOLDS}" if sc_all else "")
-        mae1 = f"{sc_all['game'][2]:.0f}" if sc_all else "-"
-        mae40 = f"{sc_all['40'][2]:.0f}" if sc_all and "40" in sc_all else "-"
-        rated = f"{dens:.4f} | {dens - full[1]:+.4f}" if sc_all else "(not scored) | "
-        print(f"| {name} | {ll:.5f} | {ll - full[0]:+.5f} | {rated} | {worse} | {mae1} | {mae40} |", flush=True)
-    assert full is not None
+        return CV(float(np.average(ll_folds, weights=n_moves)), pool_scores(scored) if scored else None, dens_folds)
+
+    print(f"\nablation by backward elimination ({FOLDS}-fold cross-validation over the player-events: fit on four "
+          "fifths, scored on the other, pooled: log-likelihood per move, and the ratings with temperature 1, person sd "
+          "350; higher is better). Each round removes, one at a time, every input the current model still has; the "
+          "removal that leaves the best ratings is made if it makes them no worse, and the next round starts from there:")
+    print("| round | move model | log-lik per move | vs current | log density of the true rating | vs current | folds "
+          "where removing it is worse | MAE, one game | MAE, 40 moves of an event |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    spec, current = Spec(), cross_validate(Spec())
+    print(current.row("0", "full: win-probability losses, class offsets, quadratic, clocks", None), flush=True)
+    for round_ in range(1, len(RATING_INPUTS) + 1):
+        trials = [(name, replace(spec, **{input_: False})) for input_, name in RATING_INPUTS.items()
+                  if getattr(spec, input_)]
+        removals = [(name, trial, cross_validate(trial)) for name, trial in trials]
+        for name, _, cv in removals:
+            print(cv.row(str(round_), name, current), flush=True)
+        if not removals:
+            break
+        pick_name, pick_spec, pick = max(removals, key=lambda r: r[2].dens)
+        if pick.dens < current.dens:  # every removal left the ratings worse: each remaining input helps
+            break
+        print(f"round {round_}: removed ({pick_name})")
+        spec, current = pick_spec, pick
+    # the loss scale is judged on the moves alone (a centipawn model has no grids to score ratings with)
+    cp = cross_validate(replace(spec, win=False))
+    print(cp.row("-", "centipawn losses instead of win probability", current))
+    spec = replace(spec, win=cp.ll < current.ll)
     uniform = float(np.mean(-np.log(np.isfinite(m.deltas).sum(axis=1))))
-    print(f"| uniform over the candidates (reference) | {uniform:.5f} | {uniform - full[0]:+.5f} | | | | | |")
+    print(f"| - | uniform over the candidates (reference) | {uniform:.5f} | {uniform - current.ll:+.5f} | | | | | |")
+    kept = {input_: getattr(spec, input_) for input_ in ("win", *RATING_INPUTS)}
 
     # the published model keeps an input only where the ablation shows it helps on these games
-    spec = Spec(**kept)
     theta, f = fit(m, np.ones(len(m.played), bool), spec)
     a, b, offsets, clock = unpack(theta, spec)
     print(f"inputs kept: {', '.join(k for k, v in kept.items() if v) or 'none'}")
