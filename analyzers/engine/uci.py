@@ -36,6 +36,36 @@ def find_engine(command: str | None = None, *, default: str = "stockfish", env: 
     raise EngineError(f"engine {cmd!r} not found: install it (Debian: apt-get install {default}) or set {env}")
 
 
+#: What python-chess parses of each info line: depth, nodes, time, multipv rank, score and bounds, principal variation.
+#: The rest (wdl, currline, refutation, string) is never read.
+INFO = chess.engine.INFO_BASIC | chess.engine.INFO_SCORE | chess.engine.INFO_PV
+
+
+class EngineLineBoard(chess.Board):
+    """The root position python-chess parses an engine's answer on, taking the engine's moves as written.
+
+    python-chess replays every principal variation of every info line on this board with a full legality check per
+    move: a depth-8 multipv-5 search sends about 40 such lines of 8-12 moves, and replaying them took 40 % of an
+    analysing process's Python time (py-spy, bench/warm_cache.py). kibitz reads only the first move of each final
+    line and checks that one against the legal moves of the real position itself (:meth:`UciEngine._parse`), so here a
+    move is parsed from its UCI text alone and the position never moves: ``push_uci`` records the move and ``pop``
+    forgets it (python-chess pushes and pops the best move to parse the ponder move after it). A move that is not
+    even well-formed UCI still raises, as python-chess expects. Every score is seen from the root's side to move,
+    which is the only side python-chess reads off this board.
+    """
+
+    def parse_uci(self, uci: str) -> chess.Move:
+        return chess.Move.from_uci(uci)
+
+    def push_uci(self, uci: str) -> chess.Move:
+        move = self.parse_uci(uci)
+        self.move_stack.append(move)
+        return move
+
+    def pop(self) -> chess.Move:
+        return self.move_stack.pop()
+
+
 class UciEngine:
     """One UCI engine process."""
 
@@ -66,7 +96,8 @@ class UciEngine:
         assert self._protocol is not None
         limit = chess.engine.Limit(depth=limits.depth, nodes=limits.nodes)
         # a fresh `game` object makes python-chess send ucinewgame: hash and history cleared before each search
-        infos = await self._protocol.analyse(board, limit, multipv=limits.multipv, game=object())
+        root = EngineLineBoard(board.fen(en_passant="fen"), chess960=board.chess960)  # the position only, as the pool shows it
+        infos = await self._protocol.analyse(root, limit, multipv=limits.multipv, game=object(), info=INFO)
         return self._parse(board, infos, limits)
 
     def _parse(self, board: chess.Board, infos: list[chess.engine.InfoDict], limits: Limits) -> PositionAnalysis:
