@@ -29,6 +29,15 @@ class Limits:
     def key(self) -> str:
         return (f"d{self.depth}" if self.depth is not None else f"n{self.nodes}") + f"-mpv{self.multipv}"
 
+    @classmethod
+    def from_key(cls, key: str) -> Limits:
+        """The limits a :attr:`key` names (``d8-mpv5``, ``n20000-mpv1``)."""
+        bound, sep, multipv = key.partition("-mpv")
+        if not sep or bound[:1] not in ("d", "n") or not bound[1:].isdigit() or not multipv.isdigit():
+            raise ValueError(f"not a limits key: {key!r}")
+        n = int(bound[1:])
+        return cls(depth=n, multipv=int(multipv)) if bound[0] == "d" else cls(nodes=n, multipv=int(multipv))
+
 
 #: EPD strings of recently keyed positions. Every position is keyed twice in a row (after one move, then before the
 #: next), and python-chess builds an EPD square by square (a third of a cached move's CPU), so remember the last few.
