@@ -8,7 +8,9 @@ only). Order: the first ``--dev-first`` rated-dev games (a sample of whole playe
 larger one), the held-out player-events, elite-otb, the rest of rated-dev, the random held-out games; so a run cut
 short still leaves a usable fitting set and the evaluation set. Every finished search is written to the analysis
 cache (.cache/analysis.sqlite, or $KIBITZ_ANALYSIS_CACHE) at once, so an interrupted run loses nothing and a rerun
-continues where it stopped (finished positions are cache hits). Progress goes to stderr.
+continues where it stopped (finished positions are cache hits). Progress goes to stderr. On a new machine run
+``python bench/analyses.py import`` first: the analyses shipped in bench/analyses/ become cache hits; afterwards
+``python bench/analyses.py export`` adds what this run searched as a new shard.
 """
 
 from __future__ import annotations
