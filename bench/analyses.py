@@ -7,7 +7,7 @@
 Fitting and evaluating the rating models reads hundreds of thousands of engine searches (bench/warm_cache.py: about a
 day on two cores for the whole fitting sample). The searches are deterministic (docs/models.md; Threads=1, fixed
 limits, ``ucinewgame``, the position only), so their results are data: each shard in bench/analyses/ holds analysis
-cache rows exactly as the cache stores them, one ``key<TAB>value`` line each, sorted, xz-compressed (about 37 bytes a
+cache rows exactly as the cache stores them, one ``key<TAB>value`` line each, sorted, xz-compressed (30-35 bytes a
 search). Shards are append-only: ``export`` writes only what no shard holds, so a shard, once committed, never
 changes. A row's key names the engine, its options and the limits (``Stockfish 15.1|Hash=16,Threads=1|d8-mpv5|...``):
 under another engine build no key matches and everything is searched afresh. tests/test_analyses.py searches a sample
