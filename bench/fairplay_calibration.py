@@ -196,7 +196,7 @@ def report(samples, results, assisted, model, seed: int, profile, assist_depth: 
         alarm_table(f"player-events, {label}", [(scope_z(m, model, exclusions)[0], band(r), t) for m, r, t in events.values()])
     # -- detection: simulated assistance over whole player-events -----------------------------------------------
     pes = whole_player_events(samples.events)
-    print(f"\ndetection over whole held-out player-events (5-11 games), share of the player's moves replaced by the "
+    print(f"\ndetection over whole {samples.split} player-events (5-11 games), share of the player's moves replaced by the "
           f"depth-{assist_depth} first choice, re-valued at the service's limit; per threshold the share of player-events flagged")
     print("fraction  events  " + "  ".join(f"{t:>5}" for t in THRESHOLDS) + "   median z (match, loss)")
     for frac in (0.0, *FRACTIONS):

@@ -47,6 +47,7 @@ class Samples:
     honest: list[PgnGame]
     events: list[PgnGame]          # the player-events part of ``honest`` (whole events for the chosen players)
     tcec: list[PgnGame]
+    split: str = "rated-holdout"   # where honest and events come from (the labels in progress and tables say it)
 
 
 def load_samples(data: Path, events: int, honest_events: int, random_: int, tcec: int, seed: int = 0,
@@ -64,7 +65,7 @@ def load_samples(data: Path, events: int, honest_events: int, random_: int, tcec
     engine_games = [g for p in sorted((data / "pgn" / "engine-tcec").glob("*.pgn")) for g in read_pgn_games(p)
                     if not g.errors and len(g.moves) >= 40]
     engine_games = random.Random(seed).sample(engine_games, min(tcec, len(engine_games)))
-    return Samples(honest, ev, engine_games)
+    return Samples(honest, ev, engine_games, split)
 
 
 def whole_player_events(games: Sequence[PgnGame], min_games: int = MIN_EVENT_GAMES) -> dict[tuple[str, str], list[PgnGame]]:
@@ -125,7 +126,7 @@ async def analyse(pool: EnginePool, config: PipelineConfig, samples: Samples, *,
         return (lambda i, n: print(f"\r{name}: {i}/{n} games", end="", file=sys.stderr, flush=True)) if progress else None
 
     t = time.time()
-    results = await assess_games(samples.events, pool, config, progress=say("held-out player-events"))
+    results = await assess_games(samples.events, pool, config, progress=say(f"{samples.split} player-events"))
     assisted: Assisted = {}
     pes = sorted(whole_player_events(samples.events).items())[:assist_events]
     jobs = [(g, "white" if g.white.id == pid else "black") for (_, pid), games in pes for g in games]
@@ -140,7 +141,7 @@ async def analyse(pool: EnginePool, config: PipelineConfig, samples: Samples, *,
     await asyncio.gather(*(one(g, c) for g, c in jobs))
     results.update(await assess_games(samples.tcec, pool, config, progress=say("TCEC")))
     rest = [g for g in samples.honest if g.game_id not in results]
-    results.update(await assess_games(rest, pool, config, progress=say("held-out random")))
+    results.update(await assess_games(rest, pool, config, progress=say(f"{samples.split} random")))
     if progress:
         print(f"\n{pool.stats.searches} searches, {pool.stats.cache_hits} cache hits, {time.time() - t:.0f} s",
               file=sys.stderr, flush=True)
