@@ -14,7 +14,8 @@ import contextlib
 import math
 import random
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 
 import numpy as np
 from common import ANALYSIS_CACHE, add_data_argument, data_dir
@@ -34,9 +35,10 @@ from analyzers.engine import EnginePool, Limits
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, FairPlayStats, ReviewCalibration, exclusion
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
-from schemas import MoveAssessment
+from schemas import FairPlayAlert, GameResult, MoveAssessment
+from streamer.cli import build_config
 from streamer.ingest import PgnGame
-from streamer.pipeline import PipelineConfig, ScopeStats, count_move, move_choice
+from streamer.pipeline import PipelineConfig, PlayerState, ScopeStats, apply_player_event, count_move, move_choice
 from streamer.review import REVIEW_PROFILE, first_choices, review_stats
 
 THRESHOLDS = (3.0, 3.5, 4.0, 4.5, 4.75, 5.0)
@@ -152,6 +154,8 @@ def main() -> None:
     if args.warm:
         return
     report(samples, results, assisted, model, args.seed, config.profile, args.assist_depth)
+    # the service's own configuration (calibration, move model, combination), as `kibitz` builds it
+    service_alert_report(samples.honest, results, build_config(argparse.Namespace(profile=args.profile, depth=None, nodes=None, multipv=None)))
     review_report(samples, results, assisted, firsts, model, args.seed, args.assist_depth)
 
 
@@ -224,6 +228,50 @@ def report(samples, results, assisted, model, seed: int, profile, assist_depth: 
                                                        f"(median z {np.median(v):.1f})" for r, v in zs.items()))
     print(f"defaults: screening z {DEFAULT_SCREEN_Z}, action z {DEFAULT_Z_THRESHOLD}, {DEFAULT_MIN_MOVES}+ counted moves")
 
+
+
+def service_alerts(games: Sequence[PgnGame], results: dict[str, list[MoveAssessment]], config: PipelineConfig) -> list[FairPlayAlert]:
+    """The fair-play alerts the service's player step publishes on ``games`` under ``config``: each game's
+    assessments, then its two game results, through :func:`~streamer.pipeline.apply_player_event` (one state per
+    player, one game after another in the sample's order), so every scope (game, event, player) and the one alert
+    per crossing are the service's own."""
+    players: dict[str, PlayerState] = {}
+    alerts: list[FairPlayAlert] = []
+
+    def feed(ev: MoveAssessment | GameResult) -> None:
+        players[ev.player_id], msgs = apply_player_event(players.get(ev.player_id), ev, config)
+        alerts.extend(m for m in msgs if isinstance(m, FairPlayAlert))
+
+    for g in games:
+        for a in results.get(g.game_id, []):
+            feed(a)
+        score = g.white_score
+        if score is None:
+            continue  # no result: the player step never closes the game, as live
+        for color, me, opp, s in (("white", g.white, g.black, score), ("black", g.black, g.white, 1.0 - score)):
+            feed(GameResult(game_id=g.game_id, player_id=me.id, color=color, score=s, event=g.event, player=me, opponent=opp))
+    return alerts
+
+
+def service_alert_report(honest: Sequence[PgnGame], results: dict[str, list[MoveAssessment]], config: PipelineConfig) -> None:
+    """How many alerts the service itself would publish on the honest sample at each screening trigger: by tier and
+    by the scope each names (game, event, player), per 1,000 honest player-games, with the players they concern.
+    This is the review queue a screening default fills, all scopes counted (the review tables count event scopes)."""
+    pgames = 2 * sum(1 for g in honest if results.get(g.game_id))
+    pevents = len(player_event_units(honest))
+    players = len({p.id for g in honest for p in (g.white, g.black)})
+    print(f"\nalerts the service publishes on the honest sample ({pgames} player-games, {pevents} player-events, {players} "
+          f"players; the player step replayed game after game, one alert per crossing, action tier {config.z_threshold})")
+    print("screening z  screening alerts (game / event / player scope)  per 1,000 player-games  players queued  "
+          "action alerts (game / event / player)")
+    for trigger in REVIEW_TRIGGERS:
+        alerts = service_alerts(honest, results, replace(config, screen_z=trigger))
+        by = Counter((a.tier, a.scope) for a in alerts)
+        screening = [a for a in alerts if a.tier == "screening"]
+        action = [a for a in alerts if a.tier == "action"]
+        print(f"{trigger:>11}  {len(screening):>5} ({by['screening', 'game']} / {by['screening', 'event']} / {by['screening', 'player']})"
+              f"{'':>26}{1000 * len(screening) / max(pgames, 1):>6.1f}{len({a.player_id for a in screening}):>17}  "
+              f"{len(action):>5} ({by['action', 'game']} / {by['action', 'event']} / {by['action', 'player']})")
 
 
 def review_units(samples: Samples, results: dict[str, list[MoveAssessment]], model) -> list[tuple[PgnGame, str]]:  # noqa: ANN001

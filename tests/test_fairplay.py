@@ -109,6 +109,7 @@ def test_one_crossing_gives_one_alert_and_falling_back_rearms_it():
     config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL)
     me, opp = PlayerInfo(id="p", rating=1800), PlayerInfo(id="q", rating=1800)
     state = PlayerState("p")
+    state.overall.fair.window = config.player_fair_window  # as the player step sets it: the player scope forgets old games
     rng = np.random.default_rng(5)
     s, c = params(1800)
 
