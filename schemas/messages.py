@@ -305,10 +305,15 @@ class RatingUpdate(Message):
 class FairPlayAlert(Message):
     """A player's play crossed a fair-play tier (docs/models.md s. 7): one alert per player per crossing, naming
     the scope whose z crossed, with the evidence. Version 2 adds ``tier``, the event scope, ``scope_id``,
-    ``reference_source`` and ``plies``; version 1 still parses."""
+    ``reference_source`` and ``plies``; version 3 ``stage`` and ``limits``: an alert of stage "review" is the verdict
+    of the deeper search that follows a service alert when the runtime reviews (``--review``). Versions 1-2 still
+    parse."""
 
     type: Literal["fairplay"] = "fairplay"
-    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]
+    schema_version: Literal[1, 2, 3] = 3  # type: ignore[assignment]
+    stage: Literal["service", "review"] = Field(default="service", description="service: the live statistic at the "
+                                                "service's search; review: the same scope searched again deeper (v3)")
+    limits: str = Field(default="", description="the search behind the statistic, e.g. d12-mpv1 (v3)")
     player_id: Id
     game_id: Id
     tier: Literal["screening", "action"] = "action"

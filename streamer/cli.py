@@ -26,7 +26,7 @@ from analyzers.engine import EnginePool
 from analyzers.engine.gtp import GoLimits
 from analyzers.errors import CalibrationError, EngineError, InputError, StateStoreError, UnratablePool, where
 from analyzers.eventpool import load_event_pool
-from analyzers.fairplay import DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD
+from analyzers.fairplay import DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, ReviewCalibration
 from analyzers.gorate import DEFAULT_GO_PROFILE, load_go_calibration
 from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from analyzers.ratingmodel import Prior, load_move_model
@@ -72,6 +72,13 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                          "README's fair-play tables give detection and honest reviews per trigger)")
     fp.add_argument("--action-z", type=positive_z, default=DEFAULT_Z_THRESHOLD, metavar="Z",
                     help="the action tier (default %(default)s); at least --screen-z")
+
+
+def add_review_option(p: argparse.ArgumentParser) -> None:
+    """``--review`` for the runtimes that hold the games they rate (replay, stream, follow)."""
+    p.add_argument("--review", action="store_true", help="follow every fair-play alert with a review of the scope it names "
+                   "(the depth-12 search of `kibitz review`, on the same engines); a review that reaches the action tier "
+                   "is published as an alert of stage 'review' (README, fair play)")
 
 
 def add_go_options(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
@@ -143,8 +150,15 @@ def build_config(args: argparse.Namespace):
     screen, action = getattr(args, "screen_z", DEFAULT_SCREEN_Z), getattr(args, "action_z", DEFAULT_Z_THRESHOLD)
     if screen > action:
         raise CalibrationError(f"--screen-z {screen} is above --action-z {action}: the screening tier is the lower one")
+    review = None
+    if getattr(args, "review", False):
+        review = ReviewCalibration.load(profile.name)
+        if model is None or review is None:
+            raise CalibrationError(f"--review needs the profile's move model and review calibration; profile {profile.name} "
+                                   "has " + ("no move model" if model is None else "no review calibration (bench/fit_review.py fits one)"))
     config = PipelineConfig(profile, calibration, model=model, combination=combination, event_pool=event_pool,
-                            search_timeout=getattr(args, "search_timeout", None), screen_z=screen, z_threshold=action)
+                            search_timeout=getattr(args, "search_timeout", None), screen_z=screen, z_threshold=action,
+                            review=review)
     idle = getattr(args, "idle_game_seconds", None)
     return replace(config, idle_game_seconds=idle) if idle else config
 
@@ -344,8 +358,6 @@ async def _stream(args: argparse.Namespace) -> int:
 
 # -- pool -------------------------------------------------------------------------------------------------
 async def _review(args: argparse.Namespace) -> int:
-    from analyzers.fairplay import ReviewCalibration
-
     from .ingest import read_pgn_games
     from .review import REVIEW_PROFILE, review_player
 
@@ -624,6 +636,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--serve", metavar="HOST:PORT", default=None, help="serve the overlay and API (e.g. 127.0.0.1:8080) "
                    "during the replay and, after it, until interrupted")
     add_engine_options(r)
+    add_review_option(r)
     go = add_go_options(r, "Go (SGF files)")
     go.add_argument("--quiet", action="store_true", help="Go: print only game ends and rejections, not every move")
     r.set_defaults(func=lambda a: asyncio.run(_replay(a)))
@@ -639,6 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--idle-game-seconds", type=float, default=None, help="evict an open game with no event for this "
                    "long (default 6 h)")
     add_engine_options(s)
+    add_review_option(s)
     s.set_defaults(func=lambda a: asyncio.run(_stream(a)))
 
     p = sub.add_parser("pool", help="Ordo-style ratings of a pool of players from game results", description=
@@ -729,6 +743,7 @@ def build_parser() -> argparse.ArgumentParser:
     fo.add_argument("--until-ended", action="store_true", help="stop once every game seen has a result")
     fo.add_argument("--linger", type=float, default=0.0, help="with --until-ended and --serve: keep serving this many seconds")
     add_engine_options(fo)
+    add_review_option(fo)
     kafka_options(fo)
     fo.set_defaults(func=lambda a: asyncio.run(_follow(a)))
 

@@ -5,6 +5,11 @@ game's events stay in order while different games use the engines concurrently. 
 then, inline, the pool step (for games in an event, with event pooling configured) and the player step
 (:class:`~streamer.steps.Steps`, the driver every runtime calls). Rejected input becomes a :class:`~schemas.DeadLetter`
 handed to ``on_reject``; the stream goes on.
+
+With ``config.review`` (``--review``) the runtime keeps the games it is given (:class:`~streamer.review.GameArchive`)
+and follows each fair-play alert of the service's statistic with a review of the scope it names, a deeper search on
+the same engines (:class:`~streamer.review.Reviewer`); a review that reaches the action tier goes to the sink as an
+alert of stage "review". :meth:`EmbeddedRuntime.drain` waits for the reviews too.
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ from pydantic import BaseModel
 
 from analyzers.engine import EnginePool
 from analyzers.errors import KibitzError
-from schemas import DeadLetter, MoveAssessment
+from schemas import DeadLetter, FairPlayAlert, MoveAssessment
 
 from .bounded import LruMap
 from .pipeline import GameState, PipelineConfig
+from .review import Reviewer
 from .steps import GameEvent, Output, Route, Steps
 
 log = logging.getLogger("kibitz.embedded")
@@ -66,6 +72,8 @@ class EmbeddedRuntime:
             asyncio.Queue() for _ in range(partitions)
         ]
         self._workers: list[asyncio.Task] = []
+        self.reviewer = Reviewer(pool, config, config.review) if config.review is not None and pool is not None else None
+        self._reviews: set[asyncio.Task] = set()
 
     async def __aenter__(self) -> EmbeddedRuntime:
         self._workers = [asyncio.create_task(self._work(q)) for q in self._queues]
@@ -104,6 +112,8 @@ class EmbeddedRuntime:
             self.submit(ev, raw, source)
 
     def submit(self, ev: GameEvent, raw: bytes | str | None = None, source: str = "api") -> None:
+        if self.reviewer is not None:
+            self.reviewer.archive.record(ev)
         part = zlib.crc32(ev.game_id.encode()) % len(self._queues)
         self._queues[part].put_nowait((ev, raw, source))
 
@@ -112,7 +122,23 @@ class EmbeddedRuntime:
         self._route(self.steps.reject(error, raw, source, getattr(error, "game_id", None)))
 
     async def drain(self) -> None:
+        """Wait until every submitted event is processed and every review it started has ended."""
         await asyncio.gather(*(q.join() for q in self._queues))
+        while self._reviews:
+            await asyncio.gather(*list(self._reviews))
+
+    async def _review(self, alert: FairPlayAlert) -> None:
+        """One review (see the module docstring); a failure is logged and counted, never raised into the runtime."""
+        assert self.reviewer is not None
+        try:
+            _, verdict = await self.reviewer.review(alert)
+        except Exception:  # noqa: BLE001 - an engine that fails the review must not stop the ratings
+            self.metrics.reviews.labels("failed").inc()
+            log.exception("review failed", extra={"player_id": alert.player_id, "scope": alert.scope, "scope_id": alert.scope_id})
+            return
+        self.metrics.reviews.labels("action" if verdict else "cleared").inc()
+        if verdict is not None:
+            self.sink(verdict)
 
     # -- processing -----------------------------------------------------------------------------------
     async def _work(self, queue: asyncio.Queue) -> None:
@@ -145,3 +171,7 @@ class EmbeddedRuntime:
                 self._route(o)
             return
         self.sink(msg)
+        if self.reviewer is not None and isinstance(msg, FairPlayAlert) and msg.stage == "service":
+            task = asyncio.create_task(self._review(msg))
+            self._reviews.add(task)
+            task.add_done_callback(self._reviews.discard)

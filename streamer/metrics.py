@@ -49,6 +49,9 @@ class Metrics:
         self.outputs = Counter("kibitz_outputs", "messages published", ["type"], registry=self.registry)
         self.step_seconds = Histogram("kibitz_move_seconds", "time from a move's arrival at its worker to its rating",
                                       buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=self.registry)
+        self.reviews = Counter("kibitz_reviews", "fair-play reviews run after a service alert, by outcome (action: "
+                               "published; cleared: under the action tier; failed: the engine or the games failed it)",
+                               ["outcome"], registry=self.registry)
         if pool_getter is not None:
             self.registry.register(PoolCollector(pool_getter))
 

@@ -47,7 +47,17 @@ from analyzers.errors import (
     UnsupportedGame,
 )
 from analyzers.eventpool import EventEvidence, EventPoolModel, combine
-from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_PLAYER_WINDOW, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, TIERS, FairPlayMove, FairPlayStats, exclusion
+from analyzers.fairplay import (
+    DEFAULT_MIN_MOVES,
+    DEFAULT_PLAYER_WINDOW,
+    DEFAULT_SCREEN_Z,
+    DEFAULT_Z_THRESHOLD,
+    TIERS,
+    FairPlayMove,
+    FairPlayStats,
+    ReviewCalibration,
+    exclusion,
+)
 from analyzers.gain import GainHistogram, gain
 from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
 from analyzers.goboard import SUPPORTED_SIZES
@@ -146,6 +156,9 @@ class PipelineConfig:
     #: limits; without a calibration, Go games are refused (UnsupportedGame)
     go_calibration: Calibration | None = None
     go_limits: GoLimits = GoLimits()
+    #: The review (streamer.review): when set, a runtime that has the games (the embedded one) follows every fair-play
+    #: alert of the service's statistic with a deeper search of the scope it names; this calibrates its expectations
+    review: ReviewCalibration | None = None
 
     def __post_init__(self) -> None:
         if self.event_pool is not None and self.event_pool.evidence == "combination" and self.combination is None:
@@ -799,7 +812,7 @@ def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, g
         player_id=r.player_id, game_id=r.game_id, tier=now, scope=name, scope_id=scope_id, statistic=stat, z=round(z, 3),
         threshold=config.z_threshold if now == "action" else config.screen_z, moves=f.n, observed=round(obs, 4),
         expected=round(exp, 4), reference_rating=r.player.rating, reference_source="declared", games=games,
-        plies=list(game.fair_plies),
+        plies=list(game.fair_plies), limits=config.limits.key,
     )
 
 

@@ -3,6 +3,7 @@ move model and the review calibration. Pure terms here, then the real Stockfish 
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -11,14 +12,16 @@ import chess
 import chess.pgn
 import pytest
 
+from analyzers.calibration import load_calibration
 from analyzers.engine import EnginePool
-from analyzers.fairplay import FairPlayMove, ReviewCalibration
+from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, FairPlayMove, ReviewCalibration
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
-from schemas import Candidate, MoveAssessment
+from schemas import Candidate, FairPlayAlert, GameEnded, GameStarted, MoveAssessment, MoveEvent, PlayerInfo
+from streamer.embedded import EmbeddedRuntime
 from streamer.ingest import read_pgn_games
 from streamer.pipeline import PipelineConfig
-from streamer.review import REVIEW_PROFILE, review_move, review_player, review_stats
+from streamer.review import REVIEW_PROFILE, GameArchive, review_move, review_player, review_stats
 
 MODEL = load_move_model("fast")
 CALIBRATION = ReviewCalibration.load("fast")
@@ -123,3 +126,69 @@ async def test_a_player_who_always_plays_the_deeper_choice_matches_it_at_every_c
     unknown = subprocess.run([sys.executable, "-m", "streamer.cli", "review", str(pgn), "--player", "Nobody"],
                              capture_output=True, text=True, timeout=120)
     assert unknown.returncode == 2 and "no player named 'Nobody'" in unknown.stderr
+
+
+def test_the_archive_keeps_each_game_as_the_game_step_would_apply_it_and_finds_an_alerts_scope():
+    me, other = PlayerInfo(id="p", rating=1800), PlayerInfo(id="q", rating=1700)
+    archive = GameArchive(max_games=3)
+    for gid, event in (("g1", "open"), ("g2", "open"), ("g3", "blitz")):
+        archive.record(GameStarted(game_id=gid, white=me, black=other, event=event))
+        for ply, uci in enumerate(("e2e4", "e7e5")):
+            archive.record(MoveEvent(game_id=gid, ply=ply, uci=uci))
+    archive.record(MoveEvent(game_id="g1", ply=1, uci="d7d5"))  # a duplicate ply: not kept
+    archive.record(MoveEvent(game_id="g1", ply=5, uci="g1f3"))  # a gap: not kept
+    archive.record(MoveEvent(game_id="nope", ply=0, uci="e2e4"))  # an unknown game: nothing
+    archive.record(GameEnded(game_id="g1", result="1-0", plies=2))
+    archive.record(GameStarted(game_id="g1", white=me, black=other, event="open"))  # a re-sent start keeps the moves
+
+    def alert(scope: str, scope_id: str) -> FairPlayAlert:
+        return FairPlayAlert(player_id="p", game_id="g2", scope=scope, scope_id=scope_id, statistic="match", z=2.0,
+                             threshold=1.5, moves=40, observed=30, expected=20, reference_rating=1800, games=2)
+
+    (g1,) = [g for g in archive.games_for(alert("player", "p")) if g.game_id == "g1"]
+    assert g1.moves == ["e2e4", "e7e5"] and g1.result == "1-0" and g1.white.id == "p"
+    assert [g.game_id for g in archive.games_for(alert("event", "open"))] == ["g1", "g2"]
+    assert [g.game_id for g in archive.games_for(alert("game", "g2"))] == ["g2"]
+    assert [g.game_id for g in archive.games_for(alert("player", "p"), recent=2)] == ["g2", "g3"]
+    archive.record(GameStarted(game_id="g4", white=other, black=me, event="open"))
+    assert len(archive) == 3 and [g.game_id for g in archive.games_for(alert("event", "open"))] == ["g2", "g4"]  # g1 evicted
+
+
+async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_that_reaches_the_action_tier(stockfish, tmp_path):
+    """``--review``: three games of one event in which White plays the review profile's first choice. The service's
+    statistic alerts once the event has 40 counted moves; the runtime searches that scope again at the review's depth,
+    and its verdict is published as an action alert of stage "review" with the review's evidence; the CLI does the same."""
+    cache = tmp_path / "analysis.sqlite"
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, review=CALIBRATION)
+    async with EnginePool(stockfish, size=2, cache_path=cache) as pool:
+        game = await play(pool, True)
+        game.headers["Result"] = "1-0"  # ended: the alerts come at a game's end
+        pgn = tmp_path / "games.pgn"
+        pgn.write_text("\n\n".join(str(game) for _ in range(3)) + "\n")
+        games = list(read_pgn_games(pgn))
+        out: list = []
+        async with EmbeddedRuntime(pool, config, out.append, out.append) as rt:
+            for g in games:
+                for ev in g.events():
+                    rt.submit(ev, source=g.game_id)
+            await rt.drain()
+            reviews = {o: rt.metrics.reviews.labels(o)._value.get() for o in ("action", "cleared", "failed")}
+    alerts = [m for m in out if isinstance(m, FairPlayAlert)]
+    service = [a for a in alerts if a.stage == "service"]
+    verdicts = [a for a in alerts if a.stage == "review"]
+    white = games[0].white.id  # (Black plays the service's own first choices: the service alerts on it too)
+    assert all(a.limits == config.limits.key for a in service) and any(a.player_id == white for a in service)
+    assert reviews == {"action": len(verdicts), "cleared": len(service) - len(verdicts), "failed": 0}
+    (v,) = [a for a in verdicts if a.player_id == white]
+    assert v.tier == "action" and v.z >= DEFAULT_Z_THRESHOLD and v.statistic == "match"
+    assert v.limits == get_profile(REVIEW_PROFILE).limits.key and v.moves >= DEFAULT_MIN_MOVES
+    assert v.observed == v.moves  # every counted move is the deeper search's first choice
+    assert (v.scope, v.scope_id) in {(a.scope, a.scope_id) for a in service if a.player_id == white}
+    # the CLI: the same replay with --review publishes the review's verdict too (every search now a cache hit)
+    jsonl = tmp_path / "out.jsonl"
+    r = subprocess.run([sys.executable, "-m", "streamer.cli", "replay", str(pgn), "--review", "--max-speed", "--no-ui",
+                        "--no-event-pool", "--out", str(jsonl), "--cache", str(cache), "--engine", stockfish],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    published = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert any(m["type"] == "fairplay" and m["stage"] == "review" and m["tier"] == "action" for m in published)
