@@ -192,3 +192,30 @@ async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_th
     assert r.returncode == 0, r.stderr
     published = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert any(m["type"] == "fairplay" and m["stage"] == "review" and m["tier"] == "action" for m in published)
+
+
+async def test_a_review_that_fails_is_counted_and_the_runtime_goes_on(stockfish, monkeypatch):
+    """Fault injection: the review's searches fail (an engine that keeps crashing). The alert that asked for it is
+    published as it is, the failure is counted, and the runtime still rates the next game."""
+    from analyzers.errors import EngineCrashed
+    from streamer import review as review_module
+    from streamer.steps import Output
+
+    async def crash(*args, **kwargs):  # noqa: ANN002, ANN003
+        raise EngineCrashed("stockfish exited (injected)")
+
+    monkeypatch.setattr(review_module, "review_player", crash)
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, review=CALIBRATION)
+    alert = FairPlayAlert(player_id="p", game_id="g1", scope="game", scope_id="g1", statistic="match", z=2.0,
+                          threshold=1.5, moves=40, observed=30, expected=20, reference_rating=1800, games=1)
+    out: list = []
+    async with EnginePool(stockfish, size=1) as pool, EmbeddedRuntime(pool, config, out.append, out.append) as rt:
+        rt._route(Output("p", alert))
+        await rt.drain()
+        assert rt.metrics.reviews.labels("failed")._value.get() == 1
+        me, them = PlayerInfo(id="p", rating=1800), PlayerInfo(id="q", rating=1800)
+        rt.submit(GameStarted(game_id="g2", white=me, black=them))
+        rt.submit(MoveEvent(game_id="g2", ply=0, uci="e2e4"))
+        await rt.drain()
+    assert out[0] == alert and all(not isinstance(m, FairPlayAlert) for m in out[1:])
+    assert any(isinstance(m, MoveAssessment) and m.game_id == "g2" for m in out)
