@@ -15,6 +15,7 @@ from .messages import (
     EventPrior,
     FairPlayAlert,
     GameEnded,
+    GameRecord,
     GameResult,
     GameStarted,
     GlickoState,
@@ -24,14 +25,16 @@ from .messages import (
     PerceivedRating,
     PlayerInfo,
     RatingUpdate,
+    ReviewRequest,
     export_json_schemas,
     parse_event,
     parse_player_event,
+    parse_review_request,
 )
 
 __all__ = [
     "INPUT_EVENTS", "MESSAGES", "SCHEMA_VERSION", "Candidate", "DeadLetter", "EventPrior", "FairPlayAlert", "GameEnded",
-    "GameResult", "GameStarted", "GlickoState", "InputEvent", "MoveAssessment", "MoveEvent", "PerceivedRating",
-    "PlayerInfo", "RESULT_SCORES", "RatingUpdate", "export_json_schemas", "parse_event",
-    "parse_player_event",
+    "GameRecord", "GameResult", "GameStarted", "GlickoState", "InputEvent", "MoveAssessment", "MoveEvent", "PerceivedRating",
+    "PlayerInfo", "RESULT_SCORES", "RatingUpdate", "ReviewRequest", "export_json_schemas", "parse_event",
+    "parse_player_event", "parse_review_request",
 ]

@@ -27,6 +27,8 @@ RD = Annotated[float, Field(gt=0, le=1000)]
 MAX_PLIES = 2000
 #: An input record longer than this is refused before it is parsed.
 MAX_EVENT_BYTES = 64 * 1024
+#: A review request holds up to 20 games' moves: its own bound, under Kafka's default 1 MB record.
+MAX_REVIEW_BYTES = 900 * 1024
 Ply = Annotated[int, Field(ge=0, le=MAX_PLIES, strict=True,
                            description="half-moves played before this one: 0 is White's first move (a JSON integer)")]
 #: Seconds since the epoch; finite (NaN and infinities are refused).
@@ -122,10 +124,10 @@ def parse_event(raw: bytes | str) -> GameStarted | MoveEvent | GameEnded:
     return _parse(_INPUT, raw)
 
 
-def _parse(adapter: TypeAdapter, raw: bytes | str) -> Any:
+def _parse(adapter: TypeAdapter, raw: bytes | str, max_bytes: int = MAX_EVENT_BYTES) -> Any:
     """Validate JSON in one pass (pydantic's Rust parser); a failure becomes a MalformedEvent naming the field."""
-    if len(raw) > MAX_EVENT_BYTES:
-        raise MalformedEvent(f"message: {len(raw)} bytes, more than the {MAX_EVENT_BYTES} accepted")
+    if len(raw) > max_bytes:
+        raise MalformedEvent(f"message: {len(raw)} bytes, more than the {max_bytes} accepted")
     try:
         return adapter.validate_json(raw)
     except ValidationError as e:
@@ -205,12 +207,29 @@ class MoveAssessment(Message):
         return self
 
 
+class GameRecord(BaseModel):
+    """A chess game as the game step applied it: the start, every move in ply order with the mover's clock, and the
+    result. What a fair-play review searches again (streamer.review)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    game_id: Id
+    white: PlayerInfo
+    black: PlayerInfo
+    event: str = ""
+    initial_fen: str | None = None
+    moves: list[str] = Field(max_length=MAX_PLIES)
+    clocks: list[float | None] = Field(default_factory=list, max_length=MAX_PLIES, description="the mover's clock after "
+                                       "each move, s (None where the input had none)")
+    result: str = "*"
+
+
 class GameResult(Message):
     """The end of a game for one player, on the assessments topic so it follows that player's moves in order. Version
-    2 adds ``event_prior`` (as in :class:`MoveAssessment`), version 3 ``game``."""
+    2 adds ``event_prior`` (as in :class:`MoveAssessment`), version 3 ``game``, version 4 ``record`` (a chess game's
+    moves, which the player step keeps for the review when the service reviews)."""
 
     type: Literal["game_result"] = "game_result"
-    schema_version: Literal[1, 2, 3] = 3  # type: ignore[assignment]
+    schema_version: Literal[1, 2, 3, 4] = 4  # type: ignore[assignment]
     game: Game = "chess"  # v3
     game_id: Id
     player_id: Id
@@ -221,6 +240,7 @@ class GameResult(Message):
     opponent: PlayerInfo
     timestamp: float | None = None
     event_prior: EventPrior | None = None
+    record: GameRecord | None = None  # v4
 
 
 PlayerEvent = Annotated[MoveAssessment | GameResult, Field(discriminator="type")]
@@ -331,6 +351,21 @@ class FairPlayAlert(Message):
     plies: list[int] = Field(default_factory=list, description="the counted plies of the game that ended the crossing")
 
 
+class ReviewRequest(Message):
+    """A fair-play alert of the service's statistic and the games of the scope it names, for the review stage
+    (``kibitz.reviews``, keyed by player): the player step sends one per alert when the service reviews."""
+
+    type: Literal["review_request"] = "review_request"
+    player_id: Id
+    alert: FairPlayAlert
+    games: list[GameRecord] = Field(max_length=100)
+
+
+def parse_review_request(raw: bytes | str) -> ReviewRequest:
+    """Parse one record of ``kibitz.reviews``; raises MalformedEvent."""
+    return _parse(_REVIEW_REQUEST, raw, MAX_REVIEW_BYTES)
+
+
 class DeadLetter(Message):
     """A rejected input: the original bytes (as text, and base64 when they are not UTF-8) and why."""
 
@@ -347,9 +382,11 @@ class DeadLetter(Message):
 
 MESSAGES: dict[str, type[BaseModel]] = {
     m.__name__: m
-    for m in (GameStarted, MoveEvent, GameEnded, MoveAssessment, GameResult, PerceivedRating, RatingUpdate, FairPlayAlert, DeadLetter)
+    for m in (GameStarted, MoveEvent, GameEnded, MoveAssessment, GameResult, PerceivedRating, RatingUpdate, FairPlayAlert,
+              ReviewRequest, DeadLetter)
 }
 INPUT_EVENTS = (GameStarted, MoveEvent, GameEnded)
+_REVIEW_REQUEST = TypeAdapter(ReviewRequest)
 
 
 def export_json_schemas(directory: str | Path) -> list[Path]:

@@ -75,10 +75,9 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_review_option(p: argparse.ArgumentParser) -> None:
-    """``--review`` for the runtimes that hold the games they rate (replay, stream, follow)."""
     p.add_argument("--review", action="store_true", help="follow every fair-play alert with a review of the scope it names "
-                   "(the depth-12 search of `kibitz review`, on the same engines); a review that reaches the action tier "
-                   "is published as an alert of stage 'review' (README, fair play)")
+                   "(the depth-12 search of `kibitz review`, on the same engines; the worker: its review stage); a review "
+                   "that reaches the action tier is published as an alert of stage 'review' (README, fair play)")
 
 
 def add_go_options(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
@@ -457,6 +456,9 @@ def _worker(args: argparse.Namespace) -> int:
 
     settings = kafka_settings(args)
     config = build_config(args)
+    if config.review is not None and args.runtime != "transactional":
+        print("kibitz: --review needs the transactional runtime (its review stage)", file=sys.stderr)
+        return EXIT_USAGE
     if args.go:
         if args.runtime != "transactional":
             print("kibitz: --go needs the transactional runtime", file=sys.stderr)
@@ -702,7 +704,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--instance-id", default=None, help="stable id of this worker, unique among workers (transactional "
                    "runtime; default $KIBITZ_INSTANCE_ID or the host name): names its local state directory and client id")
     w.add_argument("--stages", default=",".join(STAGES), help="which stages this process runs (transactional runtime): "
-                   "both (default), or one, with another process running the other, each on its own core")
+                   "all (default; review only with --review), or some, with other processes running the others, each on "
+                   "its own core")
     w.add_argument("--transaction-timeout", type=float, default=30.0, help="seconds before the broker aborts the open "
                    "transaction of a worker that died and whose partitions no other worker took over (readers of what it "
                    "wrote wait that long); default %(default)s")
@@ -715,6 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="at_least_once",
                    help="faust processing guarantee (default %(default)s; see README: exactly_once lost data in our tests)")
     add_engine_options(w)
+    add_review_option(w)
     go = add_go_options(w, "Go (transactional runtime)")
     go.add_argument("--go", action="store_true", help="rate Go games too (events with game \"go\"): a GTP engine pool "
                     "in the analyse stage and the Go calibration in the rate stage; without it they are dead-lettered")

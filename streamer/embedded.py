@@ -6,10 +6,10 @@ then, inline, the pool step (for games in an event, with event pooling configure
 (:class:`~streamer.steps.Steps`, the driver every runtime calls). Rejected input becomes a :class:`~schemas.DeadLetter`
 handed to ``on_reject``; the stream goes on.
 
-With ``config.review`` (``--review``) the runtime keeps the games it is given (:class:`~streamer.review.GameArchive`)
-and follows each fair-play alert of the service's statistic with a review of the scope it names, a deeper search on
-the same engines (:class:`~streamer.review.Reviewer`); a review that reaches the action tier goes to the sink as an
-alert of stage "review". :meth:`EmbeddedRuntime.drain` waits for the reviews too.
+With ``config.review`` (``--review``) each review request of the player step (an alert of the service's statistic and
+its scope's games) is reviewed in a task of its own, a deeper search on the same engines (:meth:`Steps.review`); a
+review that reaches the action tier goes to the sink as an alert of stage "review". :meth:`EmbeddedRuntime.drain`
+waits for the reviews too.
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ from pydantic import BaseModel
 
 from analyzers.engine import EnginePool
 from analyzers.errors import KibitzError
-from schemas import DeadLetter, FairPlayAlert, MoveAssessment
+from schemas import DeadLetter, MoveAssessment, ReviewRequest
 
 from .bounded import LruMap
 from .pipeline import GameState, PipelineConfig
-from .review import Reviewer
 from .steps import GameEvent, Output, Route, Steps
 
 log = logging.getLogger("kibitz.embedded")
@@ -72,7 +71,6 @@ class EmbeddedRuntime:
             asyncio.Queue() for _ in range(partitions)
         ]
         self._workers: list[asyncio.Task] = []
-        self.reviewer = Reviewer(pool, config, config.review) if config.review is not None and pool is not None else None
         self._reviews: set[asyncio.Task] = set()
 
     async def __aenter__(self) -> EmbeddedRuntime:
@@ -112,8 +110,6 @@ class EmbeddedRuntime:
             self.submit(ev, raw, source)
 
     def submit(self, ev: GameEvent, raw: bytes | str | None = None, source: str = "api") -> None:
-        if self.reviewer is not None:
-            self.reviewer.archive.record(ev)
         part = zlib.crc32(ev.game_id.encode()) % len(self._queues)
         self._queues[part].put_nowait((ev, raw, source))
 
@@ -127,18 +123,10 @@ class EmbeddedRuntime:
         while self._reviews:
             await asyncio.gather(*list(self._reviews))
 
-    async def _review(self, alert: FairPlayAlert) -> None:
-        """One review (see the module docstring); a failure is logged and counted, never raised into the runtime."""
-        assert self.reviewer is not None
-        try:
-            _, verdict = await self.reviewer.review(alert)
-        except Exception:  # noqa: BLE001 - an engine that fails the review must not stop the ratings
-            self.metrics.reviews.labels("failed").inc()
-            log.exception("review failed", extra={"player_id": alert.player_id, "scope": alert.scope, "scope_id": alert.scope_id})
-            return
-        self.metrics.reviews.labels("action" if verdict else "cleared").inc()
-        if verdict is not None:
-            self.sink(verdict)
+    async def _review(self, req: ReviewRequest) -> None:
+        """One review (see the module docstring): its alert or its dead letter, routed like any output."""
+        for o in await self.steps.review(req, key=req.player_id):
+            self._route(o)
 
     # -- processing -----------------------------------------------------------------------------------
     async def _work(self, queue: asyncio.Queue) -> None:
@@ -170,8 +158,10 @@ class EmbeddedRuntime:
             for o in self.steps.player(self.players, msg):  # type: ignore[arg-type]
                 self._route(o)
             return
-        self.sink(msg)
-        if self.reviewer is not None and isinstance(msg, FairPlayAlert) and msg.stage == "service":
+        if out.route is Route.REVIEWS:  # searched beside the live analysis; the ratings do not wait for it
+            assert isinstance(msg, ReviewRequest)
             task = asyncio.create_task(self._review(msg))
             self._reviews.add(task)
             task.add_done_callback(self._reviews.discard)
+            return
+        self.sink(msg)

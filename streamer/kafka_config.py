@@ -17,8 +17,9 @@ from .steps import Route
 
 DEFAULT_BROKER = "127.0.0.1:9092"
 #: The stages of a worker, in pipeline order: analyse (moves -> assessments; those of a game in an event go by way of
-#: the pool stage, keyed by event, which attaches the event prior), rate (assessments -> ratings).
-STAGES = ("analyse", "pool", "rate")
+#: the pool stage, keyed by event, which attaches the event prior), rate (assessments -> ratings), review (with
+#: --review: each alert's scope searched again deeper -> alerts of stage review).
+STAGES = ("analyse", "pool", "rate", "review")
 
 
 class Topics(BaseModel):
@@ -67,6 +68,11 @@ class Topics(BaseModel):
         return self.name("deadletter")
 
     @property
+    def reviews(self) -> str:
+        """Review requests (an alert and its scope's games), keyed by player (the review stage's input)."""
+        return self.name("reviews")
+
+    @property
     def state_games(self) -> str:
         """Compacted changelog of game state (the transactional runtime's analyse stage)."""
         return self.name("state.games")
@@ -84,13 +90,14 @@ class Topics(BaseModel):
     def for_route(self, route: Route) -> str:
         """The topic an output of ``route`` is published to."""
         return {Route.ASSESSMENTS: self.assessments, Route.POOL: self.pool, Route.PERCEIVED: self.perceived, Route.GLICKO2: self.glicko2,
-                Route.FAIRPLAY: self.alerts, Route.DEADLETTER: self.deadletter}[route]
+                Route.FAIRPLAY: self.alerts, Route.REVIEWS: self.reviews, Route.DEADLETTER: self.deadletter}[route]
 
     def changelogs(self) -> list[str]:
         return [self.state_games, self.state_events, self.state_players]
 
     def all(self) -> list[str]:
-        return [self.games, self.moves, self.pool, self.assessments, self.perceived, self.glicko2, self.alerts, self.deadletter]
+        return [self.games, self.moves, self.pool, self.assessments, self.perceived, self.glicko2, self.alerts, self.reviews,
+                self.deadletter]
 
 
 class KafkaSettings(BaseModel):

@@ -1,6 +1,6 @@
 """The transactional Kafka runtime (the default worker): each record's effects are published exactly once.
 
-Three stages run in one worker, each a consume-transform-produce loop on aiokafka:
+The stages run in one worker (or split over processes), each a consume-transform-produce loop on aiokafka:
 
 - ``analyse``: ``kibitz.moves`` (every game event, keyed by game) -> ``kibitz.assessments`` (keyed by player; with
   event pooling, a game in an event goes to ``kibitz.assessments.events``, keyed by event), game state in the
@@ -8,7 +8,10 @@ Three stages run in one worker, each a consume-transform-produce loop on aiokafk
 - ``pool``: ``kibitz.assessments.events`` -> ``kibitz.assessments`` with each player's event prior attached, event
   evidence in ``kibitz.state.events``;
 - ``rate``: ``kibitz.assessments`` -> perceived ratings, Glicko-2 updates, fair-play alerts, player state in
-  ``kibitz.state.players``.
+  ``kibitz.state.players`` (with ``--review``, also a review request per alert to ``kibitz.reviews``);
+- ``review`` (with ``--review``): ``kibitz.reviews`` -> alerts of stage "review", no state: each request holds the
+  games it needs. One review is a few seconds to a minute of deeper searches, run while the stage's transaction is
+  open; the broker starts a transaction's timeout at its first write, which comes after the review.
 
 One loop turn: fetch a batch; run :mod:`streamer.steps` on it (a game's records in order, different games at once,
 so every engine of the pool has work); then, for each input partition of the batch, in **one Kafka transaction**
@@ -90,7 +93,7 @@ def _retry_concurrent_transactions_sooner() -> None:
 class StageConfig:
     name: str
     source: str
-    changelog: str
+    changelog: str | None            # None: a stage without state (the review)
     step: Step
     codec: Any                       # the state class: from_dict on restore, to_dict into the changelog (and copy()
                                      # of a state, to undo a record, when window > 1)
@@ -195,7 +198,7 @@ class Stage:
             state.close()
 
     def _open(self, partition: int, *, fresh: bool = False) -> TrackedState:
-        if self.store_dir is None:
+        if self.store_dir is None or self.cfg.changelog is None:
             return TrackedState()
         path = self.store_dir / f"{self.cfg.changelog}-{partition}"
         if fresh and path.exists():
@@ -206,6 +209,8 @@ class Stage:
         """The state of one input partition: its changelog partition (committed records only) read to the end, from
         the offset the local store is caught up to (the beginning for a memory store)."""
         state = self._open(partition)
+        if self.cfg.changelog is None:
+            return state
         tp = TopicPartition(self.cfg.changelog, partition)
         c = AIOKafkaConsumer(group_id=None, enable_auto_commit=False, isolation_level="read_committed",
                              auto_offset_reset="earliest", **self.settings.aiokafka_kwargs())
@@ -445,6 +450,7 @@ class Stage:
                 futures.append(await producer.send(topics.for_route(o.route), o.message.model_dump_json().encode(),
                                                    key=o.key_bytes))
             for key, value in state.changes():
+                assert self.cfg.changelog is not None, "a stage without a changelog keeps no state"
                 v = encode(value)
                 written.append((key, v))
                 changelog.append(await producer.send(self.cfg.changelog, v, key=key.encode(), partition=tp.partition))
@@ -554,26 +560,33 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
     ``store_dir`` (this worker's own directory), state is in RocksDB under ``store_dir/<stage>/`` (streamer.state_store).
     With ``go_engines`` (and ``config.go_calibration``), the analyse stage also searches Go positions with a pool of that
     many GTP engines."""
+    if config.review is None:  # the review stage runs only when the service reviews (--review)
+        stages = [s for s in stages if s != "review"]
+    if not stages:
+        raise ValueError("no stage to run: the review stage runs only with --review")
     _retry_concurrent_transactions_sooner()
     await wait_for_broker(settings)
     await ensure_topics(settings)
     t = settings.topics
     async with contextlib.AsyncExitStack() as stack:
+        searches = "analyse" in stages or "review" in stages  # the review searches too, on the same engines
         pool = await stack.enter_async_context(EnginePool(engine, size=engines, cache_path=cache_path,
-                                                                       timeout=config.timeout)) if "analyse" in stages else None
+                                                          timeout=config.timeout)) if searches else None
         go_pool = await stack.enter_async_context(EnginePool(go_engine, size=go_engines, cache_path=cache_path, game=GO,
                                                              timeout=config.go_timeout)) if go_engines and "analyse" in stages else None
         steps = Steps(config, pool, go_pool=go_pool)
         metrics = steps.metrics
         if metrics_port:
             metrics.serve(metrics_port, metrics_host)
-        analyse, pool_, rate = STAGES
+        analyse, pool_, rate, review = STAGES
         configs = {
             analyse: StageConfig(analyse, t.moves, t.state_games, steps.game_record, GameState, window=2 * engines,
                                  sweep=steps.sweep_games),
             pool_: StageConfig(pool_, t.pool, t.state_events, _sync(steps.pool_record), EventEvidence,
                                sweep=steps.sweep_events),
             rate: StageConfig(rate, t.assessments, t.state_players, _sync(steps.player_record), PlayerState),
+            # one review per transaction, in order: each is seconds of searches, and nothing else waits on this stage
+            review: StageConfig(review, t.reviews, None, steps.review_record, None, max_records=1),
         }
         unknown = set(stages) - configs.keys()
         if unknown or not stages:

@@ -87,6 +87,7 @@ from schemas import (
     EventPrior,
     FairPlayAlert,
     GameEnded,
+    GameRecord,
     GameResult,
     GameStarted,
     GlickoState,
@@ -95,6 +96,7 @@ from schemas import (
     PerceivedRating,
     PlayerInfo,
     RatingUpdate,
+    ReviewRequest,
 )
 
 from .gopipeline import GoScope, count_go_move, go_assessment, go_perceived
@@ -213,6 +215,8 @@ class GameState:
     #: before it was applied and committed already, and is skipped when a cut transaction re-reads it
     input_offset: int = -1
     game: str = "chess"  # the messages' ``game``: which adapter (analyzers.engine.adapter.GAMES) holds the rules
+    #: the mover's clock after each move (None where the input had none): a game's record for the review
+    clocks: list[float | None] = field(default_factory=list)
     _position: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -240,7 +244,7 @@ class GameState:
         """An independent copy (its own move and clock lists; the position is rebuilt from the moves if it is
         needed), for a stage that may have to put a game back as it was before a record: a few us, where to_dict
         costs 30."""
-        return replace(self, moves=list(self.moves), last_clock=list(self.last_clock), _position=None)
+        return replace(self, moves=list(self.moves), clocks=list(self.clocks), last_clock=list(self.last_clock), _position=None)
 
     def to_dict(self) -> dict[str, Any]:
         if self.ended:  # an end marker: enough to reject a late event or a re-used id, a few hundred bytes
@@ -250,6 +254,7 @@ class GameState:
         return {
             "format": STATE_FORMAT, "game_id": self.game_id, "white": self.white.model_dump(), "black": self.black.model_dump(),
             "event": self.event, "initial_fen": self.initial_fen, "moves": list(self.moves),
+            **({"clocks": list(self.clocks)} if any(c is not None for c in self.clocks) else {}),
             "pending_end": self.pending_end.model_dump() if self.pending_end else None, "ended": self.ended,
             "time_class": self.time_class, "clock_base": self.clock_base, "last_clock": list(self.last_clock),
             "touched": self.touched, "input_offset": self.input_offset,
@@ -268,6 +273,8 @@ class GameState:
             d.get("time_class", UNKNOWN_CLASS), d.get("clock_base"), list(d.get("last_clock") or [None, None]),
             float(d.get("touched", 0.0)), int(d.get("input_offset", -1)), d.get("game", "chess"),
         )
+        # a game without clocks stores none (and states stored before clocks were kept have none): None per move
+        state.clocks = list(d.get("clocks") or [None] * len(state.moves))
         stored = d.get("position") or d.get("fen")  # "fen": chess states stored before the adapter
         if stored:
             # the engine sees positions without history (see analyzers.engine.analysis), so this is all it needs
@@ -362,6 +369,7 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
         raise IllegalMove(str(e), game_id=ev.game_id, ply=ev.ply) from None
     white_moved = state.colour(side) == "white"
     state.moves.append(ev.uci)
+    state.clocks.append(ev.clock)
     if state.time_class == UNKNOWN_CLASS and ev.ply <= 1:
         # no declared time control: the first clock is base + increment minus a few seconds; a game without clocks
         # (an over-the-board archive) may still have an event name that says it ("World Blitz")
@@ -433,11 +441,14 @@ def _maybe_finish(state: GameState) -> list[GameResult]:
         return []  # moves still to come (the end travelled on another topic and overtook them)
     state.ended = True
     s = RESULT_SCORES[ev.result]
+    record = GameRecord(game_id=state.game_id, white=state.white, black=state.black, event=state.event,
+                        initial_fen=state.initial_fen, moves=state.moves, clocks=state.clocks,
+                        result=ev.result) if state.game == "chess" else None
     return [
         GameResult(game=state.game, game_id=state.game_id, player_id=state.white.id, color="white", score=s,
-                   event=state.event, player=state.white, opponent=state.black, timestamp=ev.timestamp),
+                   event=state.event, player=state.white, opponent=state.black, timestamp=ev.timestamp, record=record),
         GameResult(game=state.game, game_id=state.game_id, player_id=state.black.id, color="black", score=1.0 - s,
-                   event=state.event, player=state.black, opponent=state.white, timestamp=ev.timestamp),
+                   event=state.event, player=state.black, opponent=state.white, timestamp=ev.timestamp, record=record),
     ]
 
 
@@ -593,6 +604,11 @@ def _scope(scopes: dict[str, S], key: str, limit: int | None = None, state: Play
     return found
 
 
+#: With the review on, a player's state keeps this many of their last finished games (a player-scope alert is reviewed
+#: over them: the scope's window is 300-600 counted moves, about 10-20 games).
+REVIEW_GAMES = 20
+
+
 @dataclass
 class PlayerState:
     player_id: str
@@ -607,6 +623,8 @@ class PlayerState:
     #: Go (streamer.gopipeline): the open games' scopes and all the player's Go games; None for a chess player
     go_games: dict[str, GoScope] = field(default_factory=dict)
     go_overall: GoScope | None = None
+    #: with the review on (PipelineConfig.review): the player's last REVIEW_GAMES finished chess games, oldest first
+    records: list[GameRecord] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -617,6 +635,7 @@ class PlayerState:
             "last_game_at": self.last_game_at, "alert_tier": self.alert_tier, "evicted": self.evicted,
             **({"go_games": {k: v.to_dict() for k, v in self.go_games.items()}, "go_overall": self.go_overall.to_dict()}
                if self.go_overall is not None else {}),  # chess states keep their form
+            **({"records": [r.model_dump() for r in self.records]} if self.records else {}),
         }
 
     @classmethod
@@ -630,7 +649,17 @@ class PlayerState:
             d.get("alert_tier"), int(d.get("evicted", 0)),  # absent in states written before they existed
             {k: GoScope.from_dict(v) for k, v in d.get("go_games", {}).items()},
             GoScope.from_dict(d["go_overall"]) if d.get("go_overall") else None,
+            [GameRecord(**r) for r in d.get("records", ())],
         )
+
+    def review_games(self, alert: FairPlayAlert) -> list[GameRecord]:
+        """The kept games of the scope ``alert`` names: that game, the player's games in that event, or (player scope)
+        every kept game."""
+        if alert.scope == "game":
+            return [r for r in self.records if r.game_id == alert.scope_id]
+        if alert.scope == "event":
+            return [r for r in self.records if r.event == alert.scope_id]
+        return list(self.records)
 
 
 @dataclass(frozen=True)
@@ -743,7 +772,7 @@ def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, g
 
 def apply_player_event(
     state: PlayerState | None, ev: MoveAssessment | GameResult, config: PipelineConfig
-) -> tuple[PlayerState, list[PerceivedRating | RatingUpdate | FairPlayAlert]]:
+) -> tuple[PlayerState, list[PerceivedRating | RatingUpdate | FairPlayAlert | ReviewRequest]]:
     state = state or PlayerState(ev.player_id)
     if ev.game_id in state.finished:
         return state, []  # a redelivery of a game already closed for this player
@@ -752,7 +781,7 @@ def apply_player_event(
     return state, _apply_result(state, ev, config)
 
 
-def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating | RatingUpdate | FairPlayAlert]:
+def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating | RatingUpdate | FairPlayAlert | ReviewRequest]:
     if a.game == "go":
         return _apply_go_move(state, a, config)
     game = _scope(state.games, a.game_id, config.max_open_games, state)
@@ -769,7 +798,7 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
     return [out] if out else []
 
 
-def _apply_go_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating | RatingUpdate | FairPlayAlert]:
+def _apply_go_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating | RatingUpdate | FairPlayAlert | ReviewRequest]:
     """A Go move (streamer.gopipeline): counted in the game's and the player's Go scopes; the game scope's rating."""
     calibration, model = config.go_calibration, config.go_rank_model  # raises UnsupportedGame without a calibration
     assert calibration is not None
@@ -857,7 +886,11 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
     pr = perceived(state.overall, player_id=r.player_id, scope="player", scope_id=r.player_id, game_id=r.game_id, ply=ply,
                    config=config, declared=declared)
     out += [pr] if pr else []
+    if config.review is not None and r.record is not None:
+        state.records = [x for x in state.records if x.game_id != r.game_id][-(REVIEW_GAMES - 1):] + [r.record]
     if r.player.rating:
         alert = _fairplay_alert(state, r, config, game, ev_stats if r.event else None)
         out += [alert] if alert else []
+        if alert is not None and config.review is not None:
+            out.append(ReviewRequest(player_id=r.player_id, alert=alert, games=state.review_games(alert)))
     return out

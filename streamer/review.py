@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -33,7 +32,7 @@ from analyzers.fairplay import (
 )
 from analyzers.profiles import EngineProfile, get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, MoveModel, win_losses
-from schemas import FairPlayAlert, GameEnded, GameStarted, MoveAssessment, MoveEvent
+from schemas import FairPlayAlert, GameRecord, MoveAssessment, ReviewRequest
 
 from .batch import assess_games
 from .ingest import PgnGame
@@ -176,82 +175,40 @@ async def review_player(pool: EnginePool, config: PipelineConfig, model: MoveMod
     return Review(player_id, [g.game_id for g, _ in mine], limits.key, review_stats(pairs, model, calibration), plies)
 
 
-#: Games a :class:`GameArchive` keeps at most (the oldest go first): the embedded runtime's own bound on open games.
-ARCHIVE_GAMES = 10_000
-#: A player-scope alert is reviewed over the player's last this many games (the scope's window is 300-600 counted
-#: moves, about 10-20 games).
-PLAYER_REVIEW_GAMES = 20
-
-
-class GameArchive:
-    """The games a review may search again, kept from the input events as they arrive: the start (players, event,
-    position), each move in ply order (a duplicate or out-of-order ply is not kept, as the game step would not apply
-    it) and the result. Chess only; bounded, the oldest game going first."""
-
-    def __init__(self, max_games: int = ARCHIVE_GAMES) -> None:
-        self.max_games = max_games
-        self._games: OrderedDict[str, PgnGame] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._games)
-
-    def record(self, ev: GameStarted | MoveEvent | GameEnded) -> None:
-        if isinstance(ev, GameStarted):
-            if ev.game != "chess" or ev.game_id in self._games:
-                return  # a re-sent start keeps the moves already kept (the game step refuses a restarted id too)
-            self._games[ev.game_id] = PgnGame(ev.game_id, ev.white, ev.black, ev.event, "*", [], [], ev.initial_fen)
-            while len(self._games) > self.max_games:
-                self._games.popitem(last=False)
-            return
-        g = self._games.get(ev.game_id)
-        if g is None:
-            return
-        if isinstance(ev, MoveEvent):
-            if ev.ply == len(g.moves):
-                g.moves.append(ev.uci)
-                g.clocks.append(ev.clock)
-        elif g.result == "*":
-            g.result = ev.result
-
-    def games_for(self, alert: FairPlayAlert, recent: int = PLAYER_REVIEW_GAMES) -> list[PgnGame]:
-        """The games of the scope an alert names: that game, the player's games in that event, or (player scope) the
-        player's last ``recent`` games; in the order they started."""
-        mine = [g for g in self._games.values() if alert.player_id in (g.white.id, g.black.id)]
-        if alert.scope == "game":
-            return [g for g in mine if g.game_id == alert.scope_id]
-        if alert.scope == "event":
-            return [g for g in mine if g.event == alert.scope_id]
-        return mine[-recent:]
+def game_of(record: GameRecord) -> PgnGame:
+    """A kept game (:class:`~schemas.GameRecord`) as the batch assessment reads games."""
+    clocks = list(record.clocks) + [None] * (len(record.moves) - len(record.clocks))
+    return PgnGame(record.game_id, record.white, record.black, record.event, record.result, list(record.moves),
+                   clocks[:len(record.moves)], record.initial_fen)
 
 
 class Reviewer:
-    """The review run by the service itself: each fair-play alert of the service's statistic is followed by a
-    review of the scope it names (:func:`review_player` over that scope's games from the :class:`GameArchive`, on
-    the runtime's engine pool), and a review that reaches the action tier is published as an alert of stage
-    "review" with its own evidence. The action is meant to be taken on those: on rated-dev the service's own action
-    tier raised honest alarms that no review confirmed (README, fair play)."""
+    """The review run by the service itself (``--review``): the player step follows each fair-play alert of the
+    service's statistic with a :class:`~schemas.ReviewRequest` holding the games of the scope the alert names (the
+    player's state keeps their last games for it), and the review stage searches them again here
+    (:func:`review_player`, on the runtime's engine pool). A review that reaches the action tier becomes an alert of
+    stage "review" with its own evidence. The action is meant to be taken on those: on rated-dev the service's own
+    action tier raised honest alarms that no review confirmed (README, fair play)."""
 
-    def __init__(self, pool: EnginePool, config: PipelineConfig, calibration: ReviewCalibration,
-                 archive: GameArchive | None = None) -> None:
+    def __init__(self, pool: EnginePool, config: PipelineConfig, calibration: ReviewCalibration) -> None:
         if config.model is None:
             raise ValueError("the review needs the profile's move model")
         self.pool, self.config, self.calibration = pool, config, calibration
-        self.archive = archive if archive is not None else GameArchive()
 
-    async def review(self, alert: FairPlayAlert) -> tuple[Review, FairPlayAlert | None]:
-        """The review of ``alert``'s scope, and the alert it raises (None under the action tier)."""
-        assert self.config.model is not None
-        games = self.archive.games_for(alert)
-        r = await review_player(self.pool, self.config, self.config.model, games, alert.player_id, self.calibration)
-        s, cfg = r.stats, self.config
+    async def review(self, req: ReviewRequest) -> tuple[Review, FairPlayAlert | None]:
+        """The review of the request's games, and the alert it raises (None under the action tier)."""
+        alert, cfg, model = req.alert, self.config, self.config.model
+        assert model is not None
+        r = await review_player(self.pool, cfg, model, [game_of(g) for g in req.games], req.player_id, self.calibration)
+        s = r.stats
         tier = r.tier(cfg.screen_z, cfg.z_threshold, cfg.min_alert_moves)
-        log.info("review", extra={"player_id": alert.player_id, "scope": alert.scope, "scope_id": alert.scope_id,
+        log.info("review", extra={"player_id": req.player_id, "scope": alert.scope, "scope_id": alert.scope_id,
                                   "games": len(r.games), "moves": s.n, "z": round(r.z, 3), "service_z": alert.z,
                                   "tier": tier or "none"})
         if tier != "action":
             return r, None
         return r, FairPlayAlert(
-            player_id=alert.player_id, game_id=alert.game_id, tier="action", stage="review", scope=alert.scope,
+            player_id=req.player_id, game_id=alert.game_id, tier="action", stage="review", scope=alert.scope,
             scope_id=alert.scope_id, statistic="match", z=round(r.z, 3), threshold=cfg.z_threshold, moves=s.n,
             observed=s.matches, expected=round(s.expected_matches, 4), reference_rating=alert.reference_rating,
             reference_source=alert.reference_source, games=len(r.games), plies=r.plies.get(alert.game_id, []),

@@ -11,7 +11,10 @@ only in how they store state and where they send outputs; what happens to an eve
   :class:`~analyzers.eventpool.EventEvidence` and goes on to :attr:`Route.ASSESSMENTS`, keyed by player, with the
   player's event prior attached (docs/models.md s. 12);
 - :meth:`Steps.player` (keyed by player): an assessment or game result updates the
-  :class:`~streamer.pipeline.PlayerState` and returns perceived ratings, Glicko-2 updates and fair-play alerts.
+  :class:`~streamer.pipeline.PlayerState` and returns perceived ratings, Glicko-2 updates and fair-play alerts (and,
+  with the review on, a :class:`~schemas.ReviewRequest` per alert, :attr:`Route.REVIEWS`, keyed by player);
+- :meth:`Steps.review` (keyed by player; with the review on): a review request's games are searched again deeper
+  (:class:`~streamer.review.Reviewer`), and a review that reaches the action tier is an alert of stage "review".
 
 :meth:`Steps.game_record` and :meth:`Steps.player_record` do the same for raw bytes off a topic. No step raises for
 bad input or for a bug: what it rejects comes back as a :class:`~schemas.DeadLetter` output (the original bytes and
@@ -49,8 +52,10 @@ from schemas import (
     MoveEvent,
     PerceivedRating,
     RatingUpdate,
+    ReviewRequest,
     parse_event,
     parse_player_event,
+    parse_review_request,
 )
 
 from .metrics import Metrics
@@ -82,13 +87,14 @@ class Route(enum.Enum):
     PERCEIVED = "perceived"
     GLICKO2 = "glicko2"
     FAIRPLAY = "fairplay"
+    REVIEWS = "reviews"  # internal: the player step's review requests, the review step's input
     DEADLETTER = "deadletter"
 
 
 #: The route of every message class a step can return.
 ROUTES: dict[type[BaseModel], Route] = {
     MoveAssessment: Route.ASSESSMENTS, GameResult: Route.ASSESSMENTS, PerceivedRating: Route.PERCEIVED,
-    RatingUpdate: Route.GLICKO2, FairPlayAlert: Route.FAIRPLAY, DeadLetter: Route.DEADLETTER,
+    RatingUpdate: Route.GLICKO2, FairPlayAlert: Route.FAIRPLAY, ReviewRequest: Route.REVIEWS, DeadLetter: Route.DEADLETTER,
 }
 
 
@@ -135,6 +141,11 @@ class Steps:
         self.config = config
         self.pool = pool
         self.go_pool = go_pool
+        self.reviewer = None
+        if config.review is not None and pool is not None:
+            from .review import Reviewer  # the review assesses games through these steps (streamer.batch)
+
+            self.reviewer = Reviewer(pool, config, config.review)
         self.metrics = metrics if metrics is not None else Metrics(lambda: self.pool)
         # labelled children, looked up once: prometheus-client's labels() costs microseconds per call, per record
         self._outputs: dict[str, Any] = {}
@@ -328,6 +339,33 @@ class Steps:
             return [self._out(Output(m.player_id, m)) for m in msgs]
 
         return self._guarded(step, ev, raw, source, key)
+
+    # -- review step ----------------------------------------------------------------------------------------
+    async def review_record(self, state: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
+        """One record of ``kibitz.reviews``: :meth:`review` on it, or its dead letter. The review keeps no state."""
+        try:
+            req = parse_review_request(raw)
+        except MalformedEvent as e:
+            return [self.reject(MalformedEvent(f"not a review request: {e}"), raw, source, key)]
+        return await self.review(req, raw, source, key)
+
+    async def review(self, req: ReviewRequest, raw: bytes | str | None = None, source: str = "api",
+                     key: Key = None) -> list[Output]:
+        """Review the request's games: the alert of stage "review" when it reaches the action tier, else nothing. A
+        review the engines fail is the request's dead letter (its games kept there), counted as failed."""
+        if self.reviewer is None:
+            return [self.reject(UnsupportedGame("this runtime does not review (--review, with an engine pool)"),
+                                _raw(raw, req), source, key)]
+        try:
+            _, verdict = await self.reviewer.review(req)
+        except EngineError as e:
+            self.metrics.reviews.labels("failed").inc()
+            return [self.reject(e, _raw(raw, req), source, key)]
+        except Exception as e:  # noqa: BLE001
+            self.metrics.reviews.labels("failed").inc()
+            return self._internal(e, _raw(raw, req), source, key)
+        self.metrics.reviews.labels("action" if verdict else "cleared").inc()
+        return [self._out(Output(req.player_id, verdict))] if verdict else []
 
 
 def _raw(raw: bytes | str | None, ev: BaseModel) -> bytes | str:

@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 
 import chess
 import chess.pgn
@@ -17,11 +18,22 @@ from analyzers.engine import EnginePool
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, FairPlayMove, ReviewCalibration
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
-from schemas import Candidate, FairPlayAlert, GameEnded, GameStarted, MoveAssessment, MoveEvent, PlayerInfo
+from schemas import (
+    Candidate,
+    DeadLetter,
+    FairPlayAlert,
+    GameRecord,
+    GameResult,
+    GameStarted,
+    MoveAssessment,
+    MoveEvent,
+    PlayerInfo,
+    ReviewRequest,
+)
 from streamer.embedded import EmbeddedRuntime
 from streamer.ingest import read_pgn_games
 from streamer.pipeline import PipelineConfig
-from streamer.review import REVIEW_PROFILE, GameArchive, review_move, review_player, review_stats
+from streamer.review import REVIEW_PROFILE, review_move, review_player, review_stats
 
 MODEL = load_move_model("fast")
 CALIBRATION = ReviewCalibration.load("fast")
@@ -128,30 +140,39 @@ async def test_a_player_who_always_plays_the_deeper_choice_matches_it_at_every_c
     assert unknown.returncode == 2 and "no player named 'Nobody'" in unknown.stderr
 
 
-def test_the_archive_keeps_each_game_as_the_game_step_would_apply_it_and_finds_an_alerts_scope():
+def test_with_the_review_on_the_player_step_keeps_its_last_games_and_sends_each_alert_with_its_scopes_games():
+    """The games travel with the game results (GameRecord, clocks included); the player's state keeps the last
+    REVIEW_GAMES of them and survives a round trip; an alert comes with a review request holding its scope's games."""
+    from streamer.pipeline import REVIEW_GAMES, PlayerState, apply_player_event
+
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, review=CALIBRATION)
     me, other = PlayerInfo(id="p", rating=1800), PlayerInfo(id="q", rating=1700)
-    archive = GameArchive(max_games=3)
-    for gid, event in (("g1", "open"), ("g2", "open"), ("g3", "blitz")):
-        archive.record(GameStarted(game_id=gid, white=me, black=other, event=event))
-        for ply, uci in enumerate(("e2e4", "e7e5")):
-            archive.record(MoveEvent(game_id=gid, ply=ply, uci=uci))
-    archive.record(MoveEvent(game_id="g1", ply=1, uci="d7d5"))  # a duplicate ply: not kept
-    archive.record(MoveEvent(game_id="g1", ply=5, uci="g1f3"))  # a gap: not kept
-    archive.record(MoveEvent(game_id="nope", ply=0, uci="e2e4"))  # an unknown game: nothing
-    archive.record(GameEnded(game_id="g1", result="1-0", plies=2))
-    archive.record(GameStarted(game_id="g1", white=me, black=other, event="open"))  # a re-sent start keeps the moves
+    state = PlayerState("p")
+
+    def result(gid: str, event: str) -> GameResult:
+        record = GameRecord(game_id=gid, white=me, black=other, event=event, moves=["e2e4", "e7e5"], clocks=[59.0, 58.5],
+                            result="1-0")
+        return GameResult(game_id=gid, player_id="p", color="white", score=1.0, event=event, player=me, opponent=other,
+                          record=record)
+
+    for i in range(REVIEW_GAMES + 2):
+        state, out = apply_player_event(state, result(f"g{i}", "open" if i % 2 else "blitz"), config)
+        assert not any(isinstance(m, ReviewRequest) for m in out)  # no moves counted: no alert, no request
+    assert [r.game_id for r in state.records] == [f"g{i}" for i in range(2, REVIEW_GAMES + 2)]
+    assert PlayerState.from_dict(state.to_dict()).records == state.records
+    assert state.records[-1].clocks == [59.0, 58.5]
 
     def alert(scope: str, scope_id: str) -> FairPlayAlert:
-        return FairPlayAlert(player_id="p", game_id="g2", scope=scope, scope_id=scope_id, statistic="match", z=2.0,
+        return FairPlayAlert(player_id="p", game_id="g5", scope=scope, scope_id=scope_id, statistic="match", z=2.0,
                              threshold=1.5, moves=40, observed=30, expected=20, reference_rating=1800, games=2)
 
-    (g1,) = [g for g in archive.games_for(alert("player", "p")) if g.game_id == "g1"]
-    assert g1.moves == ["e2e4", "e7e5"] and g1.result == "1-0" and g1.white.id == "p"
-    assert [g.game_id for g in archive.games_for(alert("event", "open"))] == ["g1", "g2"]
-    assert [g.game_id for g in archive.games_for(alert("game", "g2"))] == ["g2"]
-    assert [g.game_id for g in archive.games_for(alert("player", "p"), recent=2)] == ["g2", "g3"]
-    archive.record(GameStarted(game_id="g4", white=other, black=me, event="open"))
-    assert len(archive) == 3 and [g.game_id for g in archive.games_for(alert("event", "open"))] == ["g2", "g4"]  # g1 evicted
+    assert [r.game_id for r in state.review_games(alert("game", "g5"))] == ["g5"]
+    assert {r.event for r in state.review_games(alert("event", "open"))} == {"open"}
+    assert len(state.review_games(alert("event", "open"))) == REVIEW_GAMES // 2
+    assert len(state.review_games(alert("player", "p"))) == REVIEW_GAMES
+    # without the review nothing is kept
+    plain, _ = apply_player_event(None, result("g1", "open"), replace(config, review=None))
+    assert plain.records == [] and "records" not in plain.to_dict()
 
 
 async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_that_reaches_the_action_tier(stockfish, tmp_path):
@@ -168,10 +189,10 @@ async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_th
         games = list(read_pgn_games(pgn))
         out: list = []
         async with EmbeddedRuntime(pool, config, out.append, out.append) as rt:
-            for g in games:
+            for g in games:  # one after another, as a player plays them (a review holds the games that have ended)
                 for ev in g.events():
                     rt.submit(ev, source=g.game_id)
-            await rt.drain()
+                await rt.drain()
             reviews = {o: rt.metrics.reviews.labels(o)._value.get() for o in ("action", "cleared", "failed")}
     alerts = [m for m in out if isinstance(m, FairPlayAlert)]
     service = [a for a in alerts if a.stage == "service"]
@@ -179,6 +200,7 @@ async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_th
     white = games[0].white.id  # (Black plays the service's own first choices: the service alerts on it too)
     assert all(a.limits == config.limits.key for a in service) and any(a.player_id == white for a in service)
     assert reviews == {"action": len(verdicts), "cleared": len(service) - len(verdicts), "failed": 0}
+    assert len([a for a in verdicts if a.player_id == white]) == 1, alerts
     (v,) = [a for a in verdicts if a.player_id == white]
     assert v.tier == "action" and v.z >= DEFAULT_Z_THRESHOLD and v.statistic == "match"
     assert v.limits == get_profile(REVIEW_PROFILE).limits.key and v.moves >= DEFAULT_MIN_MOVES
@@ -194,9 +216,9 @@ async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_th
     assert any(m["type"] == "fairplay" and m["stage"] == "review" and m["tier"] == "action" for m in published)
 
 
-async def test_a_review_that_fails_is_counted_and_the_runtime_goes_on(stockfish, monkeypatch):
-    """Fault injection: the review's searches fail (an engine that keeps crashing). The alert that asked for it is
-    published as it is, the failure is counted, and the runtime still rates the next game."""
+async def test_a_review_that_fails_is_dead_lettered_and_counted_and_the_runtime_goes_on(stockfish, monkeypatch):
+    """Fault injection: the review's searches fail (an engine that keeps crashing). The request becomes a dead letter
+    (its games kept there, nothing lost), the failure is counted, and the runtime still rates the next game."""
     from analyzers.errors import EngineCrashed
     from streamer import review as review_module
     from streamer.steps import Output
@@ -208,14 +230,17 @@ async def test_a_review_that_fails_is_counted_and_the_runtime_goes_on(stockfish,
     config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, review=CALIBRATION)
     alert = FairPlayAlert(player_id="p", game_id="g1", scope="game", scope_id="g1", statistic="match", z=2.0,
                           threshold=1.5, moves=40, observed=30, expected=20, reference_rating=1800, games=1)
+    me, them = PlayerInfo(id="p", rating=1800), PlayerInfo(id="q", rating=1800)
+    game = GameRecord(game_id="g1", white=me, black=them, moves=["e2e4"], result="1-0")
     out: list = []
     async with EnginePool(stockfish, size=1) as pool, EmbeddedRuntime(pool, config, out.append, out.append) as rt:
-        rt._route(Output("p", alert))
+        rt._route(Output("p", ReviewRequest(player_id="p", alert=alert, games=[game])))
         await rt.drain()
         assert rt.metrics.reviews.labels("failed")._value.get() == 1
-        me, them = PlayerInfo(id="p", rating=1800), PlayerInfo(id="q", rating=1800)
         rt.submit(GameStarted(game_id="g2", white=me, black=them))
         rt.submit(MoveEvent(game_id="g2", ply=0, uci="e2e4"))
         await rt.drain()
-    assert out[0] == alert and all(not isinstance(m, FairPlayAlert) for m in out[1:])
+    dead = out[0]
+    assert isinstance(dead, DeadLetter) and dead.reason == "engine_crashed" and '"game_id":"g1"' in dead.raw
+    assert not any(isinstance(m, FairPlayAlert) for m in out)
     assert any(isinstance(m, MoveAssessment) and m.game_id == "g2" for m in out)
