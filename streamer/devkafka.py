@@ -143,9 +143,9 @@ class WorkerProcess:
 
 
 def start_workers(broker: str, prefix: str, *extra: str, split: bool = False) -> list[WorkerProcess]:
-    """One worker process, or with ``split`` two: the analyse and the rate stage each in its own process."""
-    if split:
-        return [WorkerProcess(broker, prefix, *extra, "--stages", stage) for stage in STAGES]
+    """One worker process, or with ``split`` one per stage, each in its own process."""
+    if split:  # the review stage runs only with --review
+        return [WorkerProcess(broker, prefix, *extra, "--stages", stage) for stage in STAGES if stage != "review" or "--review" in extra]
     return [WorkerProcess(broker, prefix, *extra)]
 
 

@@ -138,6 +138,46 @@ def test_event_pooling_runs_through_the_pool_stage_exactly_once(broker, london):
     assert list(evidence) == [b"3rd London Chess Classic"], "one event, one key of evidence"
 
 
+def test_the_review_stage_searches_an_alerts_games_again_and_publishes_its_verdict_once(broker, tmp_path):
+    """``kibitz worker --review``: three games of one event in which White plays the review's own first choice
+    (tests/fixtures/review_assisted.pgn), produced one after another as they are played. The rate stage's alerts go
+    out with review requests holding their scope's games; the review stage searches them again and publishes, once
+    per request, White's verdict at the action tier with the review's evidence."""
+    games = re.split(r"\n\n(?=\[Event )", (ROOT / "tests/fixtures/review_assisted.pgn").read_text().strip())
+    assert len(games) == 3
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    workers = start_workers(broker, prefix, "--no-event-pool", "--engines", "2", "--review")
+    try:
+        for i, text in enumerate(games):
+            pgn = tmp_path / f"round{i + 1}.pgn"
+            pgn.write_text(text + "\n")
+            r = cli("produce", str(pgn), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+            assert r.returncode == 0, r.stderr
+            asyncio.run(consume_until(broker, [t.glicko2], lambda o, n=i + 1: len(o[t.glicko2]) >= 2 * n, timeout=240,
+                                      workers=workers))
+        out = asyncio.run(consume_until(
+            broker, [t.alerts, t.reviews, t.deadletter],
+            lambda o: len([a for a in o[t.alerts] if b'"stage":"review"' in a]) >= 1
+            and len(o[t.alerts]) - len([a for a in o[t.alerts] if b'"stage":"review"' in a]) == len(o[t.reviews]),
+            timeout=300, workers=workers))
+    finally:
+        for w in workers:
+            w.stop()
+    alerts = [json.loads(a) for a in out[t.alerts]]
+    requests = [json.loads(r) for r in out[t.reviews]]
+    service = [a for a in alerts if a["stage"] == "service"]
+    verdicts = [a for a in alerts if a["stage"] == "review"]
+    assert out[t.deadletter] == []
+    # one request per service alert, with the alert and the games of its scope, clocks and result included
+    assert [r["alert"] for r in requests] == service
+    assert all(r["games"] and all(g["result"] == "1-0" and g["moves"] for g in r["games"]) for r in requests)
+    (v,) = [a for a in verdicts if a["player_id"] == "Assisted, A"]
+    assert v["tier"] == "action" and v["z"] >= 4.75 and v["limits"] == "d12-mpv1" and v["moves"] >= 40
+    assert v["observed"] == v["moves"]  # every counted move is the review search's first choice
+    assert len({(a["player_id"], a["scope"], a["scope_id"], a["game_id"]) for a in verdicts}) == len(verdicts)  # once each
+
+
 def test_changelogs_are_created_so_that_compaction_runs(broker):
     """A changelog created by ensure_topics (CHANGELOG_CONFIG: 8 MB segments, dirty ratio 0.1) that receives 26 MB of
     versions of 9 states: once segments close, the broker's cleaner keeps only the last version of each key in them,
