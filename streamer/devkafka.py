@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from .kafka_config import STAGES
+from .kafka_config import STAGES, running_stages
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_PORT = 19092
@@ -144,8 +144,8 @@ class WorkerProcess:
 
 def start_workers(broker: str, prefix: str, *extra: str, split: bool = False) -> list[WorkerProcess]:
     """One worker process, or with ``split`` one per stage, each in its own process."""
-    if split:  # the review stage runs only with --review
-        return [WorkerProcess(broker, prefix, *extra, "--stages", stage) for stage in STAGES if stage != "review" or "--review" in extra]
+    if split:
+        return [WorkerProcess(broker, prefix, *extra, "--stages", stage) for stage in running_stages(STAGES, "--review" in extra)]
     return [WorkerProcess(broker, prefix, *extra)]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -20,6 +21,11 @@ DEFAULT_BROKER = "127.0.0.1:9092"
 #: the pool stage, keyed by event, which attaches the event prior), rate (assessments -> ratings), review (with
 #: --review: each alert's scope searched again deeper -> alerts of stage review).
 STAGES = ("analyse", "pool", "rate", "review")
+
+
+def running_stages(stages: Sequence[str], review: bool) -> list[str]:
+    """The stages among ``stages`` a worker runs: the review stage only when the service reviews (--review)."""
+    return [s for s in stages if s != "review" or review]
 
 
 class Topics(BaseModel):

@@ -54,7 +54,7 @@ from analyzers.engine import EnginePool
 from analyzers.engine.adapter import GO
 from analyzers.errors import PoisonRecord
 
-from .kafka_config import STAGES, KafkaSettings, wait_for_broker
+from .kafka_config import STAGES, KafkaSettings, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState
 from .state_store import RocksState, TrackedState, encode
 from .steps import Output, Steps, dead_letter
@@ -560,8 +560,7 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
     ``store_dir`` (this worker's own directory), state is in RocksDB under ``store_dir/<stage>/`` (streamer.state_store).
     With ``go_engines`` (and ``config.go_calibration``), the analyse stage also searches Go positions with a pool of that
     many GTP engines."""
-    if config.review is None:  # the review stage runs only when the service reviews (--review)
-        stages = [s for s in stages if s != "review"]
+    stages = running_stages(stages, config.review is not None)
     if not stages:
         raise ValueError("no stage to run: the review stage runs only with --review")
     _retry_concurrent_transactions_sooner()
