@@ -35,11 +35,11 @@ from analyzers.engine import EnginePool, Limits
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, FairPlayStats, ReviewCalibration, exclusion
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
-from schemas import FairPlayAlert, GameResult, MoveAssessment
+from schemas import FairPlayAlert, GameResult, MoveAssessment, ReviewRequest
 from streamer.cli import build_config
 from streamer.ingest import PgnGame
 from streamer.pipeline import PipelineConfig, PlayerState, ScopeStats, apply_player_event, count_move, move_choice
-from streamer.review import REVIEW_PROFILE, first_choices, review_stats
+from streamer.review import REVIEW_PROFILE, first_choices, record_of, review_stats
 
 THRESHOLDS = (3.0, 3.5, 4.0, 4.5, 4.75, 5.0)
 #: The event length the detection target names: detection is also reported over player-events of at least this many games.
@@ -143,20 +143,26 @@ def main() -> None:
 
     model = load_move_model(args.profile)
 
+    # the service's own configuration (calibration, move model, combination), as `kibitz` builds it, and with --review
+    service = build_config(argparse.Namespace(profile=args.profile, depth=None, nodes=None, multipv=None))
+    deployed = build_config(argparse.Namespace(profile=args.profile, depth=None, nodes=None, multipv=None, review=True))
+
     async def run():  # noqa: ANN202
         async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
             results, assisted = await analyse(pool, config, samples, assist_events=args.assist_events,
                                               assist=Limits(depth=args.assist_depth, multipv=1))
-            units = review_units(samples, results, model)
+            # the review's searches: the bench's player-events, and the games of every request the service sends
+            units = review_units(samples, results, model) + request_units(honest_requests(samples, results, deployed), samples)
+            units = list({(g.game_id, c): (g, c) for g, c in units}.values())
             return results, assisted, await first_choices(pool, units, results, get_profile(REVIEW_PROFILE).limits)
 
     results, assisted, firsts = asyncio.run(run())
     if args.warm:
         return
     report(samples, results, assisted, model, args.seed, config.profile, args.assist_depth)
-    # the service's own configuration (calibration, move model, combination), as `kibitz` builds it
-    service_alert_report(samples.honest, results, build_config(argparse.Namespace(profile=args.profile, depth=None, nodes=None, multipv=None)))
+    service_alert_report(samples.honest, results, service)
     review_report(samples, results, assisted, firsts, model, args.seed, args.assist_depth)
+    deployed_report(samples, results, assisted, firsts, model, deployed, args.seed, args.assist_depth)
 
 
 def event_moves(pid: str, games: list[PgnGame], results: dict[str, list[MoveAssessment]], assisted: Assisted, frac: float,
@@ -230,17 +236,21 @@ def report(samples, results, assisted, model, seed: int, profile, assist_depth: 
 
 
 
-def service_alerts(games: Sequence[PgnGame], results: dict[str, list[MoveAssessment]], config: PipelineConfig) -> list[FairPlayAlert]:
-    """The fair-play alerts the service's player step publishes on ``games`` under ``config``: each game's
-    assessments, then its two game results, through :func:`~streamer.pipeline.apply_player_event` (one state per
-    player, one game after another in the sample's order), so every scope (game, event, player) and the one alert
-    per crossing are the service's own."""
+def service_outputs(games: Sequence[PgnGame], results: dict[str, list[MoveAssessment]], config: PipelineConfig,
+                    only: str | None = None) -> list[FairPlayAlert | ReviewRequest]:
+    """The fair-play alerts (and, with ``config.review``, the review requests) the service's player step publishes on
+    ``games`` under ``config``: each game's assessments, then its two game results (with the game's record, as the
+    game step sends them), through :func:`~streamer.pipeline.apply_player_event` (one state per player, one game after
+    another in the sample's order), so every scope (game, event, player) and the one alert per crossing are the
+    service's own. ``only``: that player's events alone."""
     players: dict[str, PlayerState] = {}
-    alerts: list[FairPlayAlert] = []
+    out: list[FairPlayAlert | ReviewRequest] = []
 
     def feed(ev: MoveAssessment | GameResult) -> None:
+        if only is not None and ev.player_id != only:
+            return
         players[ev.player_id], msgs = apply_player_event(players.get(ev.player_id), ev, config)
-        alerts.extend(m for m in msgs if isinstance(m, FairPlayAlert))
+        out.extend(m for m in msgs if isinstance(m, FairPlayAlert | ReviewRequest))
 
     for g in games:
         for a in results.get(g.game_id, []):
@@ -248,9 +258,16 @@ def service_alerts(games: Sequence[PgnGame], results: dict[str, list[MoveAssessm
         score = g.white_score
         if score is None:
             continue  # no result: the player step never closes the game, as live
+        record = record_of(g) if config.review is not None else None
         for color, me, opp, s in (("white", g.white, g.black, score), ("black", g.black, g.white, 1.0 - score)):
-            feed(GameResult(game_id=g.game_id, player_id=me.id, color=color, score=s, event=g.event, player=me, opponent=opp))
-    return alerts
+            feed(GameResult(game_id=g.game_id, player_id=me.id, color=color, score=s, event=g.event, player=me, opponent=opp,
+                            record=record))
+    return out
+
+
+def service_alerts(games: Sequence[PgnGame], results: dict[str, list[MoveAssessment]], config: PipelineConfig) -> list[FairPlayAlert]:
+    """:func:`service_outputs`' alerts."""
+    return [m for m in service_outputs(games, results, config) if isinstance(m, FairPlayAlert)]
 
 
 def service_alert_report(honest: Sequence[PgnGame], results: dict[str, list[MoveAssessment]], config: PipelineConfig) -> None:
@@ -342,6 +359,62 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
     else:
         print(f"no trigger flags {DETECTION_TARGET:.0%} of the {len(long_rows)} player-events of {LONG_EVENT}+ games at "
               f"{TARGET_SHARE:.0%} assistance (best: {max(detection.values()):.0%})")
+
+
+
+def honest_requests(samples: Samples, results: dict[str, list[MoveAssessment]], deployed: PipelineConfig) -> list[ReviewRequest]:
+    """The review requests the service with --review sends on the honest sample."""
+    return [m for m in service_outputs(samples.honest, results, deployed) if isinstance(m, ReviewRequest)]
+
+
+def request_units(requests: Iterable[ReviewRequest], samples: Samples) -> list[tuple[PgnGame, str]]:
+    """(game, the requested player's color) of every game the requests hold: what their reviews search."""
+    by_id = {g.game_id: g for g in samples.honest}
+    return [(by_id[g.game_id], "white" if g.white.id == r.player_id else "black") for r in requests for g in r.games
+            if g.game_id in by_id]
+
+
+def request_z(req: ReviewRequest, results: dict[str, list[MoveAssessment]], firsts, model, calibration) -> float:  # noqa: ANN001
+    """The review's match z over the requested player's moves in the request's games (-inf under 40 counted moves)."""
+    moves = [a for g in req.games for a in results.get(g.game_id, []) if a.player_id == req.player_id]
+    return reviewed_z(moves, firsts, model, calibration)
+
+
+def deployed_report(samples, results, assisted, firsts, model, deployed: PipelineConfig, seed: int, assist_depth: int) -> None:  # noqa: ANN001
+    """The service as `kibitz worker --review` runs it: at each game end of a player over a tier, the scope of its
+    finding (any scope) is reviewed over the games the player step sends with it, and the review's z at the action
+    tier is the verdict, one per crossing.
+    Honest: the verdicts on the honest sample. Detection: each whole player-event replayed alone with a share of the
+    player's moves assisted; flagged when a review of it reaches the action tier."""
+    cal, action = deployed.review, deployed.z_threshold
+    outs = service_outputs(samples.honest, results, deployed)
+    requests = [m for m in outs if isinstance(m, ReviewRequest)]
+    service_action = [m for m in outs if isinstance(m, FairPlayAlert) and m.tier == "action"]
+    verdicts = {(r.player_id, r.crossing) for r in requests if request_z(r, results, firsts, model, cal) >= action}
+    pevents = len(player_event_units(samples.honest))
+    print(f"\nthe service with --review (screening {deployed.screen_z}, action {action}; at each game end of a player over a "
+          f"tier the scope of the finding reviewed at {get_profile(REVIEW_PROFILE).limits.key}): honest sample, "
+          f"{2 * len(samples.honest)} player-games, {pevents} player-events: {len(requests)} reviews of "
+          f"{len({(r.player_id, r.crossing) for r in requests})} crossings (scopes {dict(Counter(r.alert.scope for r in requests))}), "
+          f"{len(verdicts)} verdicts at the action tier ({len({p for p, _ in verdicts})} players); the service's own action "
+          f"alerts: {len(service_action)}")
+    pes = sorted(whole_player_events(samples.events).items())
+    print(f"whole player-events, share replaced by the depth-{assist_depth} first choice, each replayed alone: flagged by a "
+          "review verdict")
+    print("fraction  events (5-11 games) flagged   events of 9+ games flagged   reviewed (9+)")
+    for frac in (0.0, *FRACTIONS):
+        rows = []
+        for (_, pid), games in pes:
+            moves = event_moves(pid, games, results, assisted, frac, seed)
+            if moves is None:
+                continue
+            mine = {g.game_id: [a for a in moves if a.game_id == g.game_id] for g in games}
+            reqs = [m for m in service_outputs(games, mine, deployed, only=pid) if isinstance(m, ReviewRequest)]
+            rows.append((len(games), any(request_z(r, mine, firsts, model, cal) >= action for r in reqs), bool(reqs)))
+        long_rows = [r for r in rows if r[0] >= LONG_EVENT]
+        if rows and long_rows:
+            print(f"{frac:>8.0%}  {len(rows):>6} {np.mean([h for _, h, _ in rows]):>14.0%}   {len(long_rows):>6} "
+                  f"{np.mean([h for _, h, _ in long_rows]):>20.0%}   {np.mean([q for _, _, q in long_rows]):>12.0%}")
 
 
 if __name__ == "__main__":

@@ -352,11 +352,15 @@ class FairPlayAlert(Message):
 
 
 class ReviewRequest(Message):
-    """A fair-play alert of the service's statistic and the games of the scope it names, for the review stage
-    (``kibitz.reviews``, keyed by player): the player step sends one per alert when the service reviews."""
+    """A finding of the service's fair-play statistic and the games of the scope it names, for the review stage
+    (``kibitz.reviews``, keyed by player). With the review on, the player step sends one at each game end of a player
+    over a tier: the alert of a new crossing, or, while the crossing lasts, the same evidence for the scope now
+    strongest (unpublished), so the review sees the scope grow. ``crossing`` names the crossing (the game whose end
+    opened it): the review stage publishes at most one verdict per crossing."""
 
     type: Literal["review_request"] = "review_request"
     player_id: Id
+    crossing: Id
     alert: FairPlayAlert
     games: list[GameRecord] = Field(max_length=100)
 

@@ -72,6 +72,8 @@ class EmbeddedRuntime:
         ]
         self._workers: list[asyncio.Task] = []
         self._reviews: set[asyncio.Task] = set()
+        self.review_states = LruMap(max_players, self._evicted("player"))  # each player's crossings with a verdict
+        self._review_locks: dict[str, asyncio.Lock] = {}  # one review at a time per player (one verdict per crossing)
 
     async def __aenter__(self) -> EmbeddedRuntime:
         self._workers = [asyncio.create_task(self._work(q)) for q in self._queues]
@@ -124,9 +126,17 @@ class EmbeddedRuntime:
             await asyncio.gather(*list(self._reviews))
 
     async def _review(self, req: ReviewRequest) -> None:
-        """One review (see the module docstring): its alert or its dead letter, routed like any output."""
-        for o in await self.steps.review(req, key=req.player_id):
-            self._route(o)
+        """One review (see the module docstring): its alert or its dead letter, routed like any output. A player's
+        reviews run one after another, as the review stage runs them keyed by player."""
+        lock = self._review_locks.setdefault(req.player_id, asyncio.Lock())
+        try:
+            async with lock:
+                outputs = await self.steps.review(self.review_states, req, key=req.player_id)
+            for o in outputs:
+                self._route(o)
+        finally:
+            if not lock.locked() and self._review_locks.get(req.player_id) is lock:
+                del self._review_locks[req.player_id]
 
     # -- processing -----------------------------------------------------------------------------------
     async def _work(self, queue: asyncio.Queue) -> None:

@@ -93,13 +93,18 @@ class Topics(BaseModel):
         """Compacted changelog of event evidence (the pool stage)."""
         return self.name("state.events")
 
+    @property
+    def state_reviews(self) -> str:
+        """Compacted changelog of each player's crossings with a review verdict (the review stage)."""
+        return self.name("state.reviews")
+
     def for_route(self, route: Route) -> str:
         """The topic an output of ``route`` is published to."""
         return {Route.ASSESSMENTS: self.assessments, Route.POOL: self.pool, Route.PERCEIVED: self.perceived, Route.GLICKO2: self.glicko2,
                 Route.FAIRPLAY: self.alerts, Route.REVIEWS: self.reviews, Route.DEADLETTER: self.deadletter}[route]
 
     def changelogs(self) -> list[str]:
-        return [self.state_games, self.state_events, self.state_players]
+        return [self.state_games, self.state_events, self.state_players, self.state_reviews]
 
     def all(self) -> list[str]:
         return [self.games, self.moves, self.pool, self.assessments, self.perceived, self.glicko2, self.alerts, self.reviews,

@@ -8,10 +8,12 @@ The stages run in one worker (or split over processes), each a consume-transform
 - ``pool``: ``kibitz.assessments.events`` -> ``kibitz.assessments`` with each player's event prior attached, event
   evidence in ``kibitz.state.events``;
 - ``rate``: ``kibitz.assessments`` -> perceived ratings, Glicko-2 updates, fair-play alerts, player state in
-  ``kibitz.state.players`` (with ``--review``, also a review request per alert to ``kibitz.reviews``);
-- ``review`` (with ``--review``): ``kibitz.reviews`` -> alerts of stage "review", no state: each request holds the
-  games it needs. One review is a few seconds to a minute of deeper searches, run while the stage's transaction is
-  open; the broker starts a transaction's timeout at its first write, which comes after the review.
+  ``kibitz.state.players`` (with ``--review``, also a review request at each game end of a player over a tier, to
+  ``kibitz.reviews``);
+- ``review`` (with ``--review``): ``kibitz.reviews`` -> alerts of stage "review" (each request holds the games it
+  needs), each player's crossings with a verdict in ``kibitz.state.reviews``. One review is a few seconds to a
+  minute of deeper searches, run while the stage's transaction is open; the broker starts a transaction's timeout at
+  its first write, which comes after the review.
 
 One loop turn: fetch a batch; run :mod:`streamer.steps` on it (a game's records in order, different games at once,
 so every engine of the pool has work); then, for each input partition of the batch, in **one Kafka transaction**
@@ -56,6 +58,7 @@ from analyzers.errors import PoisonRecord
 
 from .kafka_config import STAGES, KafkaSettings, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState
+from .review import ReviewState
 from .state_store import RocksState, TrackedState, encode
 from .steps import Output, Steps, dead_letter
 
@@ -93,7 +96,7 @@ def _retry_concurrent_transactions_sooner() -> None:
 class StageConfig:
     name: str
     source: str
-    changelog: str | None            # None: a stage without state (the review)
+    changelog: str
     step: Step
     codec: Any                       # the state class: from_dict on restore, to_dict into the changelog (and copy()
                                      # of a state, to undo a record, when window > 1)
@@ -198,7 +201,7 @@ class Stage:
             state.close()
 
     def _open(self, partition: int, *, fresh: bool = False) -> TrackedState:
-        if self.store_dir is None or self.cfg.changelog is None:
+        if self.store_dir is None:
             return TrackedState()
         path = self.store_dir / f"{self.cfg.changelog}-{partition}"
         if fresh and path.exists():
@@ -209,8 +212,6 @@ class Stage:
         """The state of one input partition: its changelog partition (committed records only) read to the end, from
         the offset the local store is caught up to (the beginning for a memory store)."""
         state = self._open(partition)
-        if self.cfg.changelog is None:
-            return state
         tp = TopicPartition(self.cfg.changelog, partition)
         c = AIOKafkaConsumer(group_id=None, enable_auto_commit=False, isolation_level="read_committed",
                              auto_offset_reset="earliest", **self.settings.aiokafka_kwargs())
@@ -450,7 +451,6 @@ class Stage:
                 futures.append(await producer.send(topics.for_route(o.route), o.message.model_dump_json().encode(),
                                                    key=o.key_bytes))
             for key, value in state.changes():
-                assert self.cfg.changelog is not None, "a stage without a changelog keeps no state"
                 v = encode(value)
                 written.append((key, v))
                 changelog.append(await producer.send(self.cfg.changelog, v, key=key.encode(), partition=tp.partition))
@@ -585,7 +585,7 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
                                sweep=steps.sweep_events),
             rate: StageConfig(rate, t.assessments, t.state_players, _sync(steps.player_record), PlayerState),
             # one review per transaction, in order: each is seconds of searches, and nothing else waits on this stage
-            review: StageConfig(review, t.reviews, None, steps.review_record, None, max_records=1),
+            review: StageConfig(review, t.reviews, t.state_reviews, steps.review_record, ReviewState, max_records=1),
         }
         unknown = set(stages) - configs.keys()
         if unknown or not stages:

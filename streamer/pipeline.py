@@ -625,6 +625,7 @@ class PlayerState:
     go_overall: GoScope | None = None
     #: with the review on (PipelineConfig.review): the player's last REVIEW_GAMES finished chess games, oldest first
     records: list[GameRecord] = field(default_factory=list)
+    crossing: str | None = None  # the game whose end opened the current crossing (None: under every tier)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -636,6 +637,7 @@ class PlayerState:
             **({"go_games": {k: v.to_dict() for k, v in self.go_games.items()}, "go_overall": self.go_overall.to_dict()}
                if self.go_overall is not None else {}),  # chess states keep their form
             **({"records": [r.model_dump() for r in self.records]} if self.records else {}),
+            **({"crossing": self.crossing} if self.crossing is not None else {}),
         }
 
     @classmethod
@@ -649,7 +651,7 @@ class PlayerState:
             d.get("alert_tier"), int(d.get("evicted", 0)),  # absent in states written before they existed
             {k: GoScope.from_dict(v) for k, v in d.get("go_games", {}).items()},
             GoScope.from_dict(d["go_overall"]) if d.get("go_overall") else None,
-            [GameRecord(**r) for r in d.get("records", ())],
+            [GameRecord(**r) for r in d.get("records", ())], d.get("crossing"),
         )
 
     def review_games(self, alert: FairPlayAlert) -> list[GameRecord]:
@@ -812,11 +814,13 @@ def _apply_go_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig
 
 
 def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, game: ScopeStats,
-                    event: ScopeStats | None) -> FairPlayAlert | None:
-    """At a game's end: the alert for a new crossing, or None. The player's tier is the highest any scope (this game,
-    this event, the player's recent games: :attr:`PipelineConfig.player_fair_window`) crosses; an alert goes out
-    when it rises above the tier of the last alert, naming the scope with the largest z at that tier. Falling under
-    every tier re-arms the alerts: one alert per crossing."""
+                    event: ScopeStats | None) -> tuple[FairPlayAlert | None, FairPlayAlert | None]:
+    """At a game's end: (the alert for a new crossing or None, the finding: that alert, or while the player stays over
+    a tier, the same evidence for the scope now strongest, unpublished; None under every tier). The player's tier is
+    the highest any scope (this game, this event, the player's recent games: :attr:`PipelineConfig.player_fair_window`)
+    crosses; an alert goes out when it rises above the tier of the last alert, naming the scope with the largest z at
+    that tier. Falling under every tier re-arms the alerts: one alert per crossing. The finding is what the review
+    searches (with ``config.review``): a screened player's scope is reviewed again at each game end while it grows."""
     scopes = [("game", r.game_id, game, 1), ("player", r.player_id, state.overall, state.overall.games)]
     if event is not None:
         scopes.insert(1, ("event", r.event, event, event.games))
@@ -825,24 +829,28 @@ def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, g
     now = max(tiers.values(), key=rank.__getitem__)
     before = state.alert_tier
     if now is None:
-        state.alert_tier = None  # under every tier: re-armed
-    if rank[now] <= rank[before]:
-        # no crossing: under every tier, or still over one already alerted (a z that dips under the action tier and
-        # rises again is the same finding; only falling under the screening tier re-arms the alerts)
-        return None
-    state.alert_tier = now
+        state.alert_tier = state.crossing = None  # under every tier: re-armed
+        return None, None
     name, scope_id, stats, games = max(((n, i, st, g) for n, i, st, g in scopes if tiers[n] == now),
                                        key=lambda x: x[2].fair.strongest()[1])
     stat, z = stats.fair.strongest()
     f = stats.fair
     obs, exp = (f.matches, f.expected_matches) if stat == "match" else (f.loss, f.expected_loss)
-    assert now is not None and r.player.rating is not None
-    return FairPlayAlert(
+    assert r.player.rating is not None
+    finding = FairPlayAlert(
         player_id=r.player_id, game_id=r.game_id, tier=now, scope=name, scope_id=scope_id, statistic=stat, z=round(z, 3),
         threshold=config.z_threshold if now == "action" else config.screen_z, moves=f.n, observed=round(obs, 4),
         expected=round(exp, 4), reference_rating=r.player.rating, reference_source="declared", games=games,
         plies=list(game.fair_plies), limits=config.limits.key,
     )
+    if before is None:
+        state.crossing = r.game_id  # the game whose end opened this crossing names it
+    if rank[now] <= rank[before]:
+        # no new crossing: still over a tier already alerted (a z that dips under the action tier and rises again is
+        # the same finding; only falling under the screening tier re-arms the alerts)
+        return None, finding
+    state.alert_tier = now
+    return finding, finding
 
 
 def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> list[Any]:
@@ -889,8 +897,9 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
     if config.review is not None and r.record is not None:
         state.records = [x for x in state.records if x.game_id != r.game_id][-(REVIEW_GAMES - 1):] + [r.record]
     if r.player.rating:
-        alert = _fairplay_alert(state, r, config, game, ev_stats if r.event else None)
+        alert, finding = _fairplay_alert(state, r, config, game, ev_stats if r.event else None)
         out += [alert] if alert else []
-        if alert is not None and config.review is not None:
-            out.append(ReviewRequest(player_id=r.player_id, alert=alert, games=state.review_games(alert)))
+        if finding is not None and config.review is not None and state.crossing is not None:
+            out.append(ReviewRequest(player_id=r.player_id, crossing=state.crossing, alert=finding,
+                                     games=state.review_games(finding)))
     return out

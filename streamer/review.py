@@ -175,6 +175,35 @@ async def review_player(pool: EnginePool, config: PipelineConfig, model: MoveMod
     return Review(player_id, [g.game_id for g, _ in mine], limits.key, review_stats(pairs, model, calibration), plies)
 
 
+#: Crossings a player's review state remembers a verdict for (the oldest forgotten first).
+REVIEW_VERDICTS = 20
+
+
+@dataclass
+class ReviewState:
+    """What the review stage keeps per player: the crossings it has published a verdict for, so that a crossing
+    reviewed again as its scope grows gets one verdict (one alert per crossing)."""
+
+    player_id: str
+    verdicts: list[str] = field(default_factory=list)
+
+    def copy(self) -> ReviewState:
+        return ReviewState(self.player_id, list(self.verdicts))
+
+    def to_dict(self) -> dict:
+        return {"player_id": self.player_id, "verdicts": list(self.verdicts)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ReviewState:
+        return cls(str(d["player_id"]), [str(v) for v in d["verdicts"]])
+
+
+def record_of(game: PgnGame) -> GameRecord:
+    """A game as the game step's result carries it (the inverse of :func:`game_of`)."""
+    return GameRecord(game_id=game.game_id, white=game.white, black=game.black, event=game.event,
+                      initial_fen=game.initial_fen, moves=game.moves, clocks=game.clocks, result=game.result)
+
+
 def game_of(record: GameRecord) -> PgnGame:
     """A kept game (:class:`~schemas.GameRecord`) as the batch assessment reads games."""
     clocks = list(record.clocks) + [None] * (len(record.moves) - len(record.clocks))
@@ -183,12 +212,12 @@ def game_of(record: GameRecord) -> PgnGame:
 
 
 class Reviewer:
-    """The review run by the service itself (``--review``): the player step follows each fair-play alert of the
-    service's statistic with a :class:`~schemas.ReviewRequest` holding the games of the scope the alert names (the
-    player's state keeps their last games for it), and the review stage searches them again here
-    (:func:`review_player`, on the runtime's engine pool). A review that reaches the action tier becomes an alert of
-    stage "review" with its own evidence. The action is meant to be taken on those: on rated-dev the service's own
-    action tier raised honest alarms that no review confirmed (README, fair play)."""
+    """The review run by the service itself (``--review``): at each game end of a player over a fair-play tier, the
+    player step sends a :class:`~schemas.ReviewRequest` holding the games of the scope its finding names (the player's
+    state keeps their last games for it), and the review stage searches them again here (:func:`review_player`, on the
+    runtime's engine pool). A review that reaches the action tier becomes an alert of stage "review" with its own
+    evidence, once per crossing (:class:`ReviewState`). The action is meant to be taken on those: on rated-dev the
+    service's own action tier raised honest alarms that no review confirmed (README, fair play)."""
 
     def __init__(self, pool: EnginePool, config: PipelineConfig, calibration: ReviewCalibration) -> None:
         if config.model is None:

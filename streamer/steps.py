@@ -341,21 +341,30 @@ class Steps:
         return self._guarded(step, ev, raw, source, key)
 
     # -- review step ----------------------------------------------------------------------------------------
-    async def review_record(self, state: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
-        """One record of ``kibitz.reviews``: :meth:`review` on it, or its dead letter. The review keeps no state."""
+    async def review_record(self, states: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
+        """One record of ``kibitz.reviews``: :meth:`review` on it, or its dead letter."""
         try:
             req = parse_review_request(raw)
         except MalformedEvent as e:
             return [self.reject(MalformedEvent(f"not a review request: {e}"), raw, source, key)]
-        return await self.review(req, raw, source, key)
+        return await self.review(states, req, raw, source, key)
 
-    async def review(self, req: ReviewRequest, raw: bytes | str | None = None, source: str = "api",
+    async def review(self, states: StateMap, req: ReviewRequest, raw: bytes | str | None = None, source: str = "api",
                      key: Key = None) -> list[Output]:
-        """Review the request's games: the alert of stage "review" when it reaches the action tier, else nothing. A
-        review the engines fail is the request's dead letter (its games kept there), counted as failed."""
+        """Review the request's games: the alert of stage "review" when it reaches the action tier and its crossing
+        has none yet, else nothing (a crossing with a verdict is not searched again). A review the engines fail is
+        the request's dead letter (its games kept there), counted as failed."""
+        from .review import REVIEW_VERDICTS, ReviewState
+
         if self.reviewer is None:
             return [self.reject(UnsupportedGame("this runtime does not review (--review, with an engine pool)"),
                                 _raw(raw, req), source, key)]
+        try:
+            state = states.get(req.player_id) or ReviewState(req.player_id)
+        except CorruptState as e:
+            return [self.reject(e, _raw(raw, req), source, key)]
+        if req.crossing in state.verdicts:
+            return []
         try:
             _, verdict = await self.reviewer.review(req)
         except EngineError as e:
@@ -365,7 +374,11 @@ class Steps:
             self.metrics.reviews.labels("failed").inc()
             return self._internal(e, _raw(raw, req), source, key)
         self.metrics.reviews.labels("action" if verdict else "cleared").inc()
-        return [self._out(Output(req.player_id, verdict))] if verdict else []
+        if verdict is None:
+            return []
+        state.verdicts = (state.verdicts + [req.crossing])[-REVIEW_VERDICTS:]
+        states[req.player_id] = state
+        return [self._out(Output(req.player_id, verdict))]
 
 
 def _raw(raw: bytes | str | None, ev: BaseModel) -> bytes | str:

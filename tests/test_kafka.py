@@ -160,10 +160,8 @@ def test_the_review_stage_searches_an_alerts_games_again_and_publishes_its_verdi
             asyncio.run(consume_until(broker, [t.glicko2], lambda o, n=i + 1: len(o[t.glicko2]) >= 2 * n, timeout=240,
                                       workers=workers))
         out = asyncio.run(consume_until(
-            broker, [t.alerts, t.reviews, t.deadletter],
-            lambda o: len([a for a in o[t.alerts] if b'"stage":"review"' in a]) >= 1
-            and len(o[t.alerts]) - len([a for a in o[t.alerts] if b'"stage":"review"' in a]) == len(o[t.reviews]),
-            timeout=300, workers=workers))
+            broker, [t.alerts, t.reviews, t.deadletter, t.state_reviews],
+            lambda o: any(b'"stage":"review"' in a and b'"Assisted, A"' in a for a in o[t.alerts]), timeout=300, workers=workers))
     finally:
         for w in workers:
             w.stop()
@@ -172,13 +170,17 @@ def test_the_review_stage_searches_an_alerts_games_again_and_publishes_its_verdi
     service = [a for a in alerts if a["stage"] == "service"]
     verdicts = [a for a in alerts if a["stage"] == "review"]
     assert out[t.deadletter] == []
-    # one request per service alert, with the alert and the games of its scope, clocks and result included
-    assert [r["alert"] for r in requests] == service
+    # every alert goes for review with the games of its scope (clocks and result included); while a crossing lasts,
+    # each game end sends its grown scope again under the same crossing
+    assert all(a in [r["alert"] for r in requests] for a in service)
     assert all(r["games"] and all(g["result"] == "1-0" and g["moves"] for g in r["games"]) for r in requests)
-    (v,) = [a for a in verdicts if a["player_id"] == "Assisted, A"]
+    white = [r for r in requests if r["player_id"] == "Assisted, A"]
+    assert len(white) >= 2 and len({r["crossing"] for r in white}) == 1 and len(white[-1]["games"]) > len(white[0]["games"])
+    (v,) = [a for a in verdicts if a["player_id"] == "Assisted, A"]  # one verdict for the crossing
     assert v["tier"] == "action" and v["z"] >= 4.75 and v["limits"] == "d12-mpv1" and v["moves"] >= 40
     assert v["observed"] == v["moves"]  # every counted move is the review search's first choice
-    assert len({(a["player_id"], a["scope"], a["scope_id"], a["game_id"]) for a in verdicts}) == len(verdicts)  # once each
+    assert len({a["player_id"] for a in verdicts}) == len(verdicts)  # one crossing each here: one verdict each
+    assert out[t.state_reviews] and json.loads(out[t.state_reviews][-1])["verdicts"]  # the review stage's state
 
 
 def test_changelogs_are_created_so_that_compaction_runs(broker):

@@ -33,5 +33,5 @@ def test_plaintext_default_and_topic_names():
     assert s.faust_credentials() is None and s.aiokafka_kwargs() == {"bootstrap_servers": "127.0.0.1:9092", "security_protocol": "PLAINTEXT"}
     t = Topics(prefix="x.")
     assert t.moves == "x.kibitz.moves" and t.deadletter == "x.kibitz.deadletter" and len(set(t.all())) == 9
-    assert t.reviews == "x.kibitz.reviews" and t.reviews not in t.changelogs()  # the review stage keeps no state
+    assert t.reviews == "x.kibitz.reviews" and t.reviews not in t.changelogs() and t.state_reviews in t.changelogs()
     assert t.pool == "x.kibitz.assessments.events" and t.state_events in t.changelogs()

@@ -157,7 +157,7 @@ def test_with_the_review_on_the_player_step_keeps_its_last_games_and_sends_each_
 
     for i in range(REVIEW_GAMES + 2):
         state, out = apply_player_event(state, result(f"g{i}", "open" if i % 2 else "blitz"), config)
-        assert not any(isinstance(m, ReviewRequest) for m in out)  # no moves counted: no alert, no request
+        assert not any(isinstance(m, ReviewRequest) for m in out)  # no moves counted: no finding, no request
     assert [r.game_id for r in state.records] == [f"g{i}" for i in range(2, REVIEW_GAMES + 2)]
     assert PlayerState.from_dict(state.to_dict()).records == state.records
     assert state.records[-1].clocks == [59.0, 58.5]
@@ -173,6 +173,52 @@ def test_with_the_review_on_the_player_step_keeps_its_last_games_and_sends_each_
     # without the review nothing is kept
     plain, _ = apply_player_event(None, result("g1", "open"), replace(config, review=None))
     assert plain.records == [] and "records" not in plain.to_dict()
+
+
+def test_a_crossing_is_sent_for_review_at_each_game_end_until_it_ends():
+    """The first game end over a tier publishes the alert and sends it for review; each later game end of the same
+    crossing sends the scope's evidence again (unpublished: no new alert), named by the same crossing, so the review
+    sees the scope grow; once the player is under every tier again nothing is sent, and a new crossing has a new name."""
+    import numpy as np
+
+    from analyzers.fairplay import FairPlayMove
+    from streamer.pipeline import PlayerState, ScopeStats, apply_player_event
+
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, review=CALIBRATION)
+    me, other = PlayerInfo(id="p", rating=1800), PlayerInfo(id="q", rating=1800)
+    state = PlayerState("p")
+    state.overall.fair.window = config.player_fair_window
+    rng = np.random.default_rng(3)
+    s, c = MODEL.params(1800.0, "rapid")
+
+    def game(n: int, engine_like: bool, event: str) -> list:
+        gid = f"g{len(state.finished)}"
+        for _ in range(n):
+            losses = [0.0, *np.sort(rng.uniform(0.03, 0.15, 3)).tolist()]
+            w = np.exp(-((np.array(losses) / float(s)) ** float(c)))
+            idx = 0 if engine_like else int(rng.choice(len(losses), p=w / w.sum()))
+            m = FairPlayMove.from_model(losses, idx, float(s), float(c))
+            for scope in (state.games.setdefault(gid, ScopeStats()), state.overall, state.events.setdefault(event, ScopeStats())):
+                scope.fair.add(m)
+        record = GameRecord(game_id=gid, white=me, black=other, event=event, moves=["e2e4"], result="1-0")
+        _, out = apply_player_event(state, GameResult(game_id=gid, player_id="p", color="white", score=1.0, event=event,
+                                                      player=me, opponent=other, record=record), config)
+        return [m for m in out if isinstance(m, FairPlayAlert | ReviewRequest)]
+
+    first = game(45, True, "open")
+    (alert, req) = first
+    assert isinstance(alert, FairPlayAlert) and isinstance(req, ReviewRequest) and req.alert == alert
+    assert req.crossing == "g0" and [g.game_id for g in req.games] == ["g0"]
+    (again,) = game(30, True, "open")  # the same crossing, a larger scope: no alert, a request
+    assert isinstance(again, ReviewRequest) and again.crossing == "g0" and again.alert.moves > alert.moves
+    assert [g.game_id for g in again.games] == ["g0", "g1"]
+    ended = False
+    for _ in range(40):  # honest games dilute the evidence: the player falls under every tier and the crossing ends
+        game(40, False, "later")
+        ended |= state.crossing is None
+    assert ended
+    later = [m for m in game(45, True, "third") if isinstance(m, ReviewRequest)]
+    assert later and later[-1].crossing != "g0"  # a new crossing, named by the game that opened it
 
 
 async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_that_reaches_the_action_tier(stockfish, tmp_path):
@@ -199,13 +245,13 @@ async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_th
     verdicts = [a for a in alerts if a.stage == "review"]
     white = games[0].white.id  # (Black plays the service's own first choices: the service alerts on it too)
     assert all(a.limits == config.limits.key for a in service) and any(a.player_id == white for a in service)
-    assert reviews == {"action": len(verdicts), "cleared": len(service) - len(verdicts), "failed": 0}
-    assert len([a for a in verdicts if a.player_id == white]) == 1, alerts
+    assert reviews["action"] == len(verdicts) and reviews["failed"] == 0
+    assert len([a for a in verdicts if a.player_id == white]) == 1, alerts  # one verdict per crossing
     (v,) = [a for a in verdicts if a.player_id == white]
     assert v.tier == "action" and v.z >= DEFAULT_Z_THRESHOLD and v.statistic == "match"
     assert v.limits == get_profile(REVIEW_PROFILE).limits.key and v.moves >= DEFAULT_MIN_MOVES
     assert v.observed == v.moves  # every counted move is the deeper search's first choice
-    assert (v.scope, v.scope_id) in {(a.scope, a.scope_id) for a in service if a.player_id == white}
+    assert (v.scope, v.scope_id) == ("event", "Review test")
     # the CLI: the same replay with --review publishes the review's verdict too (every search now a cache hit)
     jsonl = tmp_path / "out.jsonl"
     r = subprocess.run([sys.executable, "-m", "streamer.cli", "replay", str(pgn), "--review", "--max-speed", "--no-ui",
@@ -234,7 +280,7 @@ async def test_a_review_that_fails_is_dead_lettered_and_counted_and_the_runtime_
     game = GameRecord(game_id="g1", white=me, black=them, moves=["e2e4"], result="1-0")
     out: list = []
     async with EnginePool(stockfish, size=1) as pool, EmbeddedRuntime(pool, config, out.append, out.append) as rt:
-        rt._route(Output("p", ReviewRequest(player_id="p", alert=alert, games=[game])))
+        rt._route(Output("p", ReviewRequest(player_id="p", crossing="g1", alert=alert, games=[game])))
         await rt.drain()
         assert rt.metrics.reviews.labels("failed")._value.get() == 1
         rt.submit(GameStarted(game_id="g2", white=me, black=them))
