@@ -57,8 +57,7 @@ from analyzers.engine.adapter import GO
 from analyzers.errors import PoisonRecord
 
 from .kafka_config import STAGES, KafkaSettings, running_stages, wait_for_broker
-from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState
-from .review import ReviewState
+from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
 from .state_store import RocksState, TrackedState, encode
 from .steps import Output, Steps, dead_letter
 

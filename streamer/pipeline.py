@@ -664,6 +664,29 @@ class PlayerState:
         return list(self.records)
 
 
+#: Crossings a player's review state remembers a verdict for (the oldest forgotten first).
+REVIEW_VERDICTS = 20
+
+
+@dataclass
+class ReviewState:
+    """What the review stage keeps per player: the crossings it has published a verdict for, so that a crossing
+    reviewed again as its scope grows gets one verdict (one alert per crossing)."""
+
+    player_id: str
+    verdicts: list[str] = field(default_factory=list)
+
+    def copy(self) -> ReviewState:
+        return ReviewState(self.player_id, list(self.verdicts))
+
+    def to_dict(self) -> dict:
+        return {"player_id": self.player_id, "verdicts": list(self.verdicts)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ReviewState:
+        return cls(str(d["player_id"]), [str(v) for v in d["verdicts"]])
+
+
 @dataclass(frozen=True)
 class ModelEstimates:
     """What the move model (and the combination on top of it, when configured) says of one scope."""

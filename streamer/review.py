@@ -175,29 +175,6 @@ async def review_player(pool: EnginePool, config: PipelineConfig, model: MoveMod
     return Review(player_id, [g.game_id for g, _ in mine], limits.key, review_stats(pairs, model, calibration), plies)
 
 
-#: Crossings a player's review state remembers a verdict for (the oldest forgotten first).
-REVIEW_VERDICTS = 20
-
-
-@dataclass
-class ReviewState:
-    """What the review stage keeps per player: the crossings it has published a verdict for, so that a crossing
-    reviewed again as its scope grows gets one verdict (one alert per crossing)."""
-
-    player_id: str
-    verdicts: list[str] = field(default_factory=list)
-
-    def copy(self) -> ReviewState:
-        return ReviewState(self.player_id, list(self.verdicts))
-
-    def to_dict(self) -> dict:
-        return {"player_id": self.player_id, "verdicts": list(self.verdicts)}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ReviewState:
-        return cls(str(d["player_id"]), [str(v) for v in d["verdicts"]])
-
-
 def record_of(game: PgnGame) -> GameRecord:
     """A game as the game step's result carries it (the inverse of :func:`game_of`)."""
     return GameRecord(game_id=game.game_id, white=game.white, black=game.black, event=game.event,

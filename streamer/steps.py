@@ -60,9 +60,11 @@ from schemas import (
 
 from .metrics import Metrics
 from .pipeline import (
+    REVIEW_VERDICTS,
     GameState,
     PipelineConfig,
     PlayerState,
+    ReviewState,
     apply_move,
     apply_player_event,
     assess_move,
@@ -354,8 +356,6 @@ class Steps:
         """Review the request's games: the alert of stage "review" when it reaches the action tier and its crossing
         has none yet, else nothing (a crossing with a verdict is not searched again). A review the engines fail is
         the request's dead letter (its games kept there), counted as failed."""
-        from .review import REVIEW_VERDICTS, ReviewState
-
         if self.reviewer is None:
             return [self.reject(UnsupportedGame("this runtime does not review (--review, with an engine pool)"),
                                 _raw(raw, req), source, key)]
