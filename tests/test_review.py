@@ -290,3 +290,20 @@ async def test_a_review_that_fails_is_dead_lettered_and_counted_and_the_runtime_
     assert isinstance(dead, DeadLetter) and dead.reason == "engine_crashed" and '"game_id":"g1"' in dead.raw
     assert not any(isinstance(m, FairPlayAlert) for m in out)
     assert any(isinstance(m, MoveAssessment) and m.game_id == "g2" for m in out)
+
+
+async def test_a_review_request_that_cannot_be_reviewed_is_dead_lettered_not_lost():
+    """Garbage on the review topic, and a request reaching a runtime without the review (no engine pool): each is a
+    dead letter holding the bytes it came as."""
+    from streamer.steps import Steps
+
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, review=CALIBRATION)
+    steps = Steps(config)  # no engine pool: this runtime cannot review
+    (bad,) = await steps.review_record({}, b"p", b'{"type": "review_request", "player_id": 7', "reviews@0")
+    assert isinstance(bad.message, DeadLetter) and bad.message.reason == "malformed" and bad.message.source == "reviews@0"
+    alert = FairPlayAlert(player_id="p", game_id="g1", scope="game", scope_id="g1", statistic="match", z=2.0,
+                          threshold=1.5, moves=40, observed=30, expected=20, reference_rating=1800, games=1)
+    raw = ReviewRequest(player_id="p", crossing="g1", alert=alert, games=[]).model_dump_json().encode()
+    (refused,) = await steps.review_record({}, b"p", raw, "reviews@1")
+    assert isinstance(refused.message, DeadLetter) and refused.message.reason == "unsupported_game"
+    assert refused.message.raw == raw.decode()
