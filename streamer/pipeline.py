@@ -605,8 +605,11 @@ def _scope(scopes: dict[str, S], key: str, limit: int | None = None, state: Play
 
 
 #: With the review on, a player's state keeps this many of their last finished games (a player-scope alert is reviewed
-#: over them: the scope's window is 300-600 counted moves, about 10-20 games).
+#: over them: the scope's window is 300-600 counted moves, about 10-20 games) ...
 REVIEW_GAMES = 20
+#: ... and at most this many plies of them, so that long games cannot grow the state without bound (a 100-move game's
+#: record is about 1.3 KB; 20 such games are 4,000 plies).
+REVIEW_PLIES = 4_000
 
 
 @dataclass
@@ -919,6 +922,8 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
     out += [pr] if pr else []
     if config.review is not None and r.record is not None:
         state.records = [x for x in state.records if x.game_id != r.game_id][-(REVIEW_GAMES - 1):] + [r.record]
+        while len(state.records) > 1 and sum(len(x.moves) for x in state.records) > REVIEW_PLIES:
+            del state.records[0]
     if r.player.rating:
         alert, finding = _fairplay_alert(state, r, config, game, ev_stats if r.event else None)
         out += [alert] if alert else []

@@ -170,6 +170,16 @@ def test_with_the_review_on_the_player_step_keeps_its_last_games_and_sends_each_
     assert {r.event for r in state.review_games(alert("event", "open"))} == {"open"}
     assert len(state.review_games(alert("event", "open"))) == REVIEW_GAMES // 2
     assert len(state.review_games(alert("player", "p"))) == REVIEW_GAMES
+    # long games: the oldest go first once the kept plies pass REVIEW_PLIES
+    from streamer.pipeline import REVIEW_PLIES
+
+    long = PlayerState("p")
+    for i in range(3):
+        moves = ["e2e4"] * (REVIEW_PLIES * 3 // 8)
+        rec = GameRecord(game_id=f"L{i}", white=me, black=other, moves=moves, clocks=[None] * len(moves), result="1-0")
+        long, _ = apply_player_event(long, GameResult(game_id=f"L{i}", player_id="p", color="white", score=1.0, player=me,
+                                                      opponent=other, record=rec), config)
+    assert [r.game_id for r in long.records] == ["L1", "L2"]
     # without the review nothing is kept
     plain, _ = apply_player_event(None, result("g1", "open"), replace(config, review=None))
     assert plain.records == [] and "records" not in plain.to_dict()
