@@ -492,7 +492,15 @@ def _worker(args: argparse.Namespace) -> int:
 def _transactional_worker(args: argparse.Namespace, settings, config, store_dir: Path | None) -> int:  # noqa: ANN001
     import signal
 
+    from .kafka_config import running_stages
     from .kafka_eos import run_worker
+
+    stages = [x.strip() for x in args.stages.split(",") if x.strip()]
+    unknown = set(stages) - set(STAGES)
+    if unknown or not running_stages(stages, config.review is not None):
+        print(f"kibitz: --stages {args.stages!r}: " + (f"no stage named {', '.join(sorted(unknown))} (the stages: "
+              f"{', '.join(STAGES)})" if unknown else "the review stage runs only with --review"), file=sys.stderr)
+        return EXIT_USAGE
 
     async def main() -> None:
         task = asyncio.current_task()
@@ -505,8 +513,7 @@ def _transactional_worker(args: argparse.Namespace, settings, config, store_dir:
                              go_engines=args.go_engines if args.go else 0, go_engine=args.go_engine,
                              cache_path=args.cache, metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                              transaction_timeout_ms=int(args.transaction_timeout * 1000),
-                             stages=[x.strip() for x in args.stages.split(",") if x.strip()],
-                             store_dir=store_dir)
+                             stages=stages, store_dir=store_dir)
 
     asyncio.run(main())
     return EXIT_OK
