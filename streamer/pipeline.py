@@ -442,7 +442,8 @@ def _maybe_finish(state: GameState) -> list[GameResult]:
     state.ended = True
     s = RESULT_SCORES[ev.result]
     record = GameRecord(game_id=state.game_id, white=state.white, black=state.black, event=state.event,
-                        initial_fen=state.initial_fen, moves=state.moves, clocks=state.clocks,
+                        initial_fen=state.initial_fen, moves=state.moves,
+                        clocks=state.clocks if any(c is not None for c in state.clocks) else [],  # none: not a null per ply
                         result=ev.result) if state.game == "chess" else None
     return [
         GameResult(game=state.game, game_id=state.game_id, player_id=state.white.id, color="white", score=s,
