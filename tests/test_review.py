@@ -158,9 +158,9 @@ def test_with_the_review_on_the_player_step_keeps_its_last_games_and_sends_each_
     for i in range(REVIEW_GAMES + 2):
         state, out = apply_player_event(state, result(f"g{i}", "open" if i % 2 else "blitz"), config)
         assert not any(isinstance(m, ReviewRequest) for m in out)  # no moves counted: no finding, no request
-    assert [r.game_id for r in state.records] == [f"g{i}" for i in range(2, REVIEW_GAMES + 2)]
+    assert [g for g, *_ in state.records] == [f"g{i}" for i in range(2, REVIEW_GAMES + 2)]
     assert PlayerState.from_dict(state.to_dict()).records == state.records
-    assert state.records[-1].clocks == [59.0, 58.5]
+    assert GameRecord.model_validate_json(state.records[-1][3]).clocks == [59.0, 58.5]
 
     def alert(scope: str, scope_id: str) -> FairPlayAlert:
         return FairPlayAlert(player_id="p", game_id="g5", scope=scope, scope_id=scope_id, statistic="match", z=2.0,
@@ -179,7 +179,7 @@ def test_with_the_review_on_the_player_step_keeps_its_last_games_and_sends_each_
         rec = GameRecord(game_id=f"L{i}", white=me, black=other, moves=moves, clocks=[None] * len(moves), result="1-0")
         long, _ = apply_player_event(long, GameResult(game_id=f"L{i}", player_id="p", color="white", score=1.0, player=me,
                                                       opponent=other, record=rec), config)
-    assert [r.game_id for r in long.records] == ["L1", "L2"]
+    assert [g for g, *_ in long.records] == ["L1", "L2"]
     # without the review nothing is kept
     plain, _ = apply_player_event(None, result("g1", "open"), replace(config, review=None))
     assert plain.records == [] and "records" not in plain.to_dict()
