@@ -158,8 +158,9 @@ class PipelineConfig:
     #: limits; without a calibration, Go games are refused (UnsupportedGame)
     go_calibration: Calibration | None = None
     go_limits: GoLimits = GoLimits()
-    #: The review (streamer.review): when set, a runtime that has the games (the embedded one) follows every fair-play
-    #: alert of the service's statistic with a deeper search of the scope it names; this calibrates its expectations
+    #: The review (streamer.review, ``--review``): when set, the player step keeps each player's last games and sends
+    #: every fair-play finding with its scope's games for review (ReviewRequest), which the review step searches
+    #: deeper; this calibrates the review's expectations
     review: ReviewCalibration | None = None
 
     def __post_init__(self) -> None:
