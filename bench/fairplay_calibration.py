@@ -389,15 +389,15 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
     cal, action = deployed.review, deployed.z_threshold
     outs = service_outputs(samples.honest, results, deployed)
     requests = [m for m in outs if isinstance(m, ReviewRequest)]
-    service_action = [m for m in outs if isinstance(m, FairPlayAlert) and m.tier == "action"]
+    published = [m for m in outs if isinstance(m, FairPlayAlert)]
     verdicts = {(r.player_id, r.crossing) for r in requests if request_z(r, results, firsts, model, cal) >= action}
     pevents = len(player_event_units(samples.honest))
     print(f"\nthe service with --review (screening {deployed.screen_z}, action {action}; at each game end of a player over a "
           f"tier the scope of the finding reviewed at {get_profile(REVIEW_PROFILE).limits.key}): honest sample, "
           f"{2 * len(samples.honest)} player-games, {pevents} player-events: {len(requests)} reviews of "
           f"{len({(r.player_id, r.crossing) for r in requests})} crossings (scopes {dict(Counter(r.alert.scope for r in requests))}), "
-          f"{len(verdicts)} verdicts at the action tier ({len({p for p, _ in verdicts})} players); the service's own action "
-          f"alerts: {len(service_action)}")
+          f"{len(verdicts)} verdicts at the action tier ({len({p for p, _ in verdicts})} players); the service's own alerts "
+          f"(screening only with the review): {len(published)}")
     pes = sorted(whole_player_events(samples.events).items())
     print(f"whole player-events, share replaced by the depth-{assist_depth} first choice, each replayed alone: flagged by a "
           "review verdict")

@@ -855,7 +855,10 @@ def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, g
     scopes = [("game", r.game_id, game, 1), ("player", r.player_id, state.overall, state.overall.games)]
     if event is not None:
         scopes.insert(1, ("event", r.event, event, event.games))
-    tiers = {name: stats.fair.tier(config.screen_z, config.z_threshold, config.min_alert_moves) for name, _, stats, _ in scopes}
+    # with the review on, the service's statistic only screens: the action tier is the review's verdict (on rated-dev
+    # the statistic's own action tier alarmed on honest players whom no review confirmed)
+    action = config.z_threshold if config.review is None else math.inf
+    tiers = {name: stats.fair.tier(config.screen_z, action, config.min_alert_moves) for name, _, stats, _ in scopes}
     rank: dict[str | None, int] = {None: 0, **{t: i + 1 for i, t in enumerate(TIERS)}}
     now = max(tiers.values(), key=rank.__getitem__)
     before = state.alert_tier

@@ -255,6 +255,7 @@ async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_th
     verdicts = [a for a in alerts if a.stage == "review"]
     white = games[0].white.id  # (Black plays the service's own first choices: the service alerts on it too)
     assert all(a.limits == config.limits.key for a in service) and any(a.player_id == white for a in service)
+    assert all(a.tier == "screening" for a in service)  # with the review on, the service's statistic only screens
     assert reviews["action"] == len(verdicts) and reviews["failed"] == 0
     assert len([a for a in verdicts if a.player_id == white]) == 1, alerts  # one verdict per crossing
     (v,) = [a for a in verdicts if a.player_id == white]
