@@ -1,6 +1,7 @@
 """Streaming throughput and latency through the real broker and a real `kibitz worker`, engine cost removed.
 
     python bench/throughput.py [--rates 100,500] [--runtime transactional|faust] [--split] [--store memory|rocksdb]
+                               [--calibrated | --review]
 
 1. Fills an analysis cache for the 36 London 2011 games (the embedded runtime, depth 6 multipv 4), so the worker's
    engine searches are all cache hits and what is measured is kibitz + the runtime + Kafka.
@@ -13,6 +14,10 @@
 4. Latency at fixed offered loads: the same games under new ids, moves sent at each of --rates per second; for each move the
    time from its send to its PerceivedRating read back; p50 and p99.
 Targets: >= 2,000 moves/s per worker; p99 < 100 ms at 500 moves/s.
+
+``--calibrated`` runs the profile's own limits (fast: depth 8, multipv 5) instead of the shallower ones, and
+``--review`` the same with the worker's ``--review``: London 2011 raises no fair-play finding, so what it measures is
+the cost of keeping each player's last games in the rate stage's state; compare it with ``--calibrated``.
 """
 
 from __future__ import annotations
@@ -122,18 +127,22 @@ def main() -> None:
     ap.add_argument("--split", action="store_true", help="transactional: the two stages in two processes (two cores)")
     ap.add_argument("--store", choices=["memory", "rocksdb"], default="memory", help="the worker's state store")
     ap.add_argument("--passes", type=int, default=3, help="timed throughput passes after the cold one (default %(default)s)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--calibrated", action="store_true", help="the profile's own limits (depth 8, multipv 5)")
+    mode.add_argument("--review", action="store_true", help="the profile's own limits and the worker's --review")
     args = ap.parse_args()
+    limits = [] if args.calibrated or args.review else LIMITS
     pgn = ROOT / "tests/fixtures/london_chess_classic_2011.pgn"
     games = list(read_pgn_games(pgn))
     CACHE.parent.mkdir(exist_ok=True)
     subprocess.run([sys.executable, "-m", "streamer.cli", "replay", str(pgn), "--max-speed", "--no-ui", "--cache", str(CACHE),
-                    *LIMITS, "--engines", "2"], cwd=ROOT, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    *limits, "--engines", "2"], cwd=ROOT, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     broker = Broker()
     address = broker.start()
     prefix = fresh_prefix()
     topics = Topics(prefix=prefix)
-    common = [*LIMITS, "--engines", "1", "--cache", str(CACHE), "--runtime", args.runtime, "--store", args.store,
-              "--data-dir", str(ROOT / ".cache" / "bench-state")]
+    common = [*limits, "--engines", "1", "--cache", str(CACHE), "--runtime", args.runtime, "--store", args.store,
+              "--data-dir", str(ROOT / ".cache" / "bench-state"), *(["--review"] if args.review else [])]
     workers = start_workers(address, prefix, *common, split=args.split)
     try:
         # warm-up: one game under its own id, so startup and the first rebalance are not timed
@@ -153,7 +162,8 @@ def main() -> None:
             w.stop()
         broker.stop()
     print(f"throughput: {len(games)} London 2011 games, {moves} moves, {len(all_events)} events; analyses from cache; 1 worker "
-          f"({args.runtime} runtime{', stages in 2 processes' if args.split else ''}, {args.store} store), 1 engine")
+          f"({args.runtime} runtime{', stages in 2 processes' if args.split else ''}, {args.store} store), 1 engine, "
+          f"{'profile limits' + (' and --review' if args.review else '') if limits == [] else 'limits ' + ' '.join(LIMITS)}")
     print(f"  bare broker, produce + consume {len(all_events)} records: {len(all_events) / base:8.0f} records/s")
     print(f"  kibitz worker, cold pass (analyses read from SQLite): {moves / cold:8.0f} moves/s")
     print(f"  kibitz worker, moves in -> perceived ratings out:    {moves / elapsed:8.0f} moves/s, median of {len(passes)} "
