@@ -6,8 +6,8 @@ then, inline, the pool step (for games in an event, with event pooling configure
 (:class:`~streamer.steps.Steps`, the driver every runtime calls). Rejected input becomes a :class:`~schemas.DeadLetter`
 handed to ``on_reject``; the stream goes on.
 
-With ``config.review`` (``--review``) each review request of the player step (an alert of the service's statistic and
-its scope's games) is reviewed in a task of its own, a deeper search on the same engines (:meth:`Steps.review`); a
+With ``config.review`` (``--review``) each review request of the player step (a finding of the service's statistic and
+its scope's games) is reviewed in a task of its own, one player's after another, a deeper search on the same engines (:meth:`Steps.review`); a
 review that reaches the action tier goes to the sink as an alert of stage "review". :meth:`EmbeddedRuntime.drain`
 waits for the reviews too.
 """

@@ -12,7 +12,8 @@ only in how they store state and where they send outputs; what happens to an eve
   player's event prior attached (docs/models.md s. 12);
 - :meth:`Steps.player` (keyed by player): an assessment or game result updates the
   :class:`~streamer.pipeline.PlayerState` and returns perceived ratings, Glicko-2 updates and fair-play alerts (and,
-  with the review on, a :class:`~schemas.ReviewRequest` per alert, :attr:`Route.REVIEWS`, keyed by player);
+  with the review on, a :class:`~schemas.ReviewRequest` at each game end of a player over a fair-play tier,
+  :attr:`Route.REVIEWS`, keyed by player);
 - :meth:`Steps.review` (keyed by player; with the review on): a review request's games are searched again deeper
   (:class:`~streamer.review.Reviewer`), and a review that reaches the action tier is an alert of stage "review".
 
