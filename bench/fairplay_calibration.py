@@ -152,17 +152,18 @@ def main() -> None:
             results, assisted = await analyse(pool, config, samples, assist_events=args.assist_events,
                                               assist=Limits(depth=args.assist_depth, multipv=1))
             # the review's searches: the bench's player-events, and the games of every request the service sends
-            units = review_units(samples, results, model) + request_units(honest_requests(samples, results, deployed), samples)
+            outs = service_outputs(samples.honest, results, deployed)
+            units = review_units(samples, results, model) + request_units(outs, samples)
             units = list({(g.game_id, c): (g, c) for g, c in units}.values())
-            return results, assisted, await first_choices(pool, units, results, get_profile(REVIEW_PROFILE).limits)
+            return results, assisted, outs, await first_choices(pool, units, results, get_profile(REVIEW_PROFILE).limits)
 
-    results, assisted, firsts = asyncio.run(run())
+    results, assisted, deployed_outs, firsts = asyncio.run(run())
     if args.warm:
         return
     report(samples, results, assisted, model, args.seed, config.profile, args.assist_depth)
     service_alert_report(samples.honest, results, service)
     review_report(samples, results, assisted, firsts, model, args.seed, args.assist_depth)
-    deployed_report(samples, results, assisted, firsts, model, deployed, args.seed, args.assist_depth)
+    deployed_report(samples, results, assisted, firsts, model, deployed, deployed_outs, args.seed, args.assist_depth)
 
 
 def event_moves(pid: str, games: list[PgnGame], results: dict[str, list[MoveAssessment]], assisted: Assisted, frac: float,
@@ -362,16 +363,12 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
 
 
 
-def honest_requests(samples: Samples, results: dict[str, list[MoveAssessment]], deployed: PipelineConfig) -> list[ReviewRequest]:
-    """The review requests the service with --review sends on the honest sample."""
-    return [m for m in service_outputs(samples.honest, results, deployed) if isinstance(m, ReviewRequest)]
-
-
-def request_units(requests: Iterable[ReviewRequest], samples: Samples) -> list[tuple[PgnGame, str]]:
-    """(game, the requested player's color) of every game the requests hold: what their reviews search."""
+def request_units(outputs: Iterable[FairPlayAlert | ReviewRequest], samples: Samples) -> list[tuple[PgnGame, str]]:
+    """(game, the requested player's color) of every game the review requests among ``outputs`` hold: what their
+    reviews search."""
     by_id = {g.game_id: g for g in samples.honest}
-    return [(by_id[g.game_id], "white" if g.white.id == r.player_id else "black") for r in requests for g in r.games
-            if g.game_id in by_id]
+    return [(by_id[g.game_id], "white" if g.white.id == r.player_id else "black") for r in outputs
+            if isinstance(r, ReviewRequest) for g in r.games if g.game_id in by_id]
 
 
 def request_z(req: ReviewRequest, results: dict[str, list[MoveAssessment]], firsts, model, calibration) -> float:  # noqa: ANN001
@@ -380,14 +377,15 @@ def request_z(req: ReviewRequest, results: dict[str, list[MoveAssessment]], firs
     return reviewed_z(moves, firsts, model, calibration)
 
 
-def deployed_report(samples, results, assisted, firsts, model, deployed: PipelineConfig, seed: int, assist_depth: int) -> None:  # noqa: ANN001
+def deployed_report(samples, results, assisted, firsts, model, deployed: PipelineConfig,  # noqa: ANN001
+                    outs: list[FairPlayAlert | ReviewRequest], seed: int, assist_depth: int) -> None:
     """The service as `kibitz worker --review` runs it: at each game end of a player over a tier, the scope of its
     finding (any scope) is reviewed over the games the player step sends with it, and the review's z at the action
     tier is the verdict, one per crossing.
-    Honest: the verdicts on the honest sample. Detection: each whole player-event replayed alone with a share of the
-    player's moves assisted; flagged when a review of it reaches the action tier."""
+    Honest: the verdicts on the honest sample (``outs``: :func:`service_outputs` of it under ``deployed``). Detection:
+    each whole player-event replayed alone with a share of the player's moves assisted; flagged when a review of it
+    reaches the action tier."""
     cal, action = deployed.review, deployed.z_threshold
-    outs = service_outputs(samples.honest, results, deployed)
     requests = [m for m in outs if isinstance(m, ReviewRequest)]
     published = [m for m in outs if isinstance(m, FairPlayAlert)]
     verdicts = {(r.player_id, r.crossing) for r in requests if request_z(r, results, firsts, model, cal) >= action}

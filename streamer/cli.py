@@ -495,11 +495,10 @@ def _transactional_worker(args: argparse.Namespace, settings, config, store_dir:
     from .kafka_config import running_stages
     from .kafka_eos import run_worker
 
-    stages = [x.strip() for x in args.stages.split(",") if x.strip()]
-    unknown = set(stages) - set(STAGES)
-    if unknown or not running_stages(stages, config.review is not None):
-        print(f"kibitz: --stages {args.stages!r}: " + (f"no stage named {', '.join(sorted(unknown))} (the stages: "
-              f"{', '.join(STAGES)})" if unknown else "the review stage runs only with --review"), file=sys.stderr)
+    try:
+        stages = running_stages([x.strip() for x in args.stages.split(",") if x.strip()], config.review is not None)
+    except ValueError as e:
+        print(f"kibitz: --stages {args.stages!r}: {e}", file=sys.stderr)
         return EXIT_USAGE
 
     async def main() -> None:

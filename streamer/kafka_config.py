@@ -24,8 +24,15 @@ STAGES = ("analyse", "pool", "rate", "review")
 
 
 def running_stages(stages: Sequence[str], review: bool) -> list[str]:
-    """The stages among ``stages`` a worker runs: the review stage only when the service reviews (--review)."""
-    return [s for s in stages if s != "review" or review]
+    """The stages among ``stages`` a worker runs: the review stage only when the service reviews (--review). Raises
+    ValueError for a name that is no stage, or when none is left to run."""
+    unknown = sorted(set(stages) - set(STAGES))
+    if unknown:
+        raise ValueError(f"no stage named {', '.join(unknown)} (the stages: {', '.join(STAGES)})")
+    running = [s for s in stages if s != "review" or review]
+    if not running:
+        raise ValueError("the review stage runs only with --review")
+    return running
 
 
 class Topics(BaseModel):

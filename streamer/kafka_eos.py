@@ -559,9 +559,7 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
     ``store_dir`` (this worker's own directory), state is in RocksDB under ``store_dir/<stage>/`` (streamer.state_store).
     With ``go_engines`` (and ``config.go_calibration``), the analyse stage also searches Go positions with a pool of that
     many GTP engines."""
-    stages = running_stages(stages, config.review is not None)
-    if not stages:
-        raise ValueError("no stage to run: the review stage runs only with --review")
+    stages = running_stages(stages, config.review is not None)  # raises for a name that is no stage
     _retry_concurrent_transactions_sooner()
     await wait_for_broker(settings)
     await ensure_topics(settings)
@@ -586,9 +584,6 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
             # one review per transaction, in order: each is seconds of searches, and nothing else waits on this stage
             review: StageConfig(review, t.reviews, t.state_reviews, steps.review_record, ReviewState, max_records=1),
         }
-        unknown = set(stages) - configs.keys()
-        if unknown or not stages:
-            raise ValueError(f"stages must be among {', '.join(STAGES)}; got {', '.join(stages) or 'none'}")
         runners = [Stage(settings, configs[name], instance_id, transaction_timeout_ms=transaction_timeout_ms,
                          store_dir=store_dir / name if store_dir else None, metrics=metrics)
                    for name in STAGES if name in stages]

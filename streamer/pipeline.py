@@ -241,6 +241,10 @@ class GameState:
             self._position = pos
         return self._position
 
+    def recorded_clocks(self) -> list[float | None]:
+        """The clocks a stored state or a game's record carries: none for a game without clocks (not a null per ply)."""
+        return list(self.clocks) if any(c is not None for c in self.clocks) else []
+
     def copy(self) -> GameState:
         """An independent copy (its own move and clock lists; the position is rebuilt from the moves if it is
         needed), for a stage that may have to put a game back as it was before a record: a few us, where to_dict
@@ -255,7 +259,7 @@ class GameState:
         return {
             "format": STATE_FORMAT, "game_id": self.game_id, "white": self.white.model_dump(), "black": self.black.model_dump(),
             "event": self.event, "initial_fen": self.initial_fen, "moves": list(self.moves),
-            **({"clocks": list(self.clocks)} if any(c is not None for c in self.clocks) else {}),
+            **({"clocks": clocks} if (clocks := self.recorded_clocks()) else {}),
             "pending_end": self.pending_end.model_dump() if self.pending_end else None, "ended": self.ended,
             "time_class": self.time_class, "clock_base": self.clock_base, "last_clock": list(self.last_clock),
             "touched": self.touched, "input_offset": self.input_offset,
@@ -443,8 +447,7 @@ def _maybe_finish(state: GameState) -> list[GameResult]:
     state.ended = True
     s = RESULT_SCORES[ev.result]
     record = GameRecord(game_id=state.game_id, white=state.white, black=state.black, event=state.event,
-                        initial_fen=state.initial_fen, moves=state.moves,
-                        clocks=state.clocks if any(c is not None for c in state.clocks) else [],  # none: not a null per ply
+                        initial_fen=state.initial_fen, moves=state.moves, clocks=state.recorded_clocks(),
                         result=ev.result) if state.game == "chess" else None
     return [
         GameResult(game=state.game, game_id=state.game_id, player_id=state.white.id, color="white", score=s,
@@ -865,6 +868,13 @@ def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, g
     if now is None:
         state.alert_tier = state.crossing = None  # under every tier: re-armed
         return None, None
+    if before is None:
+        state.crossing = r.game_id  # the game whose end opened this crossing names it
+    crossed = rank[now] > rank[before]
+    if not crossed and config.review is None:
+        # no new crossing: still over a tier already alerted (a z that dips under the action tier and rises again is
+        # the same finding; only falling under the screening tier re-arms the alerts); only the review reads the finding
+        return None, None
     name, scope_id, stats, games = max(((n, i, st, g) for n, i, st, g in scopes if tiers[n] == now),
                                        key=lambda x: x[2].fair.strongest()[1])
     stat, z = stats.fair.strongest()
@@ -877,11 +887,7 @@ def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, g
         expected=round(exp, 4), reference_rating=r.player.rating, reference_source="declared", games=games,
         plies=list(game.fair_plies), limits=config.limits.key,
     )
-    if before is None:
-        state.crossing = r.game_id  # the game whose end opened this crossing names it
-    if rank[now] <= rank[before]:
-        # no new crossing: still over a tier already alerted (a z that dips under the action tier and rises again is
-        # the same finding; only falling under the screening tier re-arms the alerts)
+    if not crossed:
         return None, finding
     state.alert_tier = now
     return finding, finding
