@@ -32,6 +32,7 @@ from typing import Any
 
 from .calibrations import read_fitted
 from .posterior import K_PAWNS
+from .ratingmodel import RATING_CENTER, RATING_SCALE
 
 #: Action threshold: P(Z >= 4.75) is about 1e-6.
 DEFAULT_Z_THRESHOLD = 4.75
@@ -205,21 +206,28 @@ class FairPlayStats:
 @dataclass(frozen=True, slots=True)
 class ReviewCalibration:
     """How often honest players play a deeper search's first choice, from the move model's probability p of that move
-    (docs/models.md s. 7, the review; fitted on rated-dev by ``bench/fit_review.py``):
+    (docs/models.md s. 7, the review; fitted on rated-dev and elite-otb by ``bench/fit_review.py``):
 
-        P(match) = sigmoid(b0 + b1 logit(p) + b2 top),   top = 1 when it is also the service's first candidate.
+        P(match) = sigmoid(b0 + b1 logit(p) + b2 top + b3 z),   top = 1 when it is also the service's first candidate,
+                                                                 z = (R - 1800) / 400, R the reference rating.
 
     The model prices every move from the service's shallower values, in which the deeper choice is often not the
-    best; honest players find it more often than those values say."""
+    best; honest players find it more often than those values say, and the stronger they are the more often (b3:
+    an elite classical player finds the deeper move that the shallow search misses). A calibration without b3
+    (earlier files) reads it as 0."""
 
     b0: float
     b1: float
     b2: float
+    b3: float = 0.0
     command: str = ""
 
-    def probability(self, p: float, top: bool) -> float:
+    def probability(self, p: float, top: bool, rating: float | None = None) -> float:
+        """P(match) for a move the model gives probability ``p``; ``rating`` None or 0 (unknown) counts as the
+        centre of the scale (z = 0)."""
         p = min(max(p, 1e-6), 1.0 - 1e-6)
-        x = self.b0 + self.b1 * math.log(p / (1.0 - p)) + self.b2 * top
+        z = (rating - RATING_CENTER) / RATING_SCALE if rating else 0.0
+        x = self.b0 + self.b1 * math.log(p / (1.0 - p)) + self.b2 * top + self.b3 * z
         return 1.0 / (1.0 + math.exp(-x))
 
     def to_dict(self) -> dict[str, Any]:
@@ -229,4 +237,6 @@ class ReviewCalibration:
     def load(cls, profile: str, path: str | Path | None = None) -> ReviewCalibration | None:
         """The shipped calibration of ``profile`` (``analyzers/calibrations/<profile>.review.json``), or None."""
         d = read_fitted(f"{profile}.review.json", path)
-        return cls(float(d["b0"]), float(d["b1"]), float(d["b2"]), str(d.get("command", ""))) if d else None
+        if not d:
+            return None
+        return cls(float(d["b0"]), float(d["b1"]), float(d["b2"]), float(d.get("b3", 0.0)), str(d.get("command", "")))

@@ -1,18 +1,23 @@
-"""Fit the review's expected matches (streamer/review.py, docs/models.md s. 7) on rated-dev. Never on rated-holdout.
+"""Fit the review's expected matches (streamer/review.py, docs/models.md s. 7) on rated-dev and elite-otb. Never on
+rated-holdout.
 
-    python bench/fit_review.py [--profile fast] [--dev 300] [--seed 0] [--write]
+    python bench/fit_review.py [--profile fast] [--dev 300] [--elite 0] [--seed 0] [--write]
 
 The review matches a player's moves against a deeper search's first choice (profile ``deep``: depth 12, one PV),
 each expected with the move model's probability p of that move, which the model computes from the service's
 shallower values. There the deeper choice is often second or third, and honest players find it more often than
 those values say: uncorrected, the review's z of honest held-out player-events has mean +3.4 and sd 2.6. This fits
 
-    P(match) = sigmoid(b0 + b1 logit(p) + b2 top)      (analyzers.fairplay.ReviewCalibration)
+    P(match) = sigmoid(b0 + b1 logit(p) + b2 top [+ b3 z])      (analyzers.fairplay.ReviewCalibration)
 
-by maximum likelihood (scikit-learn) on every counted move of the rated-dev player-events sample (the first
-``--dev`` games of the sample bench/warm_cache.py analyses; the service's analyses come from the analysis cache, the
-depth-12 searches are made here and cached), and prints, per player-event of 40+ counted moves, the review's z
-with the raw p and with the fit cross-validated by event (two folds: no event on both sides). ``--write`` saves
+(z = (R - 1800) / 400, the reference rating) by maximum likelihood (scikit-learn) on every counted move of the
+rated-dev player-events sample (the first ``--dev`` games of the sample bench/warm_cache.py analyses) and of
+``--elite`` elite-otb games (the top of the scale, over-the-board classical play, which rated-dev lacks; any game also
+in ../shared/data/pgn/ferreira-2012 is left out, so those events stay a check). The service's analyses come from the
+analysis cache, the depth-12 searches are made here and cached. The rating term is kept only if it improves the
+log-likelihood of the moves cross-validated by group (two folds; a group is a rated-dev event or an elite player, on
+one side only). It prints, per honest scope of 40+ counted moves (a rated-dev player-event; an elite player's sampled
+games in runs of 9), the review's z with the raw p and with each fit, cross-validated. ``--write`` saves
 analyzers/calibrations/<profile>.review.json, fitted on every move, with the command.
 
 Needs scikit-learn (``pip install -e '.[bench]'``).
@@ -28,33 +33,71 @@ from collections import defaultdict
 import numpy as np
 from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir
 from sklearn.linear_model import LogisticRegression
+from warm_cache import ELITE_FILE
 
 from analyzers.engine import EnginePool
 from analyzers.fairplay import DEFAULT_MIN_MOVES, FairPlayStats, ReviewCalibration
 from analyzers.profiles import get_profile
-from analyzers.ratingmodel import load_move_model
+from analyzers.ratingmodel import RATING_CENTER, RATING_SCALE, load_move_model
 from schemas import MoveAssessment
-from streamer.batch import assess_games, sample_player_events
+from streamer.batch import assess_games, sample_player_events, sample_rated_games_from_file
+from streamer.ingest import PgnGame, read_pgn_games
 from streamer.pipeline import PipelineConfig
 from streamer.review import REVIEW_PROFILE, first_choices, review_move
 
-#: One row per counted move: (event, player id, the service's assessment, the deeper search's first choice).
-Row = tuple[str, str, MoveAssessment, str]
+#: One row per counted move: (scope, fold group, player id, the service's assessment, the deeper search's first
+#: choice). A scope is what a z is computed over (a rated-dev player-event; an elite player's games in runs of
+#: :data:`ELITE_RUN`); a fold group is kept on one side of the cross-validation (a rated-dev event; an elite player).
+Row = tuple[str, str, str, MoveAssessment, str]
+
+#: Elite-otb games are a random draw from one archive, a player's games from many years: their honest scopes are runs
+#: of this many sampled games of one player (an event's worth, as the detection criterion's 9 games).
+ELITE_RUN = 9
+
+
+def ferreira_keys(data) -> set[tuple[str, ...]]:  # noqa: ANN001
+    """The move lists of every game in pgn/ferreira-2012 (the check events; left out of the fit)."""
+    return {tuple(g.moves) for path in sorted((data / "pgn" / "ferreira-2012").glob("*.pgn")) for g in read_pgn_games(path)}
+
+
+def sampled_games(args: argparse.Namespace) -> tuple[list[PgnGame], list[PgnGame]]:
+    """(rated-dev games, elite-otb games) of the fit, as bench/warm_cache.py draws them."""
+    data = data_dir(args, "pgn/rated-dev", *(["pgn/elite-otb", "pgn/ferreira-2012"] if args.elite else []))
+    dev = sample_player_events(data / "pgn" / "rated-dev", args.dev, seed=args.seed)
+    elite: list[PgnGame] = []
+    if args.elite:
+        skip = ferreira_keys(data)
+        drawn = sample_rated_games_from_file(data.joinpath(*ELITE_FILE), args.elite, seed=args.seed)
+        elite = [g for g in drawn if tuple(g.moves) not in skip]
+        print(f"elite-otb: {len(elite)} of {len(drawn)} games ({len(drawn) - len(elite)} also in ferreira-2012, left out)")
+    return dev, elite
 
 
 async def rows(args: argparse.Namespace, config: PipelineConfig) -> list[Row]:
-    games = sample_player_events(data_dir(args, "pgn/rated-dev") / "pgn" / "rated-dev", args.dev, seed=args.seed)
+    dev, elite = sampled_games(args)
+    games = dev + elite
     limits = get_profile(REVIEW_PROFILE).limits
     async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
         assessed = await assess_games(games, pool, config)
         units = [(g, color) for g in games for color in ("white", "black")]
         firsts = await first_choices(pool, units, assessed, limits)
+    is_elite = {g.game_id for g in elite}
+    runs: dict[str, int] = defaultdict(int)  # elite player -> games of theirs seen so far
     out: list[Row] = []
     for g, color in units:
         deep = firsts.get((g.game_id, color), {})
         pid = g.white.id if color == "white" else g.black.id
-        out += [(g.event, pid, a, deep[a.ply]) for a in assessed.get(g.game_id, []) if a.color == color and a.ply in deep]
+        if g.game_id in is_elite:
+            scope, group = f"elite:{pid}:{runs[pid] // ELITE_RUN}", f"elite:{pid}"
+            runs[pid] += 1
+        else:
+            scope = group = g.event
+        out += [(scope, group, pid, a, deep[a.ply]) for a in assessed.get(g.game_id, []) if a.color == color and a.ply in deep]
     return out
+
+
+#: The fits compared: name -> whether the rating term is in.
+FITS = {"logit(p), top": False, "logit(p), top, rating": True}
 
 
 def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -64,30 +107,39 @@ def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return lr.coef_[0]
 
 
-def design(raw: list[tuple[float, bool, int]]) -> tuple[np.ndarray, np.ndarray]:
+def design(raw: list[tuple[float, bool, float, int]], rating: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The columns (1, logit p, top[, z]) and the outcomes (matched) of ``raw`` rows (p, top, z, matched)."""
     p = np.clip(np.array([r[0] for r in raw]), 1e-6, 1 - 1e-6)
-    x = np.column_stack([np.ones(len(raw)), np.log(p / (1 - p)), [float(r[1]) for r in raw]])
-    return x, np.array([r[2] for r in raw], dtype=float)
+    cols = [np.ones(len(raw)), np.log(p / (1 - p)), [float(r[1]) for r in raw]] + ([[r[2] for r in raw]] if rating else [])
+    return np.column_stack(cols), np.array([r[3] for r in raw], dtype=float)
 
 
-def event_z(data: list[Row], model, calibration: ReviewCalibration | None) -> list[float]:  # noqa: ANN001
-    """The review's match z per player-event with DEFAULT_MIN_MOVES+ counted moves."""
+def calibration_of(b: np.ndarray, command: str = "") -> ReviewCalibration:
+    return ReviewCalibration(*map(float, b[:3]), float(b[3]) if len(b) > 3 else 0.0, command=command)
+
+
+def scope_z(data: list[Row], model, calibration: ReviewCalibration | None) -> dict[str, float]:  # noqa: ANN001
+    """The review's match z per scope with DEFAULT_MIN_MOVES+ counted moves."""
     scopes: dict[tuple[str, str], FairPlayStats] = defaultdict(FairPlayStats)
-    for event, pid, a, deep in data:
-        scopes[(event, pid)].add(review_move(a, deep, model, calibration))
-    return [s.z_match for s in scopes.values() if s.n >= DEFAULT_MIN_MOVES]
+    for scope, _, pid, a, deep in data:
+        scopes[(scope, pid)].add(review_move(a, deep, model, calibration))
+    return {scope: s.z_match for (scope, _), s in scopes.items() if s.n >= DEFAULT_MIN_MOVES}
 
 
-def describe(label: str, zs: list[float]) -> None:
-    z = np.array(zs)
-    print(f"{label:<34} {len(z):>5} {z.mean():+6.2f} {z.std(ddof=1):5.2f} "
-          + "  ".join(f"{np.mean(z >= t):6.1%}" for t in (2.0, 3.0, 4.75)))
+def describe(label: str, zs: dict[str, float]) -> None:
+    for part, keep in (("rated-dev", lambda k: not k.startswith("elite:")), ("elite-otb", lambda k: k.startswith("elite:"))):
+        z = np.array([v for k, v in zs.items() if keep(k)])
+        if len(z) < 2:
+            continue
+        print(f"{label:<34} {part:<10} {len(z):>5} {z.mean():+6.2f} {z.std(ddof=1):5.2f} "
+              + "  ".join(f"{np.mean(z >= t):6.1%}" for t in (2.0, 3.0, 4.75)) + f"  {z.max():+6.2f}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="fast")
     ap.add_argument("--dev", type=int, default=300, help="games of the rated-dev player-events sample")
+    ap.add_argument("--elite", type=int, default=0, help="elite-otb games (as bench/warm_cache.py draws them)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", type=int, default=2)
     ap.add_argument("--write", action="store_true")
@@ -99,32 +151,48 @@ def main() -> None:
         raise SystemExit(f"profile {args.profile} has no move model")
     data = asyncio.run(rows(args, config))
 
-    def raw(part: list[Row]) -> list[tuple[float, bool, int]]:
+    def raw(part: list[Row]) -> list[tuple[float, bool, float, int]]:
         out = []
-        for _, _, a, deep in part:
+        for _, _, _, a, deep in part:
             m = review_move(a, deep, model)
             if m is not None:
-                out.append((m.p_top, deep == a.candidates[0].uci, m.matched))
+                z = (float(a.reference_rating or RATING_CENTER) - RATING_CENTER) / RATING_SCALE
+                out.append((m.p_top, deep == a.candidates[0].uci, z, m.matched))
         return out
 
-    events = sorted({r[0] for r in data})
-    fold_of = {e: i % 2 for i, e in enumerate(events)}
-    cv: list[float] = []
-    for k in (0, 1):
-        b = fit(*design(raw([r for r in data if fold_of[r[0]] != k])))
-        cv += event_z([r for r in data if fold_of[r[0]] == k], model, ReviewCalibration(*map(float, b)))
-    b = fit(*design(raw(data)))
-    final = ReviewCalibration(*map(float, b), command=f"python bench/fit_review.py --profile {args.profile} --dev {args.dev} "
-                                                      f"--seed {args.seed} --write")
-    x, y = design(raw(data))
+    groups = sorted({r[1] for r in data})
+    fold_of = {e: i % 2 for i, e in enumerate(groups)}
+    cv_z: dict[str, dict[str, float]] = {}
+    cv_ll: dict[str, float] = {}
+    for name, rating in FITS.items():
+        cv_z[name], ll, n = {}, 0.0, 0
+        for k in (0, 1):
+            b = fit(*design(raw([r for r in data if fold_of[r[1]] != k]), rating))
+            held = [r for r in data if fold_of[r[1]] == k]
+            x, y = design(raw(held), rating)
+            q = np.clip(1 / (1 + np.exp(-x @ b)), 1e-12, 1 - 1e-12)
+            ll, n = ll + float(np.sum(y * np.log(q) + (1 - y) * np.log(1 - q))), n + len(y)
+            cv_z[name].update(scope_z(held, model, calibration_of(b)))
+        cv_ll[name] = ll / n
+    chosen = max(FITS, key=lambda k: cv_ll[k])
+    command = (f"python bench/fit_review.py --profile {args.profile} --dev {args.dev} --elite {args.elite} "
+               f"--seed {args.seed} --write")
+    x, y = design(raw(data), FITS[chosen])
+    final = calibration_of(fit(x, y), command)
+    n_dev = sum(1 for r in data if not r[0].startswith("elite:"))
     print(f"review calibration: profile {args.profile}, review {get_profile(REVIEW_PROFILE).limits.key}, {len(y)} counted moves "
-          f"of {len({(r[0], r[1]) for r in data})} rated-dev player-events ({len(events)} events); matched {y.mean():.3f}, "
-          f"raw model p {np.mean(1 / (1 + np.exp(-x[:, 1]))):.3f}")
-    print(f"P(match) = sigmoid({final.b0:+.3f} {final.b1:+.3f} logit(p) {final.b2:+.3f} top)")
-    print("\nreview z per player-event (40+ counted moves)   n   mean    sd  >=2.0  >=3.0  >=4.75")
-    describe("raw model p", event_z(data, model, None))
-    describe("fitted, cross-validated by event", cv)
-    describe("fitted on all (in-sample)", event_z(data, model, final))
+          f"({n_dev} of rated-dev: {len({r[1] for r in data if not r[0].startswith('elite:')})} events; "
+          f"{len(data) - n_dev} of elite-otb: {len({r[2] for r in data if r[0].startswith('elite:')})} players); "
+          f"matched {y.mean():.3f}, raw model p {np.mean(1 / (1 + np.exp(-x[:, 1]))):.3f}")
+    print("\nlog-likelihood per move, cross-validated by group (2 folds)")
+    for name in FITS:
+        print(f"  {name:<24} {cv_ll[name]:.5f}{'   <- kept' if name == chosen else ''}")
+    print(f"P(match) = sigmoid({final.b0:+.3f} {final.b1:+.3f} logit(p) {final.b2:+.3f} top {final.b3:+.3f} z)")
+    print("\nreview z per honest scope (40+ counted moves)            n   mean    sd  >=2.0  >=3.0  >=4.75     max")
+    describe("raw model p", scope_z(data, model, None))
+    for name in FITS:
+        describe(f"{name}, cross-validated", cv_z[name])
+    describe("kept, fitted on all (in-sample)", scope_z(data, model, final))
     if args.write:
         path = ROOT / "analyzers" / "calibrations" / f"{args.profile}.review.json"
         path.write_text(json.dumps(final.to_dict(), indent=2) + "\n")

@@ -72,7 +72,7 @@ class EmbeddedRuntime:
         ]
         self._workers: list[asyncio.Task] = []
         self._reviews: set[asyncio.Task] = set()
-        self.review_states = LruMap(max_players, self._evicted("player"))  # each player's crossings with a verdict
+        self.review_states = LruMap(max_players, self._evicted("review"))  # each player's crossings with a verdict
         self._review_locks: dict[str, asyncio.Lock] = {}  # one review at a time per player (one verdict per crossing)
 
     async def __aenter__(self) -> EmbeddedRuntime:

@@ -45,7 +45,7 @@ class Metrics:
         self.events = Counter("kibitz_events", "input events accepted for processing", ["type"], registry=self.registry)
         self.rejected = Counter("kibitz_rejected", "input rejected and dead-lettered", ["reason"], registry=self.registry)
         self.evicted = Counter("kibitz_evicted", "state dropped to keep memory bounded (idle games, least recently "
-                               "used games and players of the embedded runtime)", ["what"], registry=self.registry)
+                               "used games, players and review states of the embedded runtime)", ["what"], registry=self.registry)
         self.outputs = Counter("kibitz_outputs", "messages published", ["type"], registry=self.registry)
         self.step_seconds = Histogram("kibitz_move_seconds", "time from a move's arrival at its worker to its rating",
                                       buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=self.registry)

@@ -94,7 +94,7 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel,
     m = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons), target=target)
     if m is None or calibration is None:
         return m
-    return replace(m, p_top=calibration.probability(m.p_top, target == 0))
+    return replace(m, p_top=calibration.probability(m.p_top, target == 0, a.reference_rating))
 
 
 def review_stats(moves: Iterable[tuple[MoveAssessment, str]], model: MoveModel,

@@ -73,7 +73,7 @@ def test_a_match_is_playing_the_deeper_choice_expected_with_the_models_probabili
     assert unlisted.p_top == pytest.approx(model_terms([*values, -30], 1, 4).p_top)
     # the calibration maps the probability, a match stays a match
     cal = review_move(a, "d2d4", MODEL, CALIBRATION)
-    assert cal is not None and cal.matched == 1 and cal.p_top == pytest.approx(CALIBRATION.probability(hit.p_top, False))
+    assert cal is not None and cal.matched == 1 and cal.p_top == pytest.approx(CALIBRATION.probability(hit.p_top, False, a.reference_rating))
 
 
 def test_the_review_counts_only_the_moves_the_service_counts():
@@ -95,6 +95,20 @@ def test_the_shipped_calibration_raises_the_probability_of_a_deeper_choice_the_s
     for p in (0.2, 0.3, 0.5):  # the typical range: honest players find the deeper move more often than shallow values say
         assert CALIBRATION.probability(p, False) > p
     assert not math.isnan(CALIBRATION.probability(0.0, True)) and CALIBRATION.probability(1.0, True) < 1.0
+
+
+def test_the_rating_term_moves_the_expected_match_with_the_reference_rating(tmp_path):
+    cal = ReviewCalibration(0.5, 1.2, -0.3, 0.4)
+    low, centre, high = (cal.probability(0.3, False, r) for r in (1400.0, 1800.0, 2800.0))
+    assert low < centre < high
+    # an unknown rating (None or 0) is read at the centre of the scale, as the move model reads z
+    assert cal.probability(0.3, False, None) == cal.probability(0.3, False, 0.0) == pytest.approx(centre)
+    assert centre == pytest.approx(ReviewCalibration(0.5, 1.2, -0.3).probability(0.3, False, 2800.0))
+    # a calibration written before the term existed loads with b3 = 0
+    path = tmp_path / "old.review.json"
+    path.write_text(json.dumps({"b0": 0.5, "b1": 1.2, "b2": -0.3, "command": "x"}))
+    old = ReviewCalibration.load("fast", path)
+    assert old is not None and old.b3 == 0.0 and old.probability(0.3, False, 2800.0) == pytest.approx(centre)
 
 
 async def play(pool: EnginePool, white_picks_first: bool, plies: int = 90) -> chess.pgn.Game:
