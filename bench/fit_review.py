@@ -1,7 +1,7 @@
 """Fit the review's expected matches (streamer/review.py, docs/models.md s. 7) on rated-dev and elite-otb. Never on
 rated-holdout.
 
-    python bench/fit_review.py [--profile fast] [--dev 300] [--elite 0] [--seed 0] [--write]
+    python bench/fit_review.py [--profile fast] [--dev 300] [--elite 0] [--seed 0] [--check] [--write]
 
 The review matches a player's moves against a deeper search's first choice (profile ``deep``: depth 12, one PV),
 each expected with the move model's probability p of that move, which the model computes from the service's
@@ -17,8 +17,10 @@ in ../shared/data/pgn/ferreira-2012 is left out, so those events stay a check). 
 analysis cache, the depth-12 searches are made here and cached. The rating term is kept only if it improves the
 log-likelihood of the moves cross-validated by group (two folds; a group is a rated-dev event or an elite player, on
 one side only). It prints, per honest scope of 40+ counted moves (a rated-dev player-event; an elite player's sampled
-games in runs of 9), the review's z with the raw p and with each fit, cross-validated. ``--write`` saves
-analyzers/calibrations/<profile>.review.json, fitted on every move, with the command.
+games in runs of 9), the review's z with the raw p and with each fit, cross-validated. ``--check`` then reviews every player of
+ferreira-2012's events of 2011 (London Chess Classic, Tal Memorial, Candidates; honest elite classical, never fitted
+on) under the raw p, the shipped calibration and this fit. ``--write``
+saves analyzers/calibrations/<profile>.review.json, fitted on every move, with the command.
 
 Needs scikit-learn (``pip install -e '.[bench]'``).
 """
@@ -103,7 +105,7 @@ FITS = {"logit(p), top": False, "logit(p), top, rating": True}
 def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Logistic regression by maximum likelihood (scikit-learn, no penalty): b over the columns of ``x``, whose first
     column is the intercept's ones."""
-    lr = LogisticRegression(penalty=None, fit_intercept=False, tol=1e-10, max_iter=1000).fit(x, y)
+    lr = LogisticRegression(C=np.inf, fit_intercept=False, tol=1e-10, max_iter=1000).fit(x, y)
     return lr.coef_[0]
 
 
@@ -119,11 +121,11 @@ def calibration_of(b: np.ndarray, command: str = "") -> ReviewCalibration:
 
 
 def scope_z(data: list[Row], model, calibration: ReviewCalibration | None) -> dict[str, float]:  # noqa: ANN001
-    """The review's match z per scope with DEFAULT_MIN_MOVES+ counted moves."""
-    scopes: dict[tuple[str, str], FairPlayStats] = defaultdict(FairPlayStats)
+    """The review's match z per (scope, player) with DEFAULT_MIN_MOVES+ counted moves, keyed "scope|player"."""
+    scopes: dict[str, FairPlayStats] = defaultdict(FairPlayStats)
     for scope, _, pid, a, deep in data:
-        scopes[(scope, pid)].add(review_move(a, deep, model, calibration))
-    return {scope: s.z_match for (scope, _), s in scopes.items() if s.n >= DEFAULT_MIN_MOVES}
+        scopes[f"{scope}|{pid}"].add(review_move(a, deep, model, calibration))
+    return {key: s.z_match for key, s in scopes.items() if s.n >= DEFAULT_MIN_MOVES}
 
 
 def describe(label: str, zs: dict[str, float]) -> None:
@@ -135,6 +137,45 @@ def describe(label: str, zs: dict[str, float]) -> None:
               + "  ".join(f"{np.mean(z >= t):6.1%}" for t in (2.0, 3.0, 4.75)) + f"  {z.max():+6.2f}")
 
 
+#: ferreira-2012's round robins of 2011 (super-grandmaster classical play with today's preparation; 135 games).
+CHECK_EVENTS = ("london_chess_classic_2011.pgn", "tal_memorial_2011.pgn", "candidates_kazan_2011.pgn")
+
+
+async def check_rows(args: argparse.Namespace, config: PipelineConfig) -> list[Row]:
+    """Rows of the honest elite classical check: every player of ferreira-2012's 2011 events (nothing is fitted on
+    these games), one scope per player and event file, as the service reviews an event scope."""
+    folder = data_dir(args, "pgn/ferreira-2012") / "pgn" / "ferreira-2012"
+    games = [(path.stem, g) for path in sorted(folder.glob("*.pgn")) if path.name in CHECK_EVENTS
+             for g in read_pgn_games(path) if not g.errors]
+    limits = get_profile(REVIEW_PROFILE).limits
+    async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
+        assessed = await assess_games([g for _, g in games], pool, config)
+        units = [(g, color) for _, g in games for color in ("white", "black")]
+        firsts = await first_choices(pool, units, assessed, limits)
+    event_of = {g.game_id: name for name, g in games}
+    out: list[Row] = []
+    for g, color in units:
+        deep = firsts.get((g.game_id, color), {})
+        player = g.white if color == "white" else g.black
+        scope = f"{event_of[g.game_id]}:{player.name}"
+        out += [(scope, scope, player.id, a, deep[a.ply]) for a in assessed.get(g.game_id, []) if a.color == color and a.ply in deep]
+    return out
+
+
+def check_table(data: list[Row], model, calibrations: dict[str, ReviewCalibration | None]) -> None:  # noqa: ANN001
+    """Per ferreira-2012 player-event of 40+ counted moves: the review's z under each calibration."""
+    zs = {name: scope_z(data, model, cal) for name, cal in calibrations.items()}
+    scopes = sorted(next(iter(zs.values())), key=lambda k: -max(z[k] for z in zs.values()))
+    print(f"\nhonest elite classical check, ferreira-2012 (not fitted on): {len(scopes)} player-events of 40+ counted moves")
+    print("| calibration | player-events | mean z | sd | >= 3.0 | >= 4.75 | max |")
+    print("|---|---|---|---|---|---|---|")
+    for name, z in zs.items():
+        v = np.array([z[k] for k in scopes])
+        print(f"| {name} | {len(v)} | {v.mean():+.2f} | {v.std(ddof=1):.2f} | {int(np.sum(v >= 3.0))} | {int(np.sum(v >= 4.75))} "
+              f"| {v.max():+.2f} |")
+    print("highest: " + "; ".join(f"{k.split('|')[0]} " + "/".join(f"{z[k]:+.1f}" for z in zs.values()) for k in scopes[:8]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="fast")
@@ -142,6 +183,8 @@ def main() -> None:
     ap.add_argument("--elite", type=int, default=0, help="elite-otb games (as bench/warm_cache.py draws them)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", type=int, default=2)
+    ap.add_argument("--check", action="store_true",
+                    help="also review every player of ferreira-2012's 2011 events (honest elite classical)")
     ap.add_argument("--write", action="store_true")
     add_data_argument(ap)
     args = ap.parse_args()
@@ -193,6 +236,9 @@ def main() -> None:
     for name in FITS:
         describe(f"{name}, cross-validated", cv_z[name])
     describe("kept, fitted on all (in-sample)", scope_z(data, model, final))
+    if args.check:
+        check_table(asyncio.run(check_rows(args, config)), model,
+                    {"raw model p": None, "shipped": ReviewCalibration.load(args.profile), "kept (this fit)": final})
     if args.write:
         path = ROOT / "analyzers" / "calibrations" / f"{args.profile}.review.json"
         path.write_text(json.dumps(final.to_dict(), indent=2) + "\n")
