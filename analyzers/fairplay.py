@@ -32,7 +32,7 @@ from typing import Any
 
 from .calibrations import read_fitted
 from .posterior import K_PAWNS
-from .ratingmodel import RATING_CENTER, RATING_SCALE
+from .ratingmodel import rating_z
 
 #: Action threshold: P(Z >= 4.75) is about 1e-6.
 DEFAULT_Z_THRESHOLD = 4.75
@@ -222,12 +222,17 @@ class ReviewCalibration:
     b3: float = 0.0
     command: str = ""
 
-    def probability(self, p: float, top: bool, rating: float | None = None) -> float:
-        """P(match) for a move the model gives probability ``p``; ``rating`` None or 0 (unknown) counts as the
-        centre of the scale (z = 0)."""
+    @staticmethod
+    def features(p: float, top: bool, rating: float | None = None) -> tuple[float, float, float]:
+        """(logit p, top, z): what b1, b2, b3 weigh (bench/fit_review.py fits on these columns); ``rating`` None or 0
+        (unknown) counts as the centre of the scale (z = 0)."""
         p = min(max(p, 1e-6), 1.0 - 1e-6)
-        z = (rating - RATING_CENTER) / RATING_SCALE if rating else 0.0
-        x = self.b0 + self.b1 * math.log(p / (1.0 - p)) + self.b2 * top + self.b3 * z
+        return math.log(p / (1.0 - p)), float(top), float(rating_z(float(rating))) if rating else 0.0
+
+    def probability(self, p: float, top: bool, rating: float | None = None) -> float:
+        """P(match) for a move the model gives probability ``p``."""
+        logit, t, z = self.features(p, top, rating)
+        x = self.b0 + self.b1 * logit + self.b2 * t + self.b3 * z
         return 1.0 / (1.0 + math.exp(-x))
 
     def to_dict(self) -> dict[str, Any]:

@@ -137,11 +137,16 @@ def clock_inputs(left: float | None, previous: float | None, base: float | None)
     return x_left, math.log((spent / base + CLOCK_EPS_SPENT) / (CLOCK_SPENT_REF + CLOCK_EPS_SPENT))
 
 
+def rating_z(ratings: np.ndarray | float) -> Any:
+    """z = (R - RATING_CENTER) / RATING_SCALE, the rating as the parameter functions read it. A single rating stays a
+    float (the fair-play reference, once per move): no array round trip."""
+    return ((ratings if isinstance(ratings, float) else np.asarray(ratings, dtype=float)) - RATING_CENTER) / RATING_SCALE
+
+
 def log_s_and_c(a: Sequence[float], b: Sequence[float], ratings: np.ndarray | float,
                 offset: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """The move model's parameters at ``ratings``: log s = a0 + a1 z + a2 z^2 + offset, c = exp(b0 + b1 z)."""
-    # a single rating stays a float (the fair-play reference, once per move): no array round trip
-    z: Any = ((ratings if isinstance(ratings, float) else np.asarray(ratings, dtype=float)) - RATING_CENTER) / RATING_SCALE
+    z = rating_z(ratings)
     return a[0] + a[1] * z + a[2] * z * z + offset, np.exp(b[0] + b[1] * z)
 
 

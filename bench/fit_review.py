@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import json
 from collections import defaultdict
+from collections.abc import Callable
 
 import numpy as np
 from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir
@@ -40,8 +41,8 @@ from warm_cache import ELITE_FILE
 from analyzers.engine import EnginePool
 from analyzers.fairplay import DEFAULT_MIN_MOVES, FairPlayStats, ReviewCalibration
 from analyzers.profiles import get_profile
-from analyzers.ratingmodel import RATING_CENTER, RATING_SCALE, load_move_model
-from schemas import MoveAssessment
+from analyzers.ratingmodel import load_move_model
+from schemas import MoveAssessment, PlayerInfo
 from streamer.batch import assess_games, sample_player_events, sample_rated_games_from_file
 from streamer.ingest import PgnGame, read_pgn_games
 from streamer.pipeline import PipelineConfig
@@ -75,27 +76,39 @@ def sampled_games(args: argparse.Namespace) -> tuple[list[PgnGame], list[PgnGame
     return dev, elite
 
 
-async def rows(args: argparse.Namespace, config: PipelineConfig) -> list[Row]:
-    dev, elite = sampled_games(args)
-    games = dev + elite
-    limits = get_profile(REVIEW_PROFILE).limits
+async def searched_rows(args: argparse.Namespace, config: PipelineConfig, games: list[PgnGame],
+                        scope_of: Callable[[PgnGame, PlayerInfo], tuple[str, str]]) -> list[Row]:
+    """``games`` assessed as the service does and each counted move of either side searched at the review's limits
+    (both from the analysis cache where it has them); one row per counted move, its (scope, fold group) from
+    ``scope_of(game, player)``, called once per player-game in order."""
     async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
         assessed = await assess_games(games, pool, config)
         units = [(g, color) for g in games for color in ("white", "black")]
-        firsts = await first_choices(pool, units, assessed, limits)
-    is_elite = {g.game_id for g in elite}
-    runs: dict[str, int] = defaultdict(int)  # elite player -> games of theirs seen so far
+        firsts = await first_choices(pool, units, assessed, get_profile(REVIEW_PROFILE).limits)
     out: list[Row] = []
     for g, color in units:
         deep = firsts.get((g.game_id, color), {})
-        pid = g.white.id if color == "white" else g.black.id
-        if g.game_id in is_elite:
-            scope, group = f"elite:{pid}:{runs[pid] // ELITE_RUN}", f"elite:{pid}"
-            runs[pid] += 1
-        else:
-            scope = group = g.event
-        out += [(scope, group, pid, a, deep[a.ply]) for a in assessed.get(g.game_id, []) if a.color == color and a.ply in deep]
+        player = g.white if color == "white" else g.black
+        scope, group = scope_of(g, player)
+        out += [(scope, group, player.id, a, deep[a.ply]) for a in assessed.get(g.game_id, []) if a.color == color and a.ply in deep]
     return out
+
+
+async def rows(args: argparse.Namespace, config: PipelineConfig) -> list[Row]:
+    """The fit's rows: a rated-dev player-game's scope and group are its event; an elite player's games go in runs of
+    :data:`ELITE_RUN`, the player's group."""
+    dev, elite = sampled_games(args)
+    is_elite = {g.game_id for g in elite}
+    runs: dict[str, int] = defaultdict(int)  # elite player -> games of theirs seen so far
+
+    def scope_of(g: PgnGame, player: PlayerInfo) -> tuple[str, str]:
+        if g.game_id not in is_elite:
+            return g.event, g.event
+        run = runs[player.id] // ELITE_RUN
+        runs[player.id] += 1
+        return f"elite:{player.id}:{run}", f"elite:{player.id}"
+
+    return await searched_rows(args, config, dev + elite, scope_of)
 
 
 #: The fits compared: name -> whether the rating term is in.
@@ -109,11 +122,25 @@ def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return lr.coef_[0]
 
 
-def design(raw: list[tuple[float, bool, float, int]], rating: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The columns (1, logit p, top[, z]) and the outcomes (matched) of ``raw`` rows (p, top, z, matched)."""
-    p = np.clip(np.array([r[0] for r in raw]), 1e-6, 1 - 1e-6)
-    cols = [np.ones(len(raw)), np.log(p / (1 - p)), [float(r[1]) for r in raw]] + ([[r[2] for r in raw]] if rating else [])
-    return np.column_stack(cols), np.array([r[3] for r in raw], dtype=float)
+#: One counted move's columns, (logit p, top, z) as ReviewCalibration.features makes them, and whether it matched.
+Term = tuple[float, float, float, int]
+
+
+def terms(data: list[Row], model) -> list[tuple[Row, Term]]:  # noqa: ANN001
+    """Each row with its columns under the raw model p (rows the review does not count left out)."""
+    out = []
+    for r in data:
+        _, _, _, a, deep = r
+        m = review_move(a, deep, model)
+        if m is not None:
+            out.append((r, (*ReviewCalibration.features(m.p_top, deep == a.candidates[0].uci, a.reference_rating), m.matched)))
+    return out
+
+
+def design(raw: list[Term], rating: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The columns (1, logit p, top[, z]) and the outcomes (matched) of ``raw``."""
+    t = np.array(raw, dtype=float).reshape(-1, 4)
+    return np.column_stack([np.ones(len(t)), t[:, :3] if rating else t[:, :2]]), t[:, 3]
 
 
 def calibration_of(b: np.ndarray, command: str = "") -> ReviewCalibration:
@@ -147,19 +174,13 @@ async def check_rows(args: argparse.Namespace, config: PipelineConfig) -> list[R
     folder = data_dir(args, "pgn/ferreira-2012") / "pgn" / "ferreira-2012"
     games = [(path.stem, g) for path in sorted(folder.glob("*.pgn")) if path.name in CHECK_EVENTS
              for g in read_pgn_games(path) if not g.errors]
-    limits = get_profile(REVIEW_PROFILE).limits
-    async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
-        assessed = await assess_games([g for _, g in games], pool, config)
-        units = [(g, color) for _, g in games for color in ("white", "black")]
-        firsts = await first_choices(pool, units, assessed, limits)
     event_of = {g.game_id: name for name, g in games}
-    out: list[Row] = []
-    for g, color in units:
-        deep = firsts.get((g.game_id, color), {})
-        player = g.white if color == "white" else g.black
+
+    def scope_of(g: PgnGame, player: PlayerInfo) -> tuple[str, str]:
         scope = f"{event_of[g.game_id]}:{player.name}"
-        out += [(scope, scope, player.id, a, deep[a.ply]) for a in assessed.get(g.game_id, []) if a.color == color and a.ply in deep]
-    return out
+        return scope, scope
+
+    return await searched_rows(args, config, [g for _, g in games], scope_of)
 
 
 def check_table(data: list[Row], model, calibrations: dict[str, ReviewCalibration | None]) -> None:  # noqa: ANN001
@@ -194,14 +215,7 @@ def main() -> None:
         raise SystemExit(f"profile {args.profile} has no move model")
     data = asyncio.run(rows(args, config))
 
-    def raw(part: list[Row]) -> list[tuple[float, bool, float, int]]:
-        out = []
-        for _, _, _, a, deep in part:
-            m = review_move(a, deep, model)
-            if m is not None:
-                z = (float(a.reference_rating or RATING_CENTER) - RATING_CENTER) / RATING_SCALE
-                out.append((m.p_top, deep == a.candidates[0].uci, z, m.matched))
-        return out
+    rows_terms = terms(data, model)
 
     groups = sorted({r[1] for r in data})
     fold_of = {e: i % 2 for i, e in enumerate(groups)}
@@ -210,9 +224,9 @@ def main() -> None:
     for name, rating in FITS.items():
         cv_z[name], ll, n = {}, 0.0, 0
         for k in (0, 1):
-            b = fit(*design(raw([r for r in data if fold_of[r[1]] != k]), rating))
+            b = fit(*design([t for r, t in rows_terms if fold_of[r[1]] != k], rating))
             held = [r for r in data if fold_of[r[1]] == k]
-            x, y = design(raw(held), rating)
+            x, y = design([t for r, t in rows_terms if fold_of[r[1]] == k], rating)
             q = np.clip(1 / (1 + np.exp(-x @ b)), 1e-12, 1 - 1e-12)
             ll, n = ll + float(np.sum(y * np.log(q) + (1 - y) * np.log(1 - q))), n + len(y)
             cv_z[name].update(scope_z(held, model, calibration_of(b)))
@@ -220,7 +234,7 @@ def main() -> None:
     chosen = max(FITS, key=lambda k: cv_ll[k])
     command = (f"python bench/fit_review.py --profile {args.profile} --dev {args.dev} --elite {args.elite} "
                f"--seed {args.seed} --write")
-    x, y = design(raw(data), FITS[chosen])
+    x, y = design([t for _, t in rows_terms], FITS[chosen])
     final = calibration_of(fit(x, y), command)
     n_dev = sum(1 for r in data if not r[0].startswith("elite:"))
     print(f"review calibration: profile {args.profile}, review {get_profile(REVIEW_PROFILE).limits.key}, {len(y)} counted moves "
