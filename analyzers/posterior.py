@@ -143,9 +143,14 @@ class SkillPosterior:
             raise IndexError(f"played_index {played_index} outside {v.size} candidates")
         if v.size < 2 or not posteriors:
             return
+        # scopes that share a grid (a player's event and overall scopes through their first event, every new scope
+        # before its first refinement) share its likelihood: each distinct grid (linspace(lo, hi), one size) once
+        first: dict[tuple[float, float], int] = {}
+        which = [first.setdefault((p.grid[0], p.grid[-1]), i) for i, p in enumerate(posteriors)]
+        row = {i: r for r, i in enumerate(first.values())}
         # np.array of equal-length rows stacks them at a quarter of np.stack's cost
-        loglik = _move_loglik(np.array([p.grid for p in posteriors]), v.max() - v, played_index, posteriors[0].k)
-        for p, ll in zip(posteriors, loglik):
+        loglik = _move_loglik(np.array([posteriors[i].grid for i in row]), v.max() - v, played_index, posteriors[0].k)
+        for p, ll in zip(posteriors, (loglik[row[i]] for i in which)):
             if p.logp.flags.writeable:
                 p.logp += ll
             else:  # the shared flat density of a new posterior: 0 + ll
@@ -157,7 +162,8 @@ class SkillPosterior:
 
     def _adapt(self) -> None:
         self.logp -= self.logp.max()               # keep it bounded; normalisation is implicit
-        p = self.probabilities()
+        p = np.exp(self.logp)                      # = probabilities(), whose shift by the max is now 0
+        p /= p.sum()
         step = self.grid[1] - self.grid[0]
         mean, sd = self._moments = self._mean_sd(p)
         tenth = max(1, self.grid.size // 10)

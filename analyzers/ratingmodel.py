@@ -32,10 +32,11 @@ width; with many moves the interval narrows towards +/- 1.96 ``person_sd``, neve
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -238,25 +239,28 @@ class MoveModel:
         effect)."""
         return self.posteriors(loglik, (prior,))[0]
 
-    def posteriors(self, loglik: np.ndarray, priors: Sequence[Prior]) -> list[np.ndarray]:
-        """:meth:`posterior` under several priors; the likelihood is tempered and convolved once."""
+    def posteriors(self, loglik: np.ndarray, priors: Sequence[Prior]) -> np.ndarray:
+        """:meth:`posterior` under several priors, one row each; the likelihood is tempered and convolved once."""
         ll = self.temperature * loglik
         if self.person_sd > 0:
             like = np.exp(ll - ll.max()) @ self._kernel()
             ll = np.log(np.maximum(like, 1e-300))
         # all priors at once: one (priors x grid) array, a handful of numpy calls whatever their number
-        log_post = ll + np.array([self._prior_density(prior) for prior in priors])
+        log_post = ll + self._prior_densities(tuple(priors))
         p = np.exp(log_post - log_post.max(axis=1, keepdims=True))
-        return list(p / p.sum(axis=1, keepdims=True))
+        return p / p.sum(axis=1, keepdims=True)
 
-    def _prior_density(self, prior: Prior) -> np.ndarray:
-        key = ("prior", prior.mean, prior.sd)
+    def _prior_densities(self, priors: tuple[Prior, ...]) -> np.ndarray:
+        """The priors' log densities stacked (priors x grid): a scope publishes under the same few priors move after
+        move, so the stack is kept rather than rebuilt."""
+        key = ("prior", priors)
         hit = self._cache.get(key)
         if hit is None:
             if len(self._cache) > 4096:  # declared ratings and event priors are many: keep the cache bounded,
                 for k in [k for k in self._cache if k[0] == "prior"]:  # and keep the kernel and the grid parameters
                     del self._cache[k]
-            hit = self._cache[key] = prior.log_density()
+            hit = self._cache[key] = np.array([prior.log_density() for prior in priors])
+            hit.flags.writeable = False
         return hit
 
     def _kernel(self) -> np.ndarray:
@@ -277,8 +281,8 @@ class MoveModel:
 
     # -- file -----------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("_cache")
+        # field by field: asdict would also deep-copy the derived cache, whose keys hold Prior tuples
+        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "_cache"}
         d["priors"] = {k: asdict(v) for k, v in self.priors.items()}
         return d
 
@@ -343,11 +347,26 @@ def summarise(post: np.ndarray, n: int, level: float = DEFAULT_LEVEL) -> RatingE
 
 def summaries(post: np.ndarray, n: int, levels: Sequence[float]) -> list[RatingEstimate]:
     """:func:`summarise` at several levels, from one cumulative sum."""
-    mean = float(post @ RATING_GRID)
-    cdf = np.cumsum(post)
-    tails = [(1.0 - lv) / 2.0 for lv in levels]
-    q = np.interp([x for t in tails for x in (t, 1.0 - t)], cdf, RATING_GRID).tolist()
-    return [RatingEstimate(mean, q[2 * i], q[2 * i + 1], n, lv) for i, lv in enumerate(levels)]
+    return PosteriorSummaries(post[None, :], n).at(0, levels)
+
+
+class PosteriorSummaries:
+    """:func:`summaries` of the rows of a (posteriors x grid) array, as :meth:`MoveModel.posteriors` returns: every
+    row's mean and cumulative sum in one numpy pass, then the quantiles of the rows asked for."""
+
+    __slots__ = ("cdf", "means", "n")
+
+    def __init__(self, posts: np.ndarray, n: int) -> None:
+        self.means: list[float] = (posts @ RATING_GRID).tolist()
+        self.cdf = posts.cumsum(axis=1)
+        self.n = n
+
+    def at(self, row: int, levels: Sequence[float]) -> list[RatingEstimate]:
+        """Mean and central interval at each of ``levels`` (interpolated quantiles) of posterior ``row``."""
+        tails = [(1.0 - lv) / 2.0 for lv in levels]
+        q = np.interp([x for t in tails for x in (t, 1.0 - t)], self.cdf[row], RATING_GRID).tolist()
+        mean = self.means[row]
+        return [RatingEstimate(mean, q[2 * i], q[2 * i + 1], self.n, lv) for i, lv in enumerate(levels)]
 
 
 def load_move_model(profile: str, path: str | Path | None = None) -> MoveModel | None:
@@ -358,7 +377,8 @@ def load_move_model(profile: str, path: str | Path | None = None) -> MoveModel |
 
 
 __all__ = [
-    "BAND_LEVEL", "DEFAULT_DECLARED_RD", "FLAT_PRIOR", "MoveModel", "Prior", "RATING_GRID", "RatingLikelihood", "TIME_CLASSES", "UNKNOWN_CLASS",
+    "BAND_LEVEL", "DEFAULT_DECLARED_RD", "FLAT_PRIOR", "MoveModel", "PosteriorSummaries", "Prior", "RATING_GRID", "RatingLikelihood",
+    "TIME_CLASSES", "UNKNOWN_CLASS",
     "choice_loglik", "class_from_clock", "clock_inputs", "log_s_and_c", "load_move_model", "parse_time_control", "summarise",
     "summaries", "time_class", "win_losses", "win_probability",
 ]

@@ -72,14 +72,13 @@ from analyzers.ratingmodel import (
     RATING_GRID,
     UNKNOWN_CLASS,
     MoveModel,
+    PosteriorSummaries,
     Prior,
     RatingLikelihood,
     class_from_clock,
     class_from_event_name,
     clock_inputs,
     parse_time_control,
-    summaries,
-    summarise,
     win_losses,
 )
 from schemas import (
@@ -735,12 +734,14 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
     named |= {"flat": FLAT_PRIOR} if combination else {}
     named |= {"declared": dprior} if dprior else {}
     named |= {"event": event_prior} if event_prior else {}
-    posts = dict(zip(named, model.posteriors(lik.ll, tuple(named.values()))))
+    posts = model.posteriors(lik.ll, tuple(named.values()))
+    row = dict(zip(named, range(len(named))))
+    sums = PosteriorSummaries(posts, lik.n)  # every posterior's mean and cumulative sum in one pass
     m = band = None
     method = "model"
     if combination is not None:
-        m = summarise(posts["class"], lik.n, level)
-        x = stats.feats.vector(*moments(posts["flat"]), lik.tclass)
+        m = sums.at(row["class"], (level,))[0]
+        x = stats.feats.vector(*moments(posts[row["flat"]]), lik.tclass)
         (main, band), method = combination.estimates(x, lik.n, (level, BAND_LEVEL)), "combination"
         moved = combine(main.rating, main.sd, prior, event_prior) if event_prior is not None else None
         if moved is not None:
@@ -748,10 +749,10 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
         elif event_prior is not None:  # the combination says too little: the move model's posterior under the event prior
             band, method = None, "model"
     if band is None:
-        main, band = summaries(posts["event" if event_prior is not None else "class"], lik.n, (level, BAND_LEVEL))
+        main, band = sums.at(row["event" if event_prior is not None else "class"], (level, BAND_LEVEL))
     if event_prior is not None:
         prior = event_prior
-    perf = summarise(posts["declared"], lik.n, level) if dprior else None
+    perf = sums.at(row["declared"], (level,))[0] if dprior else None
     provisional = model.provisional or (combination is not None and combination.provisional)
     return ModelEstimates(main, band, m or main, prior, method, provisional, perf, dprior)
 
