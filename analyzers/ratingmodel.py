@@ -186,7 +186,7 @@ class MoveModel:
     profile: str
     a: tuple[float, float, float]                   # log s = a0 + a1 z + a2 z^2 (+ the class offset)
     b: tuple[float, float]                          # log c = b0 + b1 z
-    class_offsets: dict[str, float]                 # a_t per time-control class (unknown: 0)
+    class_offsets: dict[str, float]                 # a_t per time-control class; unknown: the fitting moves' mean (0 if absent)
     priors: dict[str, Prior]                        # population prior per class, and "unknown" (all of rated-dev)
     temperature: float = 1.0
     person_sd: float = 0.0

@@ -51,7 +51,7 @@ from analyzers.eventpool import load_event_pool
 from analyzers.glicko2 import SCALE, Glicko2Config, expected, update_after_game
 from analyzers.perceived import RatingEstimate
 from analyzers.profiles import get_profile
-from analyzers.ratingmodel import MoveModel, Prior, load_move_model
+from analyzers.ratingmodel import UNKNOWN_CLASS, MoveModel, Prior, load_move_model
 from schemas import MoveAssessment
 from streamer.batch import assess_games, sample_player_events, sample_rated_games
 from streamer.ingest import PgnGame
@@ -342,6 +342,11 @@ def grouped_table(method: str, label: str, key, rows: list[Estimates]) -> None: 
               f"{np.mean(np.abs(t_ - mean)):.0f} | {np.mean(p_ - t_):+.0f} | {r:.2f} | {cover:.1%} |")
 
 
+def without_clocks(a: MoveAssessment) -> MoveAssessment:
+    """An assessment as a game without clocks or a time control gives it (``--strip-clocks``)."""
+    return a.model_copy(update={"time_class": UNKNOWN_CLASS, "clock": None, "clock_spent": None, "clock_base": None})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="fast")
@@ -356,6 +361,8 @@ def main() -> None:
                     "learned combination on top")
     ap.add_argument("--no-event-pool", action="store_true", help="publish without the event prior from the other "
                     "players' moves (docs/models.md s. 12)")
+    ap.add_argument("--strip-clocks", action="store_true", help="rate the games as if their PGN had no clocks and no "
+                    "time control (time-control class unknown): how the models do on such games, tried on rated-dev")
     ap.add_argument("--plots", action="store_true", help="write the two PNGs into docs/img")
     ap.add_argument("--warm", action="store_true", help="only fill the analysis cache (no calibration needed); an "
                     "interrupted run keeps every finished search")
@@ -380,6 +387,8 @@ def main() -> None:
 
     results, stats = asyncio.run(run())
     print(file=sys.stderr)
+    if args.strip_clocks:
+        results = {gid: [without_clocks(a) for a in moves] for gid, moves in results.items()}
     if args.warm:
         print(f"warm: profile {profile.name}, {len(games)} games, {stats.searches} searches ({stats.search_seconds:.0f} "
               f"engine-s), {stats.cache_hits} cache hits")
