@@ -388,7 +388,11 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
     cal, action = deployed.review, deployed.z_threshold
     requests = [m for m in outs if isinstance(m, ReviewRequest)]
     published = [m for m in outs if isinstance(m, FairPlayAlert)]
-    verdicts = {(r.player_id, r.crossing) for r in requests if request_z(r, results, firsts, model, cal) >= action}
+    honest_z = [request_z(r, results, firsts, model, cal) for r in requests]
+    crossing_z: dict[tuple[str, str], float] = {}
+    for r, z in zip(requests, honest_z):
+        crossing_z[(r.player_id, r.crossing)] = max(z, crossing_z.get((r.player_id, r.crossing), -math.inf))
+    verdicts = {k for k, z in crossing_z.items() if z >= action}
     pevents = len(player_event_units(samples.honest))
     print(f"\nthe service with --review (screening {deployed.screen_z}, action {action}; at each game end of a player over a "
           f"tier the scope of the finding reviewed at {get_profile(REVIEW_PROFILE).limits.key}): honest sample, "
@@ -400,6 +404,7 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
     print(f"whole player-events, share replaced by the depth-{assist_depth} first choice, each replayed alone: flagged by a "
           "review verdict")
     print("fraction  events (5-11 games) flagged   events of 9+ games flagged   reviewed (9+)")
+    best_z: dict[float, list[tuple[int, float]]] = {}  # per share: (games, the highest review z of the player-event)
     for frac in (0.0, *FRACTIONS):
         rows = []
         for (_, pid), games in pes:
@@ -408,11 +413,43 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
                 continue
             mine = {g.game_id: [a for a in moves if a.game_id == g.game_id] for g in games}
             reqs = [m for m in service_outputs(games, mine, deployed, only=pid) if isinstance(m, ReviewRequest)]
-            rows.append((len(games), any(request_z(r, mine, firsts, model, cal) >= action for r in reqs), bool(reqs)))
+            top = max((request_z(r, mine, firsts, model, cal) for r in reqs), default=-math.inf)
+            rows.append((len(games), top >= action, bool(reqs)))
+            best_z.setdefault(frac, []).append((len(games), top))
         long_rows = [r for r in rows if r[0] >= LONG_EVENT]
         if rows and long_rows:
             print(f"{frac:>8.0%}  {len(rows):>6} {np.mean([h for _, h, _ in rows]):>14.0%}   {len(long_rows):>6} "
                   f"{np.mean([h for _, h, _ in long_rows]):>20.0%}   {np.mean([q for _, _, q in long_rows]):>12.0%}")
+    review_threshold_table(honest_z, crossing_z, pevents, best_z)
+
+
+#: The review's action tiers the table below tries (the service's default is fairplay.DEFAULT_Z_THRESHOLD).
+REVIEW_THRESHOLDS = (3.5, 3.75, 4.0, 4.25, 4.5, 4.75)
+
+
+def review_threshold_table(honest_z: list[float], crossing_z: dict[tuple[str, str], float], pevents: int,
+                           best_z: dict[float, list[tuple[int, float]]]) -> None:
+    """What other review action tiers would give, from the same replays: honest verdicts (crossings whose highest
+    review reaches the tier) per 1,000 player-events, detection of half-assisted player-events, and the tier a normal
+    model of the honest reviews supports: every review a look, so a player-event's false-alarm rate is at most
+    (reviews per player-event) x P(z >= tier) under N(mean, sd) of the honest reviews' z (a union bound)."""
+    if not honest_z:
+        return
+    mean, sd = float(np.mean(honest_z)), float(np.std(honest_z, ddof=1)) if len(honest_z) > 1 else 1.0
+    looks = len(honest_z) / max(pevents, 1)
+    print(f"honest reviews: {len(honest_z)} ({looks:.2f} per player-event), review z mean {mean:+.2f}, sd {sd:.2f}, "
+          f"max {max(honest_z):+.2f}")
+    print("review tier   honest verdicts (per 1,000 player-events)   normal bound per 1,000   50 %: flagged 5-11 / 9+ games"
+          "   100 %: 9+")
+    for t in REVIEW_THRESHOLDS:
+        honest = sum(1 for z in crossing_z.values() if z >= t)
+        bound = 1000 * looks * 0.5 * math.erfc((t - mean) / (sd * math.sqrt(2)))
+        half, full = best_z.get(0.5, []), best_z.get(1.0, [])
+        long_half = [z for n, z in half if n >= LONG_EVENT]
+        long_full = [z for n, z in full if n >= LONG_EVENT]
+        det = f"{np.mean([z >= t for _, z in half]):.0%} / {np.mean([z >= t for z in long_half]):.0%}" if long_half else "-"
+        print(f"{t:>11.2f}   {honest:>6} ({1000 * honest / max(pevents, 1):.1f}){'':>24}{bound:>8.2f}   {det:>24}   "
+              f"{np.mean([z >= t for z in long_full]) if long_full else float('nan'):>8.0%}")
 
 
 if __name__ == "__main__":
