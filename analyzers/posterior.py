@@ -145,12 +145,12 @@ class SkillPosterior:
             return
         # scopes that share a grid (a player's event and overall scopes through their first event, every new scope
         # before its first refinement) share its likelihood: each distinct grid (linspace(lo, hi), one size) once
-        first: dict[tuple[float, float], int] = {}
-        which = [first.setdefault((p.grid[0], p.grid[-1]), i) for i, p in enumerate(posteriors)]
-        row = {i: r for r, i in enumerate(first.values())}
+        grids = {(p.grid[0], p.grid[-1]): p.grid for p in posteriors}
+        row = {key: r for r, key in enumerate(grids)}
         # np.array of equal-length rows stacks them at a quarter of np.stack's cost
-        loglik = _move_loglik(np.array([posteriors[i].grid for i in row]), v.max() - v, played_index, posteriors[0].k)
-        for p, ll in zip(posteriors, (loglik[row[i]] for i in which)):
+        loglik = _move_loglik(np.array(list(grids.values())), v.max() - v, played_index, posteriors[0].k)
+        for p in posteriors:
+            ll = loglik[row[(p.grid[0], p.grid[-1])]]
             if p.logp.flags.writeable:
                 p.logp += ll
             else:  # the shared flat density of a new posterior: 0 + ll

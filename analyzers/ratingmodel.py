@@ -342,17 +342,12 @@ class RatingLikelihood:
 
 def summarise(post: np.ndarray, n: int, level: float = DEFAULT_LEVEL) -> RatingEstimate:
     """Mean and central ``level`` interval of a posterior over :data:`RATING_GRID` (interpolated quantiles)."""
-    return summaries(post, n, (level,))[0]
-
-
-def summaries(post: np.ndarray, n: int, levels: Sequence[float]) -> list[RatingEstimate]:
-    """:func:`summarise` at several levels, from one cumulative sum."""
-    return PosteriorSummaries(post[None, :], n).at(0, levels)
+    return PosteriorSummaries(post[None, :], n).at(0, (level,))[0]
 
 
 class PosteriorSummaries:
-    """:func:`summaries` of the rows of a (posteriors x grid) array, as :meth:`MoveModel.posteriors` returns: every
-    row's mean and cumulative sum in one numpy pass, then the quantiles of the rows asked for."""
+    """:func:`summarise` of the rows of a (posteriors x grid) array, as :meth:`MoveModel.posteriors` returns, at any
+    levels: every row's mean and cumulative sum in one numpy pass, then the quantiles of the rows asked for."""
 
     __slots__ = ("cdf", "means", "n")
 
@@ -380,5 +375,5 @@ __all__ = [
     "BAND_LEVEL", "DEFAULT_DECLARED_RD", "FLAT_PRIOR", "MoveModel", "PosteriorSummaries", "Prior", "RATING_GRID", "RatingLikelihood",
     "TIME_CLASSES", "UNKNOWN_CLASS",
     "choice_loglik", "class_from_clock", "clock_inputs", "log_s_and_c", "load_move_model", "parse_time_control", "summarise",
-    "summaries", "time_class", "win_losses", "win_probability",
+    "time_class", "win_losses", "win_probability",
 ]

@@ -441,12 +441,12 @@ def review_threshold_table(honest_z: list[float], crossing_z: dict[tuple[str, st
           f"max {max(honest_z):+.2f}")
     print("review tier   honest verdicts (per 1,000 player-events)   normal bound per 1,000   50 %: flagged 5-11 / 9+ games"
           "   100 %: 9+")
+    half, full = best_z.get(0.5, []), best_z.get(1.0, [])
+    long_half = [z for n, z in half if n >= LONG_EVENT]
+    long_full = [z for n, z in full if n >= LONG_EVENT]
     for t in REVIEW_THRESHOLDS:
         honest = sum(1 for z in crossing_z.values() if z >= t)
         bound = 1000 * looks * 0.5 * math.erfc((t - mean) / (sd * math.sqrt(2)))
-        half, full = best_z.get(0.5, []), best_z.get(1.0, [])
-        long_half = [z for n, z in half if n >= LONG_EVENT]
-        long_full = [z for n, z in full if n >= LONG_EVENT]
         det = f"{np.mean([z >= t for _, z in half]):.0%} / {np.mean([z >= t for z in long_half]):.0%}" if long_half else "-"
         print(f"{t:>11.2f}   {honest:>6} ({1000 * honest / max(pevents, 1):.1f}){'':>24}{bound:>8.2f}   {det:>24}   "
               f"{np.mean([z >= t for z in long_full]) if long_full else float('nan'):>8.0%}")

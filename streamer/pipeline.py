@@ -735,7 +735,7 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
     named |= {"declared": dprior} if dprior else {}
     named |= {"event": event_prior} if event_prior else {}
     posts = model.posteriors(lik.ll, tuple(named.values()))
-    row = dict(zip(named, range(len(named))))
+    row = {name: i for i, name in enumerate(named)}
     sums = PosteriorSummaries(posts, lik.n)  # every posterior's mean and cumulative sum in one pass
     m = band = None
     method = "model"
