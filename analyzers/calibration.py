@@ -23,6 +23,7 @@ estimator whose error is hundreds of points. The widened form does not narrow wi
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -34,7 +35,7 @@ import numpy as np
 from .calibrations import read_fitted
 from .errors import CalibrationError
 from .gain import GainHistogram
-from .perceived import DEFAULT_LEVEL, RatingEstimate, live_rating, z_for
+from .perceived import DEFAULT_LEVEL, RatingEstimate, spike_rating, z_for
 from .posterior import SkillPosterior
 
 #: Perceived ratings are clipped to this range: outside it no data supports them.
@@ -114,8 +115,8 @@ class Calibration:
         return _widen(sampling, self.model_sd)
 
     def from_histogram(self, h: GainHistogram, level: float = DEFAULT_LEVEL) -> RatingEstimate:
-        est = live_rating(h, self.engine_elo, level=level)
-        return _widen(RatingEstimate(_clip(est.rating), _clip(est.low), _clip(est.high), est.n, level), self.gain_model_sd)
+        """Algorithm 4's rating of ``h``, clipped and widened by the model error."""
+        return _gain_estimate(h.count, h.zeros, h.positives, self.engine_elo, self.gain_model_sd, level)
 
     # -- files ----------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -147,6 +148,13 @@ class Calibration:
             return cls.from_dict(json.loads(Path(path).read_text()))
         except (OSError, json.JSONDecodeError) as e:
             raise CalibrationError(f"cannot read calibration {path}: {e}") from e
+
+
+@functools.lru_cache(maxsize=1 << 16)  # per published message; it depends on three counts, which players share
+def _gain_estimate(count: int, zeros: int, positives: int, engine_elo: float, model_sd: float,
+                   level: float) -> RatingEstimate:
+    est = spike_rating(count, zeros, positives, engine_elo, level)
+    return _widen(RatingEstimate(_clip(est.rating), _clip(est.low), _clip(est.high), est.n, level), model_sd)
 
 
 def _clip(x: float) -> float:

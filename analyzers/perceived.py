@@ -139,11 +139,16 @@ def spike_score_interval(h: GainHistogram, *, level: float = DEFAULT_LEVEL, prio
     The per-move score u is 0, 1/2 or 1; the three probabilities have a Dirichlet(prior + counts) posterior, and
     p = E[u] has mean ``sum w_k a_k / A`` and variance ``(sum w_k^2 a_k / A - mean^2) / (A + 1)``.
     """
+    return _spike_interval(h.count, h.zeros, h.positives, level, prior)
+
+
+def _spike_interval(count: int, zeros: int, positives: int, level: float, prior: float) -> tuple[float, float, float]:
+    """:func:`spike_score_interval` from the histogram's three counts, all it depends on."""
     if prior <= 0:
         raise ValueError("the interval needs a positive prior pseudo-count")
-    a_loss = h.count - h.zeros - h.positives + prior
-    a_zero = h.zeros + prior
-    a_pos = h.positives + prior
+    a_loss = count - zeros - positives + prior
+    a_zero = zeros + prior
+    a_pos = positives + prior
     total = a_loss + a_zero + a_pos
     mean = (0.5 * a_zero + a_pos) / total
     second = (0.25 * a_zero + a_pos) / total
@@ -164,12 +169,20 @@ def live_rating(
     """
     if histogram.count == 0 and prior == 0:
         raise RatingError("no moves yet")
-    mean, lo, hi = spike_score_interval(histogram, level=level, prior=prior if prior > 0 else 0.5)
-    p = histogram.score_vs_engine() if prior == 0 else mean
-    return RatingEstimate(
-        engine_elo + rating_difference(p),
-        engine_elo + rating_difference(lo),
-        engine_elo + rating_difference(hi),
-        histogram.count,
-        level,
-    )
+    if prior > 0:
+        return spike_rating(histogram.count, histogram.zeros, histogram.positives, engine_elo, level, prior)
+    mean, lo, hi = spike_score_interval(histogram, level=level)
+    return _spike_estimate(histogram.score_vs_engine(), lo, hi, engine_elo, histogram.count, level)
+
+
+def spike_rating(count: int, zeros: int, positives: int, engine_elo: float, level: float = DEFAULT_LEVEL,
+                 prior: float = 0.5) -> RatingEstimate:
+    """:func:`live_rating` (``prior`` > 0) of a histogram with these counts: it depends on nothing else, so a caller
+    may memoise it on them (players share their counts: every player's first move is one of three)."""
+    mean, lo, hi = _spike_interval(count, zeros, positives, level, prior)
+    return _spike_estimate(mean, lo, hi, engine_elo, count, level)
+
+
+def _spike_estimate(p: float, lo: float, hi: float, engine_elo: float, n: int, level: float) -> RatingEstimate:
+    return RatingEstimate(engine_elo + rating_difference(p), engine_elo + rating_difference(lo),
+                          engine_elo + rating_difference(hi), n, level)

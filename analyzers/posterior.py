@@ -19,6 +19,11 @@ Documented choices beyond the paper:
   linear interpolation at the trigger spacing changes it by at most ~0.002 nats. Later moves are exact on the
   new grid. If mass later drifts to an edge that is not a hard bound, the grid widens again (log density
   extended linearly, which for a concave function errs on the wide side).
+- *Deferred moves.* A scope nobody reads after each move (a player's event and overall scopes, read at game ends)
+  takes its moves with :meth:`SkillPosterior.defer`: they are kept as they came and folded in together, in one numpy
+  pass, when ``DEFER_BATCH`` are waiting or a summary is read. The sum of the moves' log-likelihoods is the same;
+  only the grid checks run per batch instead of per move. The waiting moves are part of the stored state, so when
+  they are folded in does not depend on when a runtime stores it.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -67,14 +72,48 @@ def with_played_move(values: Sequence[float], played_value: float | None = None)
     return vals, len(vals) - 1
 
 
-def _move_loglik(grid: np.ndarray, deltas: np.ndarray, played: int, k: float) -> np.ndarray:
-    """log P(played | c) at every grid point; ``deltas`` are v_max - v_i >= 0.
+def _batch_loglik(grid: np.ndarray, moves: Sequence[tuple[np.ndarray, int]]) -> np.ndarray:
+    """Sum over ``moves`` of log P(played | c) at every point of one grid; each move is (d, played) with d_i =
+    log(delta_i + k) - min_j log(delta_j + k) as in :func:`_move_loglik`, whose numbers it gives move by move."""
+    m = max(d.size for d, _ in moves)
+    d_all = np.zeros((len(moves), m))   # moves x candidates, short rows padded with d = 0 ...
+    pads = np.zeros(len(moves))
+    for i, (d, _) in enumerate(moves):
+        d_all[i, :d.size] = d
+        pads[i] = m - d.size
+    s = np.exp(np.multiply.outer(-d_all, grid)).sum(axis=1)
+    if pads.any():
+        s -= pads[:, None]                 # ... each of which added exp(0) = 1
+    chosen = sum(float(d[played]) for d, played in moves)
+    return -grid * chosen - np.log(s).sum(axis=0)
 
-    With d_i = log(delta_i + k) - min_j log(delta_j + k) >= 0, log P = -c d_played - log sum_j exp(-c d_j). For
-    c >= 0 every exponent is <= 0 and the best move's is 0, so the sum is in [1, m]: stable without a max pass.
-    """
-    logd = np.log(deltas + k)                      # one log per candidate, not per grid point
-    d = logd - logd.min()
+
+class MoveTerm(NamedTuple):
+    """What one move contributes to a posterior with this ``k``, whatever its grid: d_i = log(delta_i + k) -
+    min_j log(delta_j + k) >= 0 per candidate and the played move's index. Computed once per move for all of a
+    player's scopes (:func:`move_term`)."""
+
+    d: np.ndarray
+    played: int
+    k: float
+
+
+def move_term(values: Sequence[float], played_index: int, k: float = K_PAWNS) -> MoveTerm | None:
+    """The :class:`MoveTerm` of the move ``played_index`` among candidates with ``values`` (pawns); None for a
+    position with a single candidate, which carries no information."""
+    v = np.asarray(values, dtype=float)
+    if not 0 <= played_index < v.size:
+        raise IndexError(f"played_index {played_index} outside {v.size} candidates")
+    if v.size < 2:
+        return None
+    logd = np.log(v.max() - v + k)  # one log per candidate, not per grid point
+    return MoveTerm(logd - logd.min(), played_index, k)
+
+
+def _move_loglik(grid: np.ndarray, d: np.ndarray, played: int) -> np.ndarray:
+    """log P(played | c) at every grid point for a move's ``d`` (:class:`MoveTerm`): log P = -c d_played - log
+    sum_j exp(-c d_j). For c >= 0 every exponent is <= 0 and the best move's is 0, so the sum is in [1, m]: stable
+    without a max pass."""
     # candidates on the first axis: the sum over them adds whole contiguous rows (summing a short last axis costs
     # ~3x more); grid may be a stack of grids (one row per posterior)
     s = np.exp(np.multiply.outer(-d, grid)).sum(axis=0)
@@ -95,6 +134,9 @@ def _initial(c_min: float, c_max: float, points: int) -> tuple[np.ndarray, np.nd
     return hit
 
 
+#: A deferred posterior folds its waiting moves in when this many are waiting (see the module docstring).
+DEFER_BATCH = 16
+
 #: After this many moves the grid is checked for refinement every ADAPT_EVERY moves, not after each one: the
 #: posterior sd shrinks like 1/sqrt(n), so a few moves' delay changes nothing and saves most of the bookkeeping.
 ADAPT_EVERY = 8
@@ -109,7 +151,7 @@ class SkillPosterior:
     True
     """
 
-    __slots__ = ("grid", "logp", "n", "k", "c_min", "c_max", "_moments")
+    __slots__ = ("grid", "logp", "_n", "k", "c_min", "c_max", "_moments", "_pending")
 
     def __init__(self, c_min: float = C_MIN, c_max: float = C_MAX, points: int = GRID_POINTS, k: float = K_PAWNS) -> None:
         if not c_max > c_min >= 0 or points < 3:
@@ -119,8 +161,14 @@ class SkillPosterior:
         # holds a posterior per scope, most never counted a move, and each array is 2.4 KB. The first update replaces
         # the shared density (see update_all); a refinement replaces the grid.
         self.grid, self.logp = _initial(c_min, c_max, points)
-        self.n = 0
+        self._n = 0  # moves in logp
         self._moments: tuple[float, float] | None = None  # (mean, sd) until the density changes: one pass per move
+        self._pending: list[tuple[np.ndarray, int]] = []  # deferred moves, not yet in logp: (d, played)
+
+    @property
+    def n(self) -> int:
+        """Moves counted (a position with a single candidate is not), deferred ones included."""
+        return self._n + len(self._pending)
 
     # -- updating -------------------------------------------------------------------------------------
     def update(self, values: Sequence[float], played_index: int) -> None:
@@ -128,37 +176,65 @@ class SkillPosterior:
 
         A position with a single candidate carries no information and is ignored (n is not counted).
         """
-        SkillPosterior.update_all((self,), values, played_index)
+        term = move_term(values, played_index, self.k)
+        if term is not None:
+            self.add(term)
+
+    def add(self, term: MoveTerm, defer: bool = False) -> None:
+        """:meth:`update` with a move's :class:`MoveTerm`; ``defer``: folded in later with other moves (module
+        docstring), when ``DEFER_BATCH`` moves wait or a summary is read."""
+        if term.k != self.k:
+            raise ValueError(f"a move term for k {term.k} added to a posterior with k {self.k}")
+        if defer:
+            self._pending.append((term.d, term.played))
+            if len(self._pending) >= DEFER_BATCH:
+                self._fold()
+            return
+        self._fold()  # the moves in the order they came
+        self._take(_move_loglik(self.grid, term.d, term.played))
+
+    def _take(self, ll: np.ndarray, moves: int = 1) -> None:
+        """Add ``moves`` moves' summed log-likelihood ``ll`` on the current grid; check the grid (each move while
+        there are few, then every ADAPT_EVERY)."""
+        if self.logp.flags.writeable:
+            self.logp += ll
+        else:  # the shared flat density of a new posterior: 0 + ll
+            self.logp = ll.copy()
+        before, self._n = self._n, self._n + moves
+        self._moments = None
+        if self._n < 2 * ADAPT_EVERY or self._n // ADAPT_EVERY > before // ADAPT_EVERY:
+            self._adapt()
+
+    def _fold(self) -> None:
+        """Fold the deferred moves into the log density, in one pass."""
+        if self._pending:
+            ll, moves = _batch_loglik(self.grid, self._pending), len(self._pending)
+            self._pending = []
+            self._take(ll, moves)
 
     @staticmethod
     def update_all(posteriors: Sequence[SkillPosterior], values: Sequence[float], played_index: int) -> None:
         """:meth:`update` of several posteriors (a player's game, event and overall scopes) with one move, in one
         numpy pass over their stacked grids; the same numbers as updating each in turn."""
+        if not posteriors:
+            return
         if len({(p.k, p.grid.size) for p in posteriors}) > 1:  # stacking needs one k and one grid size
             for p in posteriors:
                 p.update(values, played_index)
             return
-        v = np.asarray(values, dtype=float)
-        if not 0 <= played_index < v.size:
-            raise IndexError(f"played_index {played_index} outside {v.size} candidates")
-        if v.size < 2 or not posteriors:
+        term = move_term(values, played_index, posteriors[0].k)
+        if term is None:
             return
+        for p in posteriors:
+            p._fold()  # the moves in the order they came
         # scopes that share a grid (a player's event and overall scopes through their first event, every new scope
         # before its first refinement) share its likelihood: each distinct grid (linspace(lo, hi), one size) once
         grids = {(p.grid[0], p.grid[-1]): p.grid for p in posteriors}
         row = {key: r for r, key in enumerate(grids)}
         # np.array of equal-length rows stacks them at a quarter of np.stack's cost
-        loglik = _move_loglik(np.array(list(grids.values())), v.max() - v, played_index, posteriors[0].k)
+        loglik = _move_loglik(np.array(list(grids.values())), term.d, term.played)
         for p in posteriors:
-            ll = loglik[row[(p.grid[0], p.grid[-1])]]
-            if p.logp.flags.writeable:
-                p.logp += ll
-            else:  # the shared flat density of a new posterior: 0 + ll
-                p.logp = ll.copy()
-            p.n += 1
-            p._moments = None
-            if p.n < 2 * ADAPT_EVERY or p.n % ADAPT_EVERY == 0:
-                p._adapt()
+            p._take(loglik[row[(p.grid[0], p.grid[-1])]])
 
     def _adapt(self) -> None:
         self.logp -= self.logp.max()               # keep it bounded; normalisation is implicit
@@ -194,6 +270,7 @@ class SkillPosterior:
     # -- summaries ------------------------------------------------------------------------------------
     def probabilities(self) -> np.ndarray:
         """Normalised posterior mass at each grid point."""
+        self._fold()
         p = np.exp(self.logp - self.logp.max())
         return p / p.sum()
 
@@ -203,7 +280,7 @@ class SkillPosterior:
 
     def moments(self) -> tuple[float, float]:
         """(mean, sd) of c, computed once per change of the density."""
-        if self._moments is None:
+        if self._pending or self._moments is None:
             self._moments = self._mean_sd(self.probabilities())
         return self._moments
 
@@ -235,20 +312,29 @@ class SkillPosterior:
         """Plain-JSON state; the log density is little-endian float64 in base64: exact, and 4x smaller and ~50x
         faster to write than a list of decimal numbers (the player state goes to a changelog on every move)."""
         return {
-            "c_min": self.c_min, "c_max": self.c_max, "k": self.k, "n": self.n,
+            "c_min": self.c_min, "c_max": self.c_max, "k": self.k, "n": self._n,
             "lo": float(self.grid[0]), "hi": float(self.grid[-1]),
-            "logp_f64": base64.b64encode(np.ascontiguousarray(self.logp, dtype="<f8").tobytes()).decode(),
+            "logp_f64": _b64(self.logp),
+            **({"pending": [[played, _b64(d)] for d, played in self._pending]} if self._pending else {}),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SkillPosterior:
         if "logp_f64" in data:
-            logp = np.frombuffer(base64.b64decode(data["logp_f64"]), dtype="<f8").astype(float)
+            logp = _unb64(data["logp_f64"])
         else:
             logp = np.asarray(data["logp"], dtype=float)
         out = cls(data["c_min"], data["c_max"], logp.size, data["k"])
         out.grid = np.linspace(data["lo"], data["hi"], logp.size)
         out.logp = logp
-        out.n = int(data["n"])
-        out._moments = None
+        out._n = int(data["n"])
+        out._pending = [(_unb64(d), int(played)) for played, d in data.get("pending", ())]
         return out
+
+
+def _b64(a: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(a, dtype="<f8").tobytes()).decode()
+
+
+def _unb64(s: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(s), dtype="<f8").astype(float)

@@ -175,6 +175,9 @@ class Prior:
         return -0.5 * ((grid - self.mean) / self.sd) ** 2
 
 
+#: How many priors' log densities :meth:`MoveModel.posteriors` keeps (1.2 KB each).
+PRIOR_ROWS_KEPT = 4096
+
 #: A prior that adds nothing: the posterior is the (tempered, convolved) likelihood alone.
 FLAT_PRIOR = Prior(0.0, math.inf)
 
@@ -241,27 +244,33 @@ class MoveModel:
 
     def posteriors(self, loglik: np.ndarray, priors: Sequence[Prior]) -> np.ndarray:
         """:meth:`posterior` under several priors, one row each; the likelihood is tempered and convolved once."""
-        ll = self.temperature * loglik
+        ll = loglik if self.temperature == 1.0 else self.temperature * loglik
         if self.person_sd > 0:
             like = np.exp(ll - ll.max()) @ self._kernel()
             ll = np.log(np.maximum(like, 1e-300))
         # all priors at once: one (priors x grid) array, a handful of numpy calls whatever their number
-        log_post = ll + self._prior_densities(tuple(priors))
-        p = np.exp(log_post - log_post.max(axis=1, keepdims=True))
-        return p / p.sum(axis=1, keepdims=True)
+        log_post = self._prior_densities(priors)
+        log_post += ll
+        log_post -= log_post.max(axis=1, keepdims=True)
+        p = np.exp(log_post, out=log_post)
+        p /= p.sum(axis=1, keepdims=True)
+        return p
 
-    def _prior_densities(self, priors: tuple[Prior, ...]) -> np.ndarray:
-        """The priors' log densities stacked (priors x grid): a scope publishes under the same few priors move after
-        move, so the stack is kept rather than rebuilt."""
-        key = ("prior", priors)
-        hit = self._cache.get(key)
-        if hit is None:
-            if len(self._cache) > 4096:  # declared ratings and event priors are many: keep the cache bounded,
-                for k in [k for k in self._cache if k[0] == "prior"]:  # and keep the kernel and the grid parameters
-                    del self._cache[k]
-            hit = self._cache[key] = np.array([prior.log_density() for prior in priors])
-            hit.flags.writeable = False
-        return hit
+    def _prior_densities(self, priors: Sequence[Prior]) -> np.ndarray:
+        """The priors' log densities stacked (priors x grid), a new array. Each row is kept per (mean, sd): a scope
+        publishes under the same class and declared priors move after move (an event prior changes as its event's
+        games come in, so a cache of whole stacks would miss)."""
+        rows: dict[tuple[float, float], np.ndarray] = self._cache.setdefault("prior rows", {})
+        stack = []
+        for prior in priors:
+            key = (prior.mean, prior.sd)
+            row = rows.get(key)
+            if row is None:
+                if len(rows) >= PRIOR_ROWS_KEPT:  # declared ratings and event priors are many: keep it bounded
+                    rows.clear()
+                row = rows[key] = prior.log_density()
+            stack.append(row)
+        return np.array(stack)
 
     def _kernel(self) -> np.ndarray:
         """The person-effect convolution as a grid x grid matrix: ``like @ K`` equals ``np.convolve(like, k,

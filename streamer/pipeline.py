@@ -63,7 +63,7 @@ from analyzers.glicko2 import Glicko2Config, Glicko2Rating, update_after_game
 from analyzers.goboard import SUPPORTED_SIZES
 from analyzers.gorate import RankModel
 from analyzers.perceived import DEFAULT_LEVEL, RatingEstimate, z_for
-from analyzers.posterior import SkillPosterior, with_played_move
+from analyzers.posterior import SkillPosterior, move_term, with_played_move
 from analyzers.profiles import EngineProfile
 from analyzers.ratingmodel import (
     BAND_LEVEL,
@@ -536,14 +536,20 @@ class ScopeStats:
 
 def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None) -> FairPlayMove | None:
     """Count one move in each of a player's scopes (game, event, overall). What the scopes share is computed once:
-    the candidates, the posteriors' update, in one numpy pass over their stacked grids, the move model's
-    log-likelihood over the rating grid, and the fair-play terms: from the move model at the move's reference rating
-    when there is a model, else from the agent model at ``c_ref`` (None: no fair-play statistics); a move
-    :func:`~analyzers.fairplay.exclusion` rules out adds nothing to them."""
+    the candidates, the move model's log-likelihood over the rating grid, and the fair-play terms: from the move
+    model at the move's reference rating when there is a model, else from the agent model at ``c_ref`` (None: no
+    fair-play statistics); a move :func:`~analyzers.fairplay.exclusion` rules out adds nothing to them. The first
+    scope's posterior over c takes the move at once (the game's, whose c is published after every move); the
+    others defer it (:meth:`~analyzers.posterior.SkillPosterior.add`: read at game ends, they fold their moves
+    in by batches)."""
     fair = None
     if a.counted:
         values, idx = move_choice(a)
-        SkillPosterior.update_all([s.post for s in scopes], values, idx)
+        term = move_term(values, idx)
+        if term is not None:
+            scopes[0].post.add(term)
+            for s in scopes[1:]:
+                s.post.add(term, defer=True)
         deltas = win_losses([v * 100.0 for v in values])
         losses = deltas.tolist()
         if model is not None:

@@ -90,3 +90,32 @@ def test_update_all_gives_the_numbers_of_updating_each_posterior_in_turn():
     for a, b in zip(apart, together):
         assert a.n == b.n and np.array_equal(a.grid, b.grid)
         assert np.array_equal(a.logp, b.logp) and a.mean == b.mean  # bit for bit: the runtimes must agree exactly
+
+
+def test_deferred_moves_fold_to_the_numbers_of_immediate_updates_and_survive_storage():
+    """A scope read only at game ends (event, overall) defers its moves and folds them in by batches: the same sum of
+    log-likelihoods, grid checks per batch. A stored state keeps the waiting moves, so when a runtime stores it
+    changes nothing."""
+    from analyzers.posterior import DEFER_BATCH, move_term
+
+    rng = np.random.default_rng(8)
+    now, later, stored = SkillPosterior(), SkillPosterior(), SkillPosterior()
+    for i in range(300):
+        k = int(rng.integers(2, 7))
+        values = list(np.concatenate(([0.0], -np.sort(rng.exponential(0.6, k - 1)))))
+        term = move_term(values, int(rng.integers(k)))
+        now.add(term)
+        later.add(term, defer=True)
+        stored.add(term, defer=True)
+        stored = SkillPosterior.from_dict(stored.to_dict())  # stored after every move, as a worker may
+        assert later.n == now.n == i + 1
+        if i == 40:  # a read folds the waiting moves in
+            assert 0 < len(later._pending) < DEFER_BATCH and later.mean == pytest.approx(now.mean, abs=1e-3)
+            assert not later._pending
+            assert stored.mean == later.mean  # the stored copy folds the same moves
+    assert later._pending and stored.to_dict() == later.to_dict()  # bit for bit, waiting moves included
+    assert later.mean == pytest.approx(now.mean, abs=1e-3) and later.std == pytest.approx(now.std, rel=0.02)
+    assert stored.mean == later.mean and stored.interval() == later.interval()
+    assert move_term([0.3], 0) is None  # one candidate: nothing to count
+    with pytest.raises(ValueError):
+        SkillPosterior(k=0.5).add(term)  # a term is for one k
