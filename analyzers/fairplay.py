@@ -44,6 +44,12 @@ DEFAULT_SCREEN_Z = 1.5
 OBVIOUS_GAP = 0.20
 #: Tiers from the lowest; an alert names the highest one crossed.
 TIERS = ("screening", "action")
+#: The review's action tier (its match count, :class:`ReviewStats`): the lowest tier at which a normal model of the
+#: honest reviews bounds the false alarms by 1 per 1,000 player-events on rated-dev
+#: (``bench/fairplay_calibration.py --split rated-dev``: 0.64 at 4.75, 1.11 at 4.5; README, fair play).
+DEFAULT_REVIEW_Z = 4.75
+#: The weighted statistic's weights 1 / p floor p here, so that one improbable match cannot decide alone.
+REVIEW_P_FLOOR = 0.1
 #: Fewer moves than this never raise an alert.
 DEFAULT_MIN_MOVES = 40
 #: The player scope's evidence is its last DEFAULT_PLAYER_WINDOW to 2 x DEFAULT_PLAYER_WINDOW counted moves (about
@@ -201,6 +207,53 @@ class FairPlayStats:
         block = data.get("block")
         fields = {k: type(getattr(cls(), k))(v) for k, v in data.items() if k != "block"}
         return cls(**fields, block=cls.from_dict(block) if block else None)
+
+
+@dataclass
+class ReviewStats:
+    """The review's sums over its counted moves (docs/models.md s. 7), m = 1 when the player played the deeper
+    search's first choice and p its honest probability (the calibrated move model): the match count, on which the
+    review decides (:attr:`z_match`, as :class:`FairPlayStats`), and a weighted count measured beside it
+    (:attr:`z_weighted`, ``bench/fairplay_calibration.py --statistic weighted``):
+
+        z = sum w (m - p) / sqrt(sum w^2 p (1 - p)),   w = 1 / max(p, REVIEW_P_FLOOR),
+
+    the score test of "a share f of the moves are an assistant's" at f = 0 (with P(match) = f + (1 - f) p the
+    log-likelihood's slope there is sum (m - p) / p): the most powerful test against a small share when p is right.
+    It weighs most the matches honest players rarely find, which is where the calibration errs for the strongest
+    players: on rated-dev it detects more, but it puts honest super-grandmasters over the tier it supports (README)."""
+
+    n: int = 0
+    matches: int = 0
+    expected_matches: float = 0.0
+    match_var: float = 0.0
+    weighted: float = 0.0            # sum w m
+    weighted_expected: float = 0.0   # sum w p
+    weighted_var: float = 0.0        # sum w^2 p (1 - p)
+
+    def add(self, m: FairPlayMove | None) -> None:
+        """Add one move's terms (None: not counted)."""
+        if m is None:
+            return
+        p = m.p_top
+        w = 1.0 / max(p, REVIEW_P_FLOOR)
+        self.n += 1
+        self.matches += m.matched
+        self.expected_matches += p
+        self.match_var += p * (1.0 - p)
+        self.weighted += w * m.matched
+        self.weighted_expected += w * p
+        self.weighted_var += w * w * p * (1.0 - p)
+
+    @property
+    def z_match(self) -> float:
+        """The match count's z: what the review decides on."""
+        return (self.matches - self.expected_matches) / math.sqrt(self.match_var) if self.match_var > 0 else 0.0
+
+    @property
+    def z_weighted(self) -> float:
+        """The weighted count's z."""
+        return (self.weighted - self.weighted_expected) / math.sqrt(self.weighted_var) if self.weighted_var > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,15 @@ from fairplay_data import (
 
 from analyzers import fairplay
 from analyzers.engine import EnginePool, Limits
-from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, FairPlayStats, ReviewCalibration, exclusion
+from analyzers.fairplay import (
+    DEFAULT_MIN_MOVES,
+    DEFAULT_REVIEW_Z,
+    DEFAULT_SCREEN_Z,
+    DEFAULT_Z_THRESHOLD,
+    FairPlayStats,
+    ReviewCalibration,
+    exclusion,
+)
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
 from schemas import FairPlayAlert, GameResult, MoveAssessment, ReviewRequest
@@ -131,12 +139,21 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--split", choices=("rated-holdout", "rated-dev"), default="rated-holdout",
                     help="where the games come from: rated-holdout (the measurement) or rated-dev (for choosing a method)")
     ap.add_argument("--warm", action="store_true", help="only run the engine searches into the cache")
+    ap.add_argument("--statistic", choices=("match", "weighted"), default="match",
+                    help="the review's statistic: its match count (the service's), or the count weighted by 1/p "
+                         "(analyzers.fairplay.ReviewStats), measured beside it")
     add_data_argument(ap)
     return ap.parse_args()
 
 
+#: The review statistic the tables read (``--statistic``).
+REVIEW_STATISTIC = "match"
+
+
 def main() -> None:
+    global REVIEW_STATISTIC
     args = arguments()
+    REVIEW_STATISTIC = args.statistic
     data = data_dir(args, f"pgn/{args.split}", *(["pgn/engine-tcec"] if args.tcec else []))
     config = PipelineConfig(get_profile(args.profile))
     samples = load_samples(data, args.events, args.honest_events, args.random, args.tcec, args.seed, args.split)
@@ -304,28 +321,31 @@ def review_units(samples: Samples, results: dict[str, list[MoveAssessment]], mod
 
 
 def reviewed_z(moves: list[MoveAssessment], firsts: dict[tuple[str, str], dict[int, str]], model, calibration) -> float:  # noqa: ANN001
-    """The review's match z over one scope's moves (-inf under the alerts' minimum of counted moves)."""
+    """The review's z over one scope's moves (-inf under the alerts' minimum of counted moves): its match count's, or
+    with ``--statistic weighted`` the weighted count's (analyzers.fairplay.ReviewStats)."""
     deep = [(a, firsts.get((a.game_id, a.color), {}).get(a.ply)) for a in moves]
     f = review_stats([(a, d) for a, d in deep if d is not None], model, calibration)
-    return f.z_match if f.n >= DEFAULT_MIN_MOVES else float("-inf")
+    if f.n < DEFAULT_MIN_MOVES:
+        return float("-inf")
+    return f.z_weighted if REVIEW_STATISTIC == "weighted" else f.z_match
 
 
 def review_report(samples, results, assisted, firsts, model, seed: int, assist_depth: int) -> None:  # noqa: ANN001
     """The second stage: player-events whose service z reaches a trigger are searched again at the review profile,
-    and the action tier is the review's match z at DEFAULT_Z_THRESHOLD."""
+    and the action tier is the review's z at DEFAULT_REVIEW_Z."""
     calibration = ReviewCalibration.load(model.profile)
     review_key = get_profile(REVIEW_PROFILE).limits.key
     print(f"\nthe review ({REVIEW_PROFILE} profile, {review_key}; expected matches from the move model and "
           f"{calibration.command if calibration else 'no review calibration'}): a player-event is reviewed when its service z "
-          f"reaches the trigger, flagged when the review's match z reaches {DEFAULT_Z_THRESHOLD}")
+          f"reaches the trigger, flagged when the review's {REVIEW_STATISTIC} z reaches {DEFAULT_REVIEW_Z}")
     # honest: every player-event of the honest sample (those under the lowest trigger are never reviewed)
     honest = []
     for us in player_event_units(samples.honest).values():
         moves = [a for g, color in us for a in results.get(g.game_id, []) if a.color == color]
         z8 = scope_z(moves, model)[0]
         honest.append((z8, reviewed_z(moves, firsts, model, calibration) if z8 >= REVIEW_TRIGGERS[0] else float("-inf")))
-    print(f"honest player-events: {len(honest)}; per trigger, reviewed / flagged at {DEFAULT_Z_THRESHOLD}: " + ", ".join(
-        f"z >= {t}: {sum(z8 >= t for z8, _ in honest)} / {sum(z8 >= t and zr >= DEFAULT_Z_THRESHOLD for z8, zr in honest)}"
+    print(f"honest player-events: {len(honest)}; per trigger, reviewed / flagged at {DEFAULT_REVIEW_Z}: " + ", ".join(
+        f"z >= {t}: {sum(z8 >= t for z8, _ in honest)} / {sum(z8 >= t and zr >= DEFAULT_REVIEW_Z for z8, zr in honest)}"
         for t in REVIEW_TRIGGERS))
     pes = sorted(whole_player_events(samples.events).items())
     print(f"whole player-events, share replaced by the depth-{assist_depth} first choice (the review searches depth "
@@ -344,18 +364,18 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
             rows = [(z8, zr) for n, z8, zr in all_rows if n >= least]
             live = [zr for _, zr in rows if zr > float("-inf")]
             if len(live) > 1:
-                cells = [f"{np.mean([z8 >= t and zr >= DEFAULT_Z_THRESHOLD for z8, zr in rows]):>9.0%}" for t in (*REVIEW_TRIGGERS, float("-inf"))]
+                cells = [f"{np.mean([z8 >= t and zr >= DEFAULT_REVIEW_Z for z8, zr in rows]):>9.0%}" for t in (*REVIEW_TRIGGERS, float("-inf"))]
                 print(f"{frac:>8.0%}  {len(rows):>6}  {np.mean(live):+8.2f} ({np.std(live, ddof=1):.2f})    " + "  ".join(cells))
     # the trigger rule: the highest trigger (the fewest honest reviews) that reaches the detection target
     long_rows = [(z8, zr) for n, z8, zr in by_frac[TARGET_SHARE] if n >= LONG_EVENT]
-    detection = {t: float(np.mean([z8 >= t and zr >= DEFAULT_Z_THRESHOLD for z8, zr in long_rows])) if long_rows else 0.0
+    detection = {t: float(np.mean([z8 >= t and zr >= DEFAULT_REVIEW_Z for z8, zr in long_rows])) if long_rows else 0.0
                  for t in REVIEW_TRIGGERS}
     reached = [t for t in REVIEW_TRIGGERS if detection[t] >= DETECTION_TARGET]
     if reached:
         t = max(reached)
         print(f"the highest trigger that flags {DETECTION_TARGET:.0%}+ of the {len(long_rows)} player-events of {LONG_EVENT}+ "
               f"games at {TARGET_SHARE:.0%} assistance: service z >= {t} ({detection[t]:.0%}; it reviews "
-              f"{sum(z8 >= t for z8, _ in honest)} and flags {sum(z8 >= t and zr >= DEFAULT_Z_THRESHOLD for z8, zr in honest)} "
+              f"{sum(z8 >= t for z8, _ in honest)} and flags {sum(z8 >= t and zr >= DEFAULT_REVIEW_Z for z8, zr in honest)} "
               f"of {len(honest)} honest player-events)")
     else:
         print(f"no trigger flags {DETECTION_TARGET:.0%} of the {len(long_rows)} player-events of {LONG_EVENT}+ games at "
@@ -385,7 +405,7 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
     Honest: the verdicts on the honest sample (``outs``: :func:`service_outputs` of it under ``deployed``). Detection:
     each whole player-event replayed alone with a share of the player's moves assisted; flagged when a review of it
     reaches the action tier."""
-    cal, action = deployed.review, deployed.z_threshold
+    cal, action = deployed.review, deployed.review_z
     requests = [m for m in outs if isinstance(m, ReviewRequest)]
     published = [m for m in outs if isinstance(m, FairPlayAlert)]
     honest_z = [request_z(r, results, firsts, model, cal) for r in requests]
@@ -423,8 +443,11 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
     review_threshold_table(honest_z, crossing_z, pevents, best_z)
 
 
-#: The review's action tiers the table below tries (the service's default is fairplay.DEFAULT_Z_THRESHOLD).
-REVIEW_THRESHOLDS = (3.5, 3.75, 4.0, 4.25, 4.5, 4.75)
+#: The review's action tiers the table below tries (the service's default is fairplay.DEFAULT_REVIEW_Z).
+REVIEW_THRESHOLDS = (3.25, 3.5, 3.75, 4.0, 4.25, 4.5, 4.75)
+#: The false alarms the review's action tier is chosen for: the lowest tier whose normal bound per 1,000 honest
+#: player-events is at most this (on rated-dev).
+REVIEW_BOUND_TARGET = 1.0
 
 
 def review_threshold_table(honest_z: list[float], crossing_z: dict[tuple[str, str], float], pevents: int,
@@ -444,12 +467,18 @@ def review_threshold_table(honest_z: list[float], crossing_z: dict[tuple[str, st
     half, full = best_z.get(0.5, []), best_z.get(1.0, [])
     long_half = [z for n, z in half if n >= LONG_EVENT]
     long_full = [z for n, z in full if n >= LONG_EVENT]
+    supported = None
     for t in REVIEW_THRESHOLDS:
         honest = sum(1 for z in crossing_z.values() if z >= t)
         bound = 1000 * looks * 0.5 * math.erfc((t - mean) / (sd * math.sqrt(2)))
+        if supported is None and bound <= REVIEW_BOUND_TARGET:
+            supported = t
         det = f"{np.mean([z >= t for _, z in half]):.0%} / {np.mean([z >= t for z in long_half]):.0%}" if long_half else "-"
         print(f"{t:>11.2f}   {honest:>6} ({1000 * honest / max(pevents, 1):.1f}){'':>24}{bound:>8.2f}   {det:>24}   "
               f"{np.mean([z >= t for z in long_full]) if long_full else float('nan'):>8.0%}")
+    print(f"the lowest tier whose normal bound is at most {REVIEW_BOUND_TARGET:g} per 1,000 player-events: "
+          f"{supported if supported is not None else f'none up to {REVIEW_THRESHOLDS[-1]}'} (the service's default "
+          f"{DEFAULT_REVIEW_Z}: chosen so on rated-dev)")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ rated-holdout.
 The review matches a player's moves against a deeper search's first choice (profile ``deep``: depth 12, one PV),
 each expected with the move model's probability p of that move, which the model computes from the service's
 shallower values. There the deeper choice is often second or third, and honest players find it more often than
-those values say: uncorrected, the review's z of honest held-out player-events has mean +3.4 and sd 2.6. This fits
+those values say: uncorrected, the plain match count's z of honest held-out player-events has mean +3.4 and sd 2.6. This fits
 
     P(match) = sigmoid(b0 + b1 logit(p) + b2 top [+ b3 z])      (analyzers.fairplay.ReviewCalibration)
 
@@ -39,7 +39,7 @@ from sklearn.linear_model import LogisticRegression
 from warm_cache import ELITE_FILE
 
 from analyzers.engine import EnginePool
-from analyzers.fairplay import DEFAULT_MIN_MOVES, FairPlayStats, ReviewCalibration
+from analyzers.fairplay import DEFAULT_MIN_MOVES, ReviewCalibration, ReviewStats
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import load_move_model
 from schemas import MoveAssessment, PlayerInfo
@@ -147,12 +147,18 @@ def calibration_of(b: np.ndarray, command: str = "") -> ReviewCalibration:
     return ReviewCalibration(*map(float, b[:3]), float(b[3]) if len(b) > 3 else 0.0, command=command)
 
 
+#: The statistic the z tables read (``--statistic``).
+REVIEW_STATISTIC = "match"
+
+
 def scope_z(data: list[Row], model, calibration: ReviewCalibration | None) -> dict[str, float]:  # noqa: ANN001
-    """The review's match z per (scope, player) with DEFAULT_MIN_MOVES+ counted moves, keyed "scope|player"."""
-    scopes: dict[str, FairPlayStats] = defaultdict(FairPlayStats)
+    """The review's z per (scope, player) with DEFAULT_MIN_MOVES+ counted moves, keyed "scope|player": its match
+    count's, or with ``--statistic weighted`` the weighted count's (analyzers.fairplay.ReviewStats)."""
+    scopes: dict[str, ReviewStats] = defaultdict(ReviewStats)
     for scope, _, pid, a, deep in data:
         scopes[f"{scope}|{pid}"].add(review_move(a, deep, model, calibration))
-    return {key: s.z_match for key, s in scopes.items() if s.n >= DEFAULT_MIN_MOVES}
+    return {key: s.z_weighted if REVIEW_STATISTIC == "weighted" else s.z_match for key, s in scopes.items()
+            if s.n >= DEFAULT_MIN_MOVES}
 
 
 def describe(label: str, zs: dict[str, float]) -> None:
@@ -161,7 +167,7 @@ def describe(label: str, zs: dict[str, float]) -> None:
         if len(z) < 2:
             continue
         print(f"{label:<34} {part:<10} {len(z):>5} {z.mean():+6.2f} {z.std(ddof=1):5.2f} "
-              + "  ".join(f"{np.mean(z >= t):6.1%}" for t in (2.0, 3.0, 4.75)) + f"  {z.max():+6.2f}")
+              + "  ".join(f"{np.mean(z >= t):6.1%}" for t in (2.0, 3.0, 4.0, 4.75)) + f"  {z.max():+6.2f}")
 
 
 #: ferreira-2012's round robins of 2011 (super-grandmaster classical play with today's preparation; 135 games).
@@ -188,12 +194,12 @@ def check_table(data: list[Row], model, calibrations: dict[str, ReviewCalibratio
     zs = {name: scope_z(data, model, cal) for name, cal in calibrations.items()}
     scopes = sorted(next(iter(zs.values())), key=lambda k: -max(z[k] for z in zs.values()))
     print(f"\nhonest elite classical check, ferreira-2012 (not fitted on): {len(scopes)} player-events of 40+ counted moves")
-    print("| calibration | player-events | mean z | sd | >= 3.0 | >= 4.75 | max |")
-    print("|---|---|---|---|---|---|---|")
+    print("| calibration | player-events | mean z | sd | >= 3.0 | >= 4.0 | >= 4.75 | max |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, z in zs.items():
         v = np.array([z[k] for k in scopes])
-        print(f"| {name} | {len(v)} | {v.mean():+.2f} | {v.std(ddof=1):.2f} | {int(np.sum(v >= 3.0))} | {int(np.sum(v >= 4.75))} "
-              f"| {v.max():+.2f} |")
+        print(f"| {name} | {len(v)} | {v.mean():+.2f} | {v.std(ddof=1):.2f} | {int(np.sum(v >= 3.0))} "
+              f"| {int(np.sum(v >= 4.0))} | {int(np.sum(v >= 4.75))} | {v.max():+.2f} |")
     print("highest: " + "; ".join(f"{k.split('|')[0]} " + "/".join(f"{z[k]:+.1f}" for z in zs.values()) for k in scopes[:8]))
 
 
@@ -207,8 +213,13 @@ def main() -> None:
     ap.add_argument("--check", action="store_true",
                     help="also review every player of ferreira-2012's 2011 events (honest elite classical)")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--statistic", choices=("match", "weighted"), default="match",
+                    help="the z tables' statistic: the review's match count, or the count weighted by 1/p "
+                         "(analyzers.fairplay.ReviewStats)")
     add_data_argument(ap)
     args = ap.parse_args()
+    global REVIEW_STATISTIC
+    REVIEW_STATISTIC = args.statistic
     config = PipelineConfig(get_profile(args.profile))
     model = load_move_model(args.profile)
     if model is None:
@@ -245,7 +256,8 @@ def main() -> None:
     for name in FITS:
         print(f"  {name:<24} {cv_ll[name]:.5f}{'   <- kept' if name == chosen else ''}")
     print(f"P(match) = sigmoid({final.b0:+.3f} {final.b1:+.3f} logit(p) {final.b2:+.3f} top {final.b3:+.3f} z)")
-    print("\nreview z per honest scope (40+ counted moves)            n   mean    sd  >=2.0  >=3.0  >=4.75     max")
+    print(f"\nreview z ({REVIEW_STATISTIC}) per honest scope, 40+ moves     n   mean    sd  >=2.0  >=3.0  >=4.0  "
+          ">=4.75     max")
     describe("raw model p", scope_z(data, model, None))
     for name in FITS:
         describe(f"{name}, cross-validated", cv_z[name])

@@ -26,7 +26,7 @@ from analyzers.engine import EnginePool
 from analyzers.engine.gtp import GoLimits
 from analyzers.errors import CalibrationError, EngineError, InputError, StateStoreError, UnratablePool, where
 from analyzers.eventpool import load_event_pool
-from analyzers.fairplay import DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, ReviewCalibration
+from analyzers.fairplay import DEFAULT_REVIEW_Z, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, ReviewCalibration
 from analyzers.gorate import DEFAULT_GO_PROFILE, load_go_calibration
 from analyzers.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from analyzers.ratingmodel import Prior, load_move_model
@@ -71,7 +71,10 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                     help="the screening tier, a review queue (default %(default)s; lower reviews more players: the "
                          "README's fair-play tables give detection and honest reviews per trigger)")
     fp.add_argument("--action-z", type=positive_z, default=DEFAULT_Z_THRESHOLD, metavar="Z",
-                    help="the action tier (default %(default)s); at least --screen-z")
+                    help="the action tier of the service's statistic (default %(default)s); at least --screen-z")
+    fp.add_argument("--review-z", type=positive_z, default=DEFAULT_REVIEW_Z, metavar="Z",
+                    help="with --review, the action tier of the review's match statistic (default %(default)s, what "
+                         "rated-dev supports: README, fair play)")
 
 
 def add_review_option(p: argparse.ArgumentParser) -> None:
@@ -157,7 +160,7 @@ def build_config(args: argparse.Namespace):
                                    "has " + ("no move model" if model is None else "no review calibration (bench/fit_review.py fits one)"))
     config = PipelineConfig(profile, calibration, model=model, combination=combination, event_pool=event_pool,
                             search_timeout=getattr(args, "search_timeout", None), screen_z=screen, z_threshold=action,
-                            review=review)
+                            review_z=getattr(args, "review_z", DEFAULT_REVIEW_Z), review=review)
     idle = getattr(args, "idle_game_seconds", None)
     return replace(config, idle_game_seconds=idle) if idle else config
 
@@ -381,7 +384,7 @@ async def _review(args: argparse.Namespace) -> int:
         s = review.stats
         print(f"review of {ids[0]}: {len(review.games)} games, {s.n} counted moves against the {REVIEW_PROFILE} profile's "
               f"first choice ({review.limits}): played it {s.matches} times, expected {s.expected_matches:.1f}, "
-              f"z {review.z:+.2f} -> {review.tier() or 'no tier'}")
+              f"z {review.z:+.2f} -> {review.tier(config.screen_z, config.review_z) or 'no tier'}")
     return EXIT_OK if not any(g.errors for g in games) else EXIT_REJECTED
 
 

@@ -50,6 +50,7 @@ from analyzers.eventpool import EventEvidence, EventPoolModel, combine
 from analyzers.fairplay import (
     DEFAULT_MIN_MOVES,
     DEFAULT_PLAYER_WINDOW,
+    DEFAULT_REVIEW_Z,
     DEFAULT_SCREEN_Z,
     DEFAULT_Z_THRESHOLD,
     TIERS,
@@ -134,7 +135,8 @@ class PipelineConfig:
     #: stage attaches each player's event prior to their assessments, and the game and event scopes start from it
     event_pool: EventPoolModel | None = None
     glicko: Glicko2Config = Glicko2Config()
-    z_threshold: float = DEFAULT_Z_THRESHOLD  # the action tier
+    z_threshold: float = DEFAULT_Z_THRESHOLD  # the action tier (of the service's statistic; with ``review``: of no alert)
+    review_z: float = DEFAULT_REVIEW_Z  # with ``review``: the action tier of the review's statistic
     screen_z: float = DEFAULT_SCREEN_Z  # the screening tier (a review queue)
     min_alert_moves: int = DEFAULT_MIN_MOVES
     #: The player scope's fair-play evidence: its last window to 2 x window counted moves (0: every move it ever had)

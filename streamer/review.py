@@ -8,7 +8,8 @@ cache's results where it has them) and searches every position whose move counts
 :data:`REVIEW_PROFILE` (depth 12, one principal variation). Its match statistic counts the moves that are the deeper
 search's first choice, each expected with the move model's probability of that move for a player of the reference
 rating (:func:`review_move`): the same model, inputs and exclusions as the service's statistic, only the reference
-move changes. ``kibitz review`` runs it; ``bench/fairplay_calibration.py`` measures it on held-out games.
+move changes; its action tier is its own (:data:`~analyzers.fairplay.DEFAULT_REVIEW_Z`, ``--review-z``). ``kibitz
+review`` runs it; ``bench/fairplay_calibration.py`` measures it on held-out games.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ import chess
 from analyzers.engine import EnginePool, Limits
 from analyzers.fairplay import (
     DEFAULT_MIN_MOVES,
+    DEFAULT_REVIEW_Z,
     DEFAULT_SCREEN_Z,
-    DEFAULT_Z_THRESHOLD,
     FairPlayMove,
-    FairPlayStats,
     ReviewCalibration,
+    ReviewStats,
 )
 from analyzers.profiles import EngineProfile, get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, MoveModel, win_losses
@@ -98,9 +99,9 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel,
 
 
 def review_stats(moves: Iterable[tuple[MoveAssessment, str]], model: MoveModel,
-                 calibration: ReviewCalibration | None = None) -> FairPlayStats:
+                 calibration: ReviewCalibration | None = None) -> ReviewStats:
     """The review's sums over (the service's assessment, the deeper search's first choice) pairs."""
-    stats = FairPlayStats()
+    stats = ReviewStats()
     for a, deep in moves:
         stats.add(review_move(a, deep, model, calibration))
     return stats
@@ -113,14 +114,15 @@ class Review:
     player_id: str
     games: list[str]
     limits: str
-    stats: FairPlayStats
+    stats: ReviewStats
     plies: dict[str, list[int]] = field(default_factory=dict)  # game id -> the plies counted
 
     @property
     def z(self) -> float:
+        """The match count's z (:class:`~analyzers.fairplay.ReviewStats`)."""
         return self.stats.z_match
 
-    def tier(self, screen: float = DEFAULT_SCREEN_Z, action: float = DEFAULT_Z_THRESHOLD,
+    def tier(self, screen: float = DEFAULT_SCREEN_Z, action: float = DEFAULT_REVIEW_Z,
              min_moves: int = DEFAULT_MIN_MOVES) -> str | None:
         """The tier the review's match statistic crosses ("screening", "action"), or None."""
         if self.stats.n < min_moves:
@@ -207,7 +209,7 @@ class Reviewer:
         assert model is not None
         r = await review_player(self.pool, cfg, model, [game_of(g) for g in req.games], req.player_id, self.calibration)
         s = r.stats
-        tier = r.tier(cfg.screen_z, cfg.z_threshold, cfg.min_alert_moves)
+        tier = r.tier(cfg.screen_z, cfg.review_z, cfg.min_alert_moves)
         log.info("review", extra={"player_id": req.player_id, "scope": alert.scope, "scope_id": alert.scope_id,
                                   "games": len(r.games), "moves": s.n, "z": round(r.z, 3), "service_z": alert.z,
                                   "tier": tier or "none"})
@@ -215,7 +217,7 @@ class Reviewer:
             return r, None
         return r, FairPlayAlert(
             player_id=req.player_id, game_id=alert.game_id, tier="action", stage="review", scope=alert.scope,
-            scope_id=alert.scope_id, statistic="match", z=round(r.z, 3), threshold=cfg.z_threshold, moves=s.n,
+            scope_id=alert.scope_id, statistic="match", z=round(r.z, 3), threshold=cfg.review_z, moves=s.n,
             observed=s.matches, expected=round(s.expected_matches, 4), reference_rating=alert.reference_rating,
             reference_source=alert.reference_source, games=len(r.games), plies=r.plies.get(alert.game_id, []),
             limits=r.limits,

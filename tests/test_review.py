@@ -15,7 +15,7 @@ import pytest
 
 from analyzers.calibration import load_calibration
 from analyzers.engine import EnginePool
-from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_Z_THRESHOLD, FairPlayMove, ReviewCalibration
+from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_REVIEW_Z, REVIEW_P_FLOOR, FairPlayMove, ReviewCalibration, ReviewStats
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
 from schemas import (
@@ -273,7 +273,7 @@ async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_th
     assert reviews["action"] == len(verdicts) and reviews["failed"] == 0
     assert len([a for a in verdicts if a.player_id == white]) == 1, alerts  # one verdict per crossing
     (v,) = [a for a in verdicts if a.player_id == white]
-    assert v.tier == "action" and v.z >= DEFAULT_Z_THRESHOLD and v.statistic == "match"
+    assert v.tier == "action" and v.z >= DEFAULT_REVIEW_Z and v.statistic == "match" and v.threshold == DEFAULT_REVIEW_Z
     assert v.limits == get_profile(REVIEW_PROFILE).limits.key and v.moves >= DEFAULT_MIN_MOVES
     assert v.observed == v.moves  # every counted move is the deeper search's first choice
     assert (v.scope, v.scope_id) == ("event", "Review test")
@@ -332,3 +332,27 @@ async def test_a_review_request_that_cannot_be_reviewed_is_dead_lettered_not_los
     (refused,) = await steps.review_record({}, b"p", raw, "reviews@1")
     assert isinstance(refused.message, DeadLetter) and refused.message.reason == "unsupported_game"
     assert refused.message.raw == raw.decode()
+
+
+def test_the_reviews_weighted_count_weighs_each_match_by_one_over_its_honest_probability():
+    """The statistic measured beside the review's match count (analyzers.fairplay.ReviewStats): z = sum w (m - p) /
+    sqrt(sum w^2 p (1 - p)), w = 1 / max(p, floor), the score test against a share of assisted moves; a match on a move
+    honest players rarely find weighs more than a match anybody finds, and the floor caps what one improbable match
+    can add."""
+    def stats(moves):
+        s = ReviewStats()
+        for matched, p in moves:
+            s.add(FairPlayMove(matched, p, 0.0, 0.0, 0.0))
+        return s
+
+    moves = [(1, 0.8), (0, 0.6), (1, 0.3), (1, 0.05), (0, 0.5)]
+    s = stats(moves)
+    w = [1 / max(p, REVIEW_P_FLOOR) for _, p in moves]
+    num = sum(wi * (m - p) for wi, (m, p) in zip(w, moves))
+    assert s.z_weighted == pytest.approx(num / math.sqrt(sum(wi * wi * p * (1 - p) for wi, (_, p) in zip(w, moves))))
+    assert s.matches == 3 and s.n == 5 and s.z_match == pytest.approx((3 - 2.25) / math.sqrt(sum(p * (1 - p) for _, p in moves)))
+    base = [(0, 0.5)] * 40
+    rare, common = stats(base + [(1, 0.2)]), stats(base + [(1, 0.9)])
+    assert rare.z_weighted > common.z_weighted and rare.matches == common.matches
+    assert stats(base + [(1, 0.001)]).weighted == stats(base + [(1, REVIEW_P_FLOOR)]).weighted  # the floor
+    stats(base).add(None)  # a move that does not count adds nothing
