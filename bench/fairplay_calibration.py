@@ -477,8 +477,8 @@ def review_threshold_table(honest_z: list[float], crossing_z: dict[tuple[str, st
         print(f"{t:>11.2f}   {honest:>6} ({1000 * honest / max(pevents, 1):.1f}){'':>24}{bound:>8.2f}   {det:>24}   "
               f"{np.mean([z >= t for z in long_full]) if long_full else float('nan'):>8.0%}")
     print(f"the lowest tier whose normal bound is at most {REVIEW_BOUND_TARGET:g} per 1,000 player-events: "
-          f"{supported if supported is not None else f'none up to {REVIEW_THRESHOLDS[-1]}'} (the service's default "
-          f"{DEFAULT_REVIEW_Z}: chosen so on rated-dev)")
+          f"{supported if supported is not None else f'none up to {REVIEW_THRESHOLDS[-1]}'} (the service's default, "
+          f"for the match count: {DEFAULT_REVIEW_Z})")
 
 
 if __name__ == "__main__":
