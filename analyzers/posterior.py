@@ -101,13 +101,16 @@ class MoveTerm(NamedTuple):
 def move_term(values: Sequence[float], played_index: int, k: float = K_PAWNS) -> MoveTerm | None:
     """The :class:`MoveTerm` of the move ``played_index`` among candidates with ``values`` (pawns); None for a
     position with a single candidate, which carries no information."""
-    v = np.asarray(values, dtype=float)
-    if not 0 <= played_index < v.size:
-        raise IndexError(f"played_index {played_index} outside {v.size} candidates")
-    if v.size < 2:
+    if not 0 <= played_index < len(values):
+        raise IndexError(f"played_index {played_index} outside {len(values)} candidates")
+    if len(values) < 2:
         return None
-    logd = np.log(v.max() - v + k)  # one log per candidate, not per grid point
-    return MoveTerm(logd - logd.min(), played_index, k)
+    # one log per candidate, not per grid point; plain Python for a search's few candidates (numpy's per-call cost
+    # dominates at this size)
+    vmax = max(float(v) for v in values)
+    logd = [math.log(vmax - float(v) + k) for v in values]
+    low = min(logd)
+    return MoveTerm(np.array([x - low for x in logd]), played_index, k)
 
 
 def _move_loglik(grid: np.ndarray, d: np.ndarray, played: int) -> np.ndarray:

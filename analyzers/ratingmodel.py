@@ -259,30 +259,38 @@ class MoveModel:
     def posteriors(self, loglik: np.ndarray, priors: Sequence[Prior]) -> np.ndarray:
         """:meth:`posterior` under several priors, one row each; the likelihood is tempered and convolved once."""
         ll = loglik if self.temperature == 1.0 else self.temperature * loglik
-        if self.person_sd > 0:
-            like = np.exp(ll - ll.max()) @ self._kernel()
-            ll = np.log(np.maximum(like, 1e-300))
         # all priors at once: one (priors x grid) array, a handful of numpy calls whatever their number
-        log_post = self._prior_densities(priors)
+        if self.person_sd > 0:
+            # the person effect spreads the likelihood as wide as its kernel, so prior density x likelihood can be
+            # taken as it is, without logs, unless the prior sits where the likelihood is nothing (then in log space)
+            like = np.exp(ll - ll.max()) @ self._kernel()
+            post = self._prior_densities(priors, log=False)
+            post *= like
+            total = post.sum(axis=1, keepdims=True)
+            if total.min() > 1e-200:
+                post /= total
+                return post
+            ll = np.log(np.maximum(like, 1e-300))
+        log_post = self._prior_densities(priors, log=True)
         log_post += ll
         log_post -= log_post.max(axis=1, keepdims=True)
-        p = np.exp(log_post, out=log_post)
-        p /= p.sum(axis=1, keepdims=True)
-        return p
+        post = np.exp(log_post, out=log_post)
+        post /= post.sum(axis=1, keepdims=True)
+        return post
 
-    def _prior_densities(self, priors: Sequence[Prior]) -> np.ndarray:
-        """The priors' log densities stacked (priors x grid), a new array. Each row is kept per (mean, sd): a scope
-        publishes under the same class and declared priors move after move (an event prior changes as its event's
-        games come in, so a cache of whole stacks would miss)."""
-        rows: dict[tuple[float, float], np.ndarray] = self._cache.setdefault("prior rows", {})
+    def _prior_densities(self, priors: Sequence[Prior], log: bool) -> np.ndarray:
+        """The priors' densities (scaled to peak 1) or log densities stacked (priors x grid), a new array. Each row
+        is kept per (mean, sd): a scope publishes under the same class and declared priors move after move (an event
+        prior changes as its event's games come in, so a cache of whole stacks would miss)."""
+        rows: dict[tuple[float, float, bool], np.ndarray] = self._cache.setdefault("prior rows", {})
         stack = []
         for prior in priors:
-            key = (prior.mean, prior.sd)
+            key = (prior.mean, prior.sd, log)
             row = rows.get(key)
             if row is None:
                 if len(rows) >= PRIOR_ROWS_KEPT:  # declared ratings and event priors are many: keep it bounded
                     rows.clear()
-                row = rows[key] = prior.log_density()
+                row = rows[key] = prior.log_density() if log else np.exp(prior.log_density())
             stack.append(row)
         return np.array(stack)
 

@@ -556,7 +556,7 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
         losses = deltas.tolist()
         if model is not None:
             move_ll, tclass, clock, shift = _move_loglik(a, model, deltas, idx)
-            features = MoveFeatures.of(deltas, idx, clock, has_clock(a))
+            features = MoveFeatures.of(losses, idx, clock, has_clock(a))
             for s in scopes:
                 s.rating.add(move_ll, tclass)
                 s.feats.add(features)
