@@ -58,6 +58,11 @@ DEFAULT_MIN_MOVES = 40
 DEFAULT_PLAYER_WINDOW = 300
 
 
+def z_score(observed: float, expected: float, var: float) -> float:
+    """(observed - expected) / sqrt(var), 0 without variance (no counted move, or only certain ones)."""
+    return (observed - expected) / math.sqrt(var) if var > 0 else 0.0
+
+
 def exclusion(win_losses: Sequence[float], recapture: bool) -> str | None:
     """Why a counted move says nothing about assistance ("recapture", "obvious"), or None when it counts.
     ``win_losses``: each candidate's loss in win probability against the best (0 for the best)."""
@@ -169,11 +174,11 @@ class FairPlayStats:
 
     @property
     def z_match(self) -> float:
-        return (self.matches - self.expected_matches) / math.sqrt(self.match_var) if self.match_var > 0 else 0.0
+        return z_score(self.matches, self.expected_matches, self.match_var)
 
     @property
     def z_loss(self) -> float:
-        return (self.expected_loss - self.loss) / math.sqrt(self.loss_var) if self.loss_var > 0 else 0.0
+        return z_score(self.expected_loss, self.loss, self.loss_var)  # positive when the player lost less
 
     def flagged(self, threshold: float = DEFAULT_Z_THRESHOLD, min_moves: int = DEFAULT_MIN_MOVES) -> str | None:
         """The statistic that crosses ``threshold`` ("match" or "loss"), or None."""
@@ -248,12 +253,12 @@ class ReviewStats:
     @property
     def z_match(self) -> float:
         """The match count's z: what the review decides on."""
-        return (self.matches - self.expected_matches) / math.sqrt(self.match_var) if self.match_var > 0 else 0.0
+        return z_score(self.matches, self.expected_matches, self.match_var)
 
     @property
     def z_weighted(self) -> float:
         """The weighted count's z."""
-        return (self.weighted - self.weighted_expected) / math.sqrt(self.weighted_var) if self.weighted_var > 0 else 0.0
+        return z_score(self.weighted, self.weighted_expected, self.weighted_var)
 
 
 @dataclass(frozen=True, slots=True)
