@@ -113,15 +113,16 @@ SECONDS_PER_DAY = 86400.0
 #: The stated bound on one player's serialised state with the default limits (tested): well under the 1 MB a Kafka
 #: record may have by default, so a player's changelog record always fits.
 PLAYER_STATE_BOUND = 400_000
-#: Version of the stored form of GameState and PlayerState (``to_dict``). States without one are version 1; a state
-#: written by a newer kibitz is refused rather than misread.
-STATE_FORMAT = 1
+#: Version of the stored form of GameState and PlayerState (``to_dict``). States without one are version 1; version 2:
+#: a scope's posterior over c may hold deferred moves (:meth:`analyzers.posterior.SkillPosterior.add`), which a
+#: version-1 reader would drop. Older versions are read; a state written by a newer kibitz is refused rather than misread.
+STATE_FORMAT = 2
 
 
 def _check_format(d: dict[str, Any], what: str) -> None:
     v = d.get("format", 1)
-    if v != STATE_FORMAT:
-        raise StateStoreError(f"{what} state has format {v}; this kibitz reads format {STATE_FORMAT}")
+    if not (isinstance(v, int) and 1 <= v <= STATE_FORMAT):
+        raise StateStoreError(f"{what} state has format {v}; this kibitz reads formats 1 to {STATE_FORMAT}")
 
 
 @dataclass(frozen=True)

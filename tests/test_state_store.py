@@ -95,6 +95,7 @@ def test_states_carry_their_format_and_a_newer_one_is_refused():
     assert d["format"] == STATE_FORMAT
     legacy = {k: v for k, v in d.items() if k != "format"}  # written before states were versioned
     assert PlayerState.from_dict(legacy).player_id == "p"
+    assert PlayerState.from_dict({**d, "format": 1}).player_id == "p"  # before deferred moves: read as it is
     with pytest.raises(StateStoreError, match="format"):
         PlayerState.from_dict({**d, "format": STATE_FORMAT + 1})
 
