@@ -20,10 +20,10 @@ Documented choices beyond the paper:
   new grid. If mass later drifts to an edge that is not a hard bound, the grid widens again (log density
   extended linearly, which for a concave function errs on the wide side).
 - *Deferred moves.* A scope nobody reads after each move (a player's event and overall scopes, read at game ends)
-  takes its moves with :meth:`SkillPosterior.defer`: they are kept as they came and folded in together, in one numpy
-  pass, when ``DEFER_BATCH`` are waiting or a summary is read. The sum of the moves' log-likelihoods is the same;
-  only the grid checks run per batch instead of per move. The waiting moves are part of the stored state, so when
-  they are folded in does not depend on when a runtime stores it.
+  takes its moves with ``SkillPosterior.add(term, defer=True)``: they are kept as they came and folded in together,
+  in one numpy pass, when ``DEFER_BATCH`` are waiting or a summary is read. The sum of the moves' log-likelihoods is
+  the same; only the grid checks run per batch instead of per move. The waiting moves are part of the stored state,
+  so when they are folded in does not depend on when a runtime stores it.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class SkillPosterior:
         self.c_min, self.c_max, self.k = c_min, c_max, k
         # a new posterior shares one read-only grid and flat density per (c_min, c_max, points): a player's state
         # holds a posterior per scope, most never counted a move, and each array is 2.4 KB. The first update replaces
-        # the shared density (see update_all); a refinement replaces the grid.
+        # the shared density (see _take); a refinement replaces the grid.
         self.grid, self.logp = _initial(c_min, c_max, points)
         self._n = 0  # moves in logp
         self._moments: tuple[float, float] | None = None  # (mean, sd) until the density changes: one pass per move
@@ -332,6 +332,8 @@ class SkillPosterior:
         out.logp = logp
         out._n = int(data["n"])
         out._pending = [(_unb64(d), int(played)) for played, d in data.get("pending", ())]
+        if any(not 0 <= played < d.size for d, played in out._pending):
+            raise ValueError("a deferred move's played index is outside its candidates")
         return out
 
 

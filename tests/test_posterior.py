@@ -119,3 +119,17 @@ def test_deferred_moves_fold_to_the_numbers_of_immediate_updates_and_survive_sto
     assert move_term([0.3], 0) is None  # one candidate: nothing to count
     with pytest.raises(ValueError):
         SkillPosterior(k=0.5).add(term)  # a term is for one k
+
+
+def test_a_stored_deferred_move_outside_its_candidates_is_damage():
+    """A state whose waiting move names a candidate it does not have is refused when read (the steps dead-letter the
+    record as a corrupt state), not folded in later."""
+    from analyzers.posterior import move_term
+
+    post = SkillPosterior()
+    post.add(move_term([0.3, 0.2, 0.0], 1), defer=True)
+    d = post.to_dict()
+    assert len(d["pending"]) == 1 and SkillPosterior.from_dict(d).n == 1
+    d["pending"][0][0] = 7
+    with pytest.raises(ValueError, match="played index"):
+        SkillPosterior.from_dict(d)
