@@ -214,12 +214,18 @@ class FairPlayStats:
         return cls(**fields, block=cls.from_dict(block) if block else None)
 
 
+#: The review statistics :meth:`ReviewStats.z_of` names: the match count (what the review decides on) and the weighted
+#: count measured beside it.
+REVIEW_STATISTICS = ("match", "weighted")
+
+
 @dataclass
-class ReviewStats:
+class ReviewStats(FairPlayStats):
     """The review's sums over its counted moves (docs/models.md s. 7), m = 1 when the player played the deeper
-    search's first choice and p its honest probability (the calibrated move model): the match count, on which the
-    review decides (:attr:`z_match`, as :class:`FairPlayStats`), and a weighted count measured beside it
-    (:attr:`z_weighted`, ``bench/fairplay_calibration.py --statistic weighted``):
+    search's first choice and p its honest probability (the calibrated move model): :class:`FairPlayStats`' sums,
+    whose match count the review decides on (:attr:`z_match`; its loss sums are the service's values, not the
+    review's), and a weighted count measured beside it (:attr:`z_weighted`, ``bench/fairplay_calibration.py
+    --statistic weighted``):
 
         z = sum w (m - p) / sqrt(sum w^2 p (1 - p)),   w = 1 / max(p, REVIEW_P_FLOOR),
 
@@ -228,37 +234,28 @@ class ReviewStats:
     It weighs most the matches honest players rarely find, which is where the calibration errs for the strongest
     players: on rated-dev it detects more, but it puts honest super-grandmasters over the tier it supports (README)."""
 
-    n: int = 0
-    matches: int = 0
-    expected_matches: float = 0.0
-    match_var: float = 0.0
     weighted: float = 0.0            # sum w m
     weighted_expected: float = 0.0   # sum w p
     weighted_var: float = 0.0        # sum w^2 p (1 - p)
 
-    def add(self, m: FairPlayMove | None) -> None:
-        """Add one move's terms (None: not counted)."""
-        if m is None:
-            return
+    def _sum(self, m: FairPlayMove) -> None:
+        super()._sum(m)
         p = m.p_top
         w = 1.0 / max(p, REVIEW_P_FLOOR)
-        self.n += 1
-        self.matches += m.matched
-        self.expected_matches += p
-        self.match_var += p * (1.0 - p)
         self.weighted += w * m.matched
         self.weighted_expected += w * p
         self.weighted_var += w * w * p * (1.0 - p)
 
     @property
-    def z_match(self) -> float:
-        """The match count's z: what the review decides on."""
-        return z_score(self.matches, self.expected_matches, self.match_var)
-
-    @property
     def z_weighted(self) -> float:
         """The weighted count's z."""
         return z_score(self.weighted, self.weighted_expected, self.weighted_var)
+
+    def z_of(self, statistic: str) -> float:
+        """The z of one of :data:`REVIEW_STATISTICS`."""
+        if statistic not in REVIEW_STATISTICS:
+            raise ValueError(f"no review statistic {statistic!r}; one of {REVIEW_STATISTICS}")
+        return self.z_weighted if statistic == "weighted" else self.z_match
 
 
 @dataclass(frozen=True, slots=True)

@@ -216,21 +216,21 @@ class MoveModel:
         term, :meth:`clock_shift`)."""
         # choice_loglik's numbers for one move, laid out candidates x grid (the sum over candidates adds whole rows)
         # with c log s kept per class: fewer numpy calls on the player step's path
-        _, c = self._grid_params(tclass)
+        c, c_log_s = self._choice_params(tclass)
         with np.errstate(divide="ignore", over="ignore"):
             t = np.multiply.outer(np.log(deltas), c)  # c log delta; the best move's 0 gives -inf: (0 / s)^c = 0
-            t -= self._c_log_s(tclass) + shift * c if shift else self._c_log_s(tclass)
+            t -= c_log_s + shift * c if shift else c_log_s
             x = np.negative(np.exp(t, out=t), out=t)  # -(delta / s)^c
             chosen = x[played].copy()
             return chosen - np.log(np.exp(x, out=x).sum(axis=0))
 
-    def _c_log_s(self, tclass: str) -> np.ndarray:
-        """c log s on the grid for ``tclass``, computed once."""
-        key = f"c log s:{tclass}"
+    def _choice_params(self, tclass: str) -> tuple[np.ndarray, np.ndarray]:
+        """(c, c log s) on the grid for ``tclass``, computed once."""
+        key = f"c, c log s:{tclass}"
         hit = self._cache.get(key)
         if hit is None:
             log_s, c = self._grid_params(tclass)
-            hit = self._cache[key] = c * log_s
+            hit = self._cache[key] = (c, c * log_s)
         return hit
 
     def _grid_params(self, tclass: str) -> tuple[np.ndarray, np.ndarray]:

@@ -25,6 +25,15 @@ def add_data_argument(ap: argparse.ArgumentParser) -> None:
                     help=f"folder of the validation sets (default $KIBITZ_DATA or {DEFAULT_DATA})")
 
 
+def add_review_statistic_argument(ap: argparse.ArgumentParser) -> None:
+    """``--statistic``: which of the review's statistics (analyzers.fairplay.REVIEW_STATISTICS) the z tables read."""
+    from analyzers.fairplay import REVIEW_STATISTICS
+
+    ap.add_argument("--statistic", choices=REVIEW_STATISTICS, default=REVIEW_STATISTICS[0],
+                    help="the review's statistic: its match count (what the service decides on), or the count weighted "
+                         "by 1/p (analyzers.fairplay.ReviewStats), measured beside it")
+
+
 def data_dir(args: argparse.Namespace, *needed: str) -> Path:
     """The ``--data`` folder, after checking it holds ``needed`` (sub-paths); exits with one line saying what is
     missing and where it was expected."""

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
 import numpy as np
-from common import ANALYSIS_CACHE, add_data_argument, data_dir
+from common import ANALYSIS_CACHE, add_data_argument, add_review_statistic_argument, data_dir
 from fairplay_data import (
     ASSIST_LIMITS,
     MIN_EVENT_GAMES,
@@ -139,9 +139,7 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--split", choices=("rated-holdout", "rated-dev"), default="rated-holdout",
                     help="where the games come from: rated-holdout (the measurement) or rated-dev (for choosing a method)")
     ap.add_argument("--warm", action="store_true", help="only run the engine searches into the cache")
-    ap.add_argument("--statistic", choices=("match", "weighted"), default="match",
-                    help="the review's statistic: its match count (the service's), or the count weighted by 1/p "
-                         "(analyzers.fairplay.ReviewStats), measured beside it")
+    add_review_statistic_argument(ap)
     add_data_argument(ap)
     return ap.parse_args()
 
@@ -325,9 +323,7 @@ def reviewed_z(moves: list[MoveAssessment], firsts: dict[tuple[str, str], dict[i
     with ``--statistic weighted`` the weighted count's (analyzers.fairplay.ReviewStats)."""
     deep = [(a, firsts.get((a.game_id, a.color), {}).get(a.ply)) for a in moves]
     f = review_stats([(a, d) for a, d in deep if d is not None], model, calibration)
-    if f.n < DEFAULT_MIN_MOVES:
-        return float("-inf")
-    return f.z_weighted if REVIEW_STATISTIC == "weighted" else f.z_match
+    return f.z_of(REVIEW_STATISTIC) if f.n >= DEFAULT_MIN_MOVES else float("-inf")
 
 
 def review_report(samples, results, assisted, firsts, model, seed: int, assist_depth: int) -> None:  # noqa: ANN001
@@ -456,10 +452,10 @@ def review_threshold_table(honest_z: list[float], crossing_z: dict[tuple[str, st
     review reaches the tier) per 1,000 player-events, detection of half-assisted player-events, and the tier a normal
     model of the honest reviews supports: every review a look, so a player-event's false-alarm rate is at most
     (reviews per player-event) x P(z >= tier) under N(mean, sd) of the honest reviews' z (a union bound)."""
-    if not honest_z:
+    if len(honest_z) < 2:
         return
-    mean, sd = float(np.mean(honest_z)), float(np.std(honest_z, ddof=1)) if len(honest_z) > 1 else 1.0
     looks = len(honest_z) / max(pevents, 1)
+    mean, sd, _ = normal_tail_per_1000(honest_z, REVIEW_THRESHOLDS[-1])
     print(f"honest reviews: {len(honest_z)} ({looks:.2f} per player-event), review z mean {mean:+.2f}, sd {sd:.2f}, "
           f"max {max(honest_z):+.2f}")
     print("review tier   honest verdicts (per 1,000 player-events)   normal bound per 1,000   50 %: flagged 5-11 / 9+ games"
@@ -470,7 +466,7 @@ def review_threshold_table(honest_z: list[float], crossing_z: dict[tuple[str, st
     supported = None
     for t in REVIEW_THRESHOLDS:
         honest = sum(1 for z in crossing_z.values() if z >= t)
-        bound = 1000 * looks * 0.5 * math.erfc((t - mean) / (sd * math.sqrt(2)))
+        bound = looks * normal_tail_per_1000(honest_z, t)[2]  # per review, times reviews per player-event
         if supported is None and bound <= REVIEW_BOUND_TARGET:
             supported = t
         det = f"{np.mean([z >= t for _, z in half]):.0%} / {np.mean([z >= t for z in long_half]):.0%}" if long_half else "-"

@@ -34,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 import numpy as np
-from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir
+from common import ANALYSIS_CACHE, ROOT, add_data_argument, add_review_statistic_argument, data_dir
 from sklearn.linear_model import LogisticRegression
 from warm_cache import ELITE_FILE
 
@@ -157,8 +157,7 @@ def scope_z(data: list[Row], model, calibration: ReviewCalibration | None) -> di
     scopes: dict[str, ReviewStats] = defaultdict(ReviewStats)
     for scope, _, pid, a, deep in data:
         scopes[f"{scope}|{pid}"].add(review_move(a, deep, model, calibration))
-    return {key: s.z_weighted if REVIEW_STATISTIC == "weighted" else s.z_match for key, s in scopes.items()
-            if s.n >= DEFAULT_MIN_MOVES}
+    return {key: s.z_of(REVIEW_STATISTIC) for key, s in scopes.items() if s.n >= DEFAULT_MIN_MOVES}
 
 
 def describe(label: str, zs: dict[str, float]) -> None:
@@ -213,9 +212,7 @@ def main() -> None:
     ap.add_argument("--check", action="store_true",
                     help="also review every player of ferreira-2012's 2011 events (honest elite classical)")
     ap.add_argument("--write", action="store_true")
-    ap.add_argument("--statistic", choices=("match", "weighted"), default="match",
-                    help="the z tables' statistic: the review's match count, or the count weighted by 1/p "
-                         "(analyzers.fairplay.ReviewStats)")
+    add_review_statistic_argument(ap)
     add_data_argument(ap)
     args = ap.parse_args()
     global REVIEW_STATISTIC
