@@ -217,7 +217,7 @@ async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
     print(f"kibitz replay: {len(games)} Go games from {', '.join(p.name for p in paths)}; calibration {cal.profile} "
           f"(GNU Go {limits.key}), {args.engines} engines", flush=True)
     if cal.provisional:
-        print(f"calibration is PROVISIONAL: {cal.fitted_on}; see the README's Go section for what it measures", flush=True)
+        print(f"calibration is PROVISIONAL: {cal.fitted_on}; see docs/go.md for what it measures", flush=True)
     try:
         async with EnginePool(args.go_engine, size=args.engines, cache_path=args.cache, game=GO,
                               timeout=args.search_timeout or DEFAULT_TIMEOUT) as pool:
