@@ -50,6 +50,7 @@ O(players + the player's results) per move.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Mapping
@@ -64,9 +65,18 @@ from .combination import Combination, MoveFeatures, ScopeFeatures, moments
 from .errors import CalibrationError
 from .ratingmodel import FLAT_PRIOR, MoveModel, Prior, RatingLikelihood
 
-#: Open player-games an event keeps at most: beyond, the one idle longest is closed (its contribution so far stays).
-#: Bounds an event's state near MAX_OPEN x 1.7 KB (the likelihood over the grid).
-MAX_OPEN = 400
+#: The stated bound on one event's serialised state (tested with ids of the longest kind): well under the 1 MB a Kafka
+#: record may have by default, so the pool stage's changelog record of an event of any size fits. Each part of the state
+#: keeps to a budget of its own (JSON bytes, counted as entries come and go), the oldest going first:
+EVENT_STATE_BOUND = 900_000
+#: - open player-games, about 2.2 KB each (the likelihood over the grid): beyond, the one idle longest is closed, its
+#:   contribution so far staying (about 180 open at once with ids of a usual length: 90 boards of one round);
+OPEN_BUDGET = 400_000
+#: - players' sums: beyond, the player idle longest is retired: their sums join the retired totals, so the event's level
+#:   keeps their evidence, and their results and open games go (about 800 players with ids of a usual length);
+PLAYERS_BUDGET = 120_000
+#: - results: beyond, the player with the most results loses their oldest one (about 4,000 results).
+RESULTS_BUDGET = 300_000
 
 
 @dataclass(frozen=True)
@@ -173,8 +183,17 @@ _MAX_NEWTON = 50
 _MAX_STEP = 400.0
 #: A player's sums [a, b, player-games, c, d] before any move of theirs.
 _NO_SUMS = (0.0, 0.0, 0.0, 0.0, 0.0)
-#: Results an event keeps per player at most (the oldest go first): bounds an arena's state.
+#: Results an event keeps per player at most (the oldest go first).
 MAX_RESULTS = 200
+#: The JSON bytes an open player-game takes besides its two ids, at most (its likelihood, features and sums).
+_OPEN_GAME_BYTES = 2_400
+#: The JSON bytes of a player's five sums besides their id, at most (five floats of up to 24 characters).
+_SUMS_BYTES = 130
+
+
+def _json_len(s: str) -> int:
+    """The bytes ``s`` takes as a JSON string (non-ASCII characters are escaped, up to 12 bytes each)."""
+    return len(json.dumps(s))
 
 #: The least shrinkage k of the combination (step 3) read as evidence; below it, the move model's estimate is used.
 MIN_SHRINK = 0.05
@@ -254,13 +273,32 @@ class OpenGame:
 class EventEvidence:
     """One event's evidence: per player [a, b, player-games, c, d], the sums over their player-games (open ones at their
     current contribution) of their terms in the level (a, b) and in their own rating (c = sum 1 / s_g^2,
-    d = sum m_g / s_g^2); the open player-games keyed ``game_id/player_id``; and per player their finished games'
-    results {game_id: [opponent_id, score]} (step 2b)."""
+    d = sum m_g / s_g^2), the players least recently active first; the open player-games keyed ``game_id/player_id``;
+    per player their finished games' results {game_id: [opponent_id, score]} (step 2b); and ``retired`` [a, b,
+    player-games], the sums of the players retired to keep the state within its budgets (:data:`EVENT_STATE_BOUND`)."""
 
     players: dict[str, list[float]] = field(default_factory=dict)
     open: dict[str, OpenGame] = field(default_factory=dict)
     touched: float = 0.0
     results: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    retired: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    # the JSON bytes each budgeted part takes (estimates from above), kept as entries come and go; not stored
+    _open_bytes: int = field(default=0, init=False, repr=False, compare=False)
+    _players_bytes: int = field(default=0, init=False, repr=False, compare=False)
+    _results_bytes: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._open_bytes = sum(self._open_entry(k) for k in self.open)
+        self._players_bytes = sum(_json_len(p) + _SUMS_BYTES for p in self.players)
+        self._results_bytes = sum(_json_len(p) + 4 + sum(self._result_entry(gid, r[0]) for gid, r in mine.items())
+                                  for p, mine in self.results.items())
+
+    def _open_entry(self, key: str) -> int:
+        return 2 * _json_len(key) + _OPEN_GAME_BYTES  # the key, and the player id inside it (shorter)
+
+    @staticmethod
+    def _result_entry(game_id: str, opponent_id: str) -> int:
+        return _json_len(game_id) + _json_len(opponent_id) + 10
 
     def add_move(self, game_id: str, player_id: str, ply: int, move_ll: np.ndarray, tclass: str,
                  pool: EventPoolModel, model: MoveModel, now: float | None = None, *,
@@ -270,12 +308,18 @@ class EventEvidence:
         key = f"{game_id}/{player_id}"
         g = self.open.get(key)
         if g is None:
-            if len(self.open) >= MAX_OPEN:
+            entry = self._open_entry(key)
+            while self.open and self._open_bytes + entry > OPEN_BUDGET:
                 self.close(min(self.open, key=lambda k: self.open[k].touched))
             g = self.open[key] = OpenGame(player_id)
-            self.players.setdefault(player_id, list(_NO_SUMS))[2] += 1
+            self._open_bytes += entry
+            if player_id not in self.players:
+                self.players[player_id] = list(_NO_SUMS)
+                self._players_bytes += _json_len(player_id) + _SUMS_BYTES
+            self.players[player_id][2] += 1
         if ply <= g.last_ply:
             return False
+        self._active(player_id)
         g.lik.add(move_ll, tclass)
         if features is not None:
             g.feats.add(features)
@@ -295,23 +339,60 @@ class EventEvidence:
 
     def close(self, key: str) -> None:
         """A player-game ended (``game_id/player_id``): its likelihood is no longer needed; its contribution stays."""
-        self.open.pop(key, None)
+        if self.open.pop(key, None) is not None:
+            self._open_bytes -= self._open_entry(key)
 
     def add_result(self, game_id: str, player_id: str, opponent_id: str, score: float) -> bool:
         """Record ``player_id``'s result in ``game_id`` (step 2b); False (nothing changes) for a game already recorded."""
-        mine = self.results.setdefault(player_id, {})
+        mine = self.results.get(player_id)
+        if mine is None:
+            mine = self.results[player_id] = {}
+            self._results_bytes += _json_len(player_id) + 4
         if game_id in mine:
             return False
         if len(mine) >= MAX_RESULTS:
-            del mine[next(iter(mine))]
+            self._drop_oldest_result(player_id)
         mine[game_id] = [opponent_id, float(score)]
+        self._results_bytes += self._result_entry(game_id, opponent_id)
+        while self._results_bytes > RESULTS_BUDGET:
+            self._drop_oldest_result(max(self.results, key=lambda p: len(self.results[p])))
+        if player_id in self.players:
+            self._active(player_id)
         return True
+
+    def _drop_oldest_result(self, player_id: str) -> None:
+        mine = self.results[player_id]
+        game_id = next(iter(mine))
+        self._results_bytes -= self._result_entry(game_id, mine.pop(game_id)[0])
+        if not mine:
+            del self.results[player_id]
+            self._results_bytes -= _json_len(player_id) + 4
+
+    def _active(self, player_id: str) -> None:
+        """``player_id`` (one of :attr:`players`) was just active: last in the order; then retire the players least
+        recently active while the players' sums are over their budget."""
+        self.players[player_id] = self.players.pop(player_id)
+        while self._players_bytes > PLAYERS_BUDGET and len(self.players) > 1:
+            self._retire(next(iter(self.players)))
+
+    def _retire(self, player_id: str) -> None:
+        """Fold a player's sums into :attr:`retired` (the level keeps their evidence: every other player's prior still
+        counts it) and drop what is theirs alone: their own sums, results and open games."""
+        sums = self.players.pop(player_id)
+        self._players_bytes -= _json_len(player_id) + _SUMS_BYTES
+        for i in range(3):
+            self.retired[i] += sums[i]
+        while player_id in self.results:
+            self._drop_oldest_result(player_id)
+        for key in [k for k, g in self.open.items() if g.player_id == player_id]:
+            self.close(key)
 
     def prior_for(self, player_id: str, pool: EventPoolModel) -> tuple[Prior | None, int]:
         """Player ``player_id``'s prior from every other player's player-games (steps 1-2) and, with
         ``pool.results_scale``, their own results against players placed by their moves (step 2b); and how many
         player-games of others it rests on. O(players + the player's results)."""
-        total = [math.fsum(col) for col in zip(*self.players.values(), strict=True)] if self.players else _NO_SUMS
+        # every player's sums and the retired ones, each column summed exactly (the same whatever the players' order)
+        total = [math.fsum(col) for col in zip(*self.players.values(), (*self.retired, 0.0, 0.0), strict=True)]
         mine = self.players.get(player_id, _NO_SUMS)
         a, b, n = total[0] - mine[0], total[1] - mine[1], total[2] - mine[2]
         prior = pool.prior(a, b, int(n))
@@ -327,14 +408,19 @@ class EventEvidence:
     def to_dict(self) -> dict[str, Any]:
         return {"players": {k: list(s) for k, s in self.players.items()},
                 "open": {k: g.to_dict() for k, g in self.open.items()}, "touched": self.touched,
-                "results": {k: dict(r) for k, r in self.results.items()}}
+                "results": {k: dict(r) for k, r in self.results.items()},
+                **({"retired": list(self.retired)} if any(self.retired) else {})}  # an event that never retired keeps its form
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EventEvidence:
         # states written before step 2b keep three sums per player and no results: the own sums start at zero
+        retired = [float(x) for x in d.get("retired", (0.0, 0.0, 0.0))]
+        if len(retired) != 3:
+            raise ValueError(f"retired sums must be [a, b, player-games], not {retired!r}")
         return cls({k: [float(x) for x in v] + [0.0] * (5 - len(v)) for k, v in d["players"].items()},
                    {k: OpenGame.from_dict(g) for k, g in d["open"].items()}, float(d.get("touched", 0.0)),
-                   {k: {gid: [str(r[0]), float(r[1])] for gid, r in v.items()} for k, v in d.get("results", {}).items()})
+                   {k: {gid: [str(r[0]), float(r[1])] for gid, r in v.items()} for k, v in d.get("results", {}).items()},
+                   retired)
 
 
 def load_event_pool(profile: str, path: str | Path | None = None) -> EventPoolModel | None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -202,9 +202,17 @@ class FairPlayStats:
         return "action" if z >= action else "screening" if z >= screen else None
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = self._fields()
         if not self.window:  # the states of game and event scopes stay as they were
             del d["window"], d["block"]
+        return d
+
+    def _fields(self) -> dict[str, Any]:
+        """What ``dataclasses.asdict`` gives, without its deep copy of every value: this runs for every scope of every
+        player a transaction stores."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.block is not None:
+            d["block"] = self.block._fields()
         return d
 
     @classmethod

@@ -1,7 +1,7 @@
 """Streaming throughput and latency through the real broker and a real `kibitz worker`, engine cost removed.
 
     python bench/throughput.py [--rates 100,500] [--runtime transactional|faust] [--split] [--store memory|rocksdb]
-                               [--calibrated | --review]
+                               [--calibrated | --review] [--no-event-pool]
 
 1. Fills an analysis cache for the 36 London 2011 games (the embedded runtime, depth 6 multipv 4), so the worker's
    engine searches are all cache hits and what is measured is kibitz + the runtime + Kafka.
@@ -130,6 +130,8 @@ def main() -> None:
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--calibrated", action="store_true", help="the profile's own limits (depth 8, multipv 5)")
     mode.add_argument("--review", action="store_true", help="the profile's own limits and the worker's --review")
+    ap.add_argument("--no-event-pool", action="store_true", help="the worker's --no-event-pool: no pool stage (each player "
+                    "rated from their own moves), to measure what the event prior's stage costs")
     args = ap.parse_args()
     limits = [] if args.calibrated or args.review else LIMITS
     pgn = ROOT / "tests/fixtures/london_chess_classic_2011.pgn"
@@ -142,7 +144,8 @@ def main() -> None:
     prefix = fresh_prefix()
     topics = Topics(prefix=prefix)
     common = [*limits, "--engines", "1", "--cache", str(CACHE), "--runtime", args.runtime, "--store", args.store,
-              "--data-dir", str(ROOT / ".cache" / "bench-state"), *(["--review"] if args.review else [])]
+              "--data-dir", str(ROOT / ".cache" / "bench-state"), *(["--review"] if args.review else []),
+              *(["--no-event-pool"] if args.no_event_pool else [])]
     workers = start_workers(address, prefix, *common, split=args.split)
     try:
         # warm-up: one game under its own id, so startup and the first rebalance are not timed
@@ -163,7 +166,8 @@ def main() -> None:
         broker.stop()
     print(f"throughput: {len(games)} London 2011 games, {moves} moves, {len(all_events)} events; analyses from cache; 1 worker "
           f"({args.runtime} runtime{', stages in 2 processes' if args.split else ''}, {args.store} store), 1 engine, "
-          f"{'profile limits' + (' and --review' if args.review else '') if limits == [] else 'limits ' + ' '.join(LIMITS)}")
+          f"{'profile limits' + (' and --review' if args.review else '') if limits == [] else 'limits ' + ' '.join(LIMITS)}"
+          f"{', no event pooling' if args.no_event_pool else ''}")
     print(f"  bare broker, produce + consume {len(all_events)} records: {len(all_events) / base:8.0f} records/s")
     print(f"  kibitz worker, cold pass (analyses read from SQLite): {moves / cold:8.0f} moves/s")
     print(f"  kibitz worker, moves in -> perceived ratings out:    {moves / elapsed:8.0f} moves/s, median of {len(passes)} "

@@ -1,5 +1,6 @@
 """Event pooling (docs/models.md s. 12): the event's level from the other players' moves, and the pool step."""
 
+import json
 import math
 from dataclasses import replace
 
@@ -9,7 +10,6 @@ import pytest
 from analyzers.combination import load_combination
 from analyzers.errors import CalibrationError
 from analyzers.eventpool import (
-    MAX_OPEN,
     EventEvidence,
     EventPoolModel,
     OpenGame,
@@ -76,10 +76,11 @@ def test_a_closed_game_keeps_its_contribution_and_open_games_are_bounded():
     before = ev.prior_for("b", POOL)
     ev.close("g1/a")
     assert ev.open == {} and ev.prior_for("b", POOL) == before
-    for i in range(MAX_OPEN + 5):
+    for i in range(400):
         ev.add_move(f"h{i}", f"p{i}", 0, move_ll(1800), "rapid", POOL, MODEL, now=float(i))
-    assert len(ev.open) == MAX_OPEN and "h0/p0" not in ev.open  # the one idle longest was closed
-    assert ev.prior_for("x", POOL)[1] == MAX_OPEN + 6  # every player-game still counts
+    assert 100 < len(ev.open) < 400 and "h399/p399" in ev.open
+    assert all(f"h{i}/p{i}" not in ev.open for i in range(400 - len(ev.open)))  # the ones idle longest were closed
+    assert ev.prior_for("x", POOL)[1] == 401  # every player-game still counts
 
 
 def test_combine_with_the_population_as_event_prior_gives_the_estimate_back():
@@ -299,3 +300,74 @@ def test_the_pool_step_records_each_result_once_and_the_next_prior_reads_it():
 def test_results_scale_is_checked():
     with pytest.raises(CalibrationError):
         replace(POOL, results_scale=-0.1)
+
+
+def crowded_event(players: int, rounds: int, name, open_games: int) -> EventEvidence:
+    """An online event: ``open_games`` player-games open at once (one move each), then ``rounds`` rounds of results
+    between ``players`` players, ids made by ``name``."""
+    ev = EventEvidence()
+    for i in range(open_games):
+        ev.add_move(name("game", i), name("player", i % players), 20, move_ll(1500 + i % 1000), "rapid", POOL, MODEL,
+                    now=float(i))
+    for r in range(rounds):
+        for board in range(players // 2):
+            w, b = name("player", 2 * board), name("player", (2 * board + 2 * r + 1) % players)
+            ev.add_result(name("game", 10**6 + r * players + board), w, b, 1.0)
+            ev.add_result(name("game", 10**6 + r * players + board), b, w, 0.0)
+    return ev
+
+
+def short_ids(kind: str, i: int) -> str:
+    return f"fide:{10_000_000 + i}" if kind == "player" else f"online-open-2026:round-{i // 1000}:board-{i % 1000}"
+
+
+def longest_ids(kind: str, i: int) -> str:
+    """200 characters (the longest id a message may carry), each escaped in JSON to 12 bytes."""
+    return f"{kind[0]}{i:07d}" + "\N{TROPHY}" * 192
+
+
+@pytest.mark.parametrize("name", [short_ids, longest_ids])
+def test_an_event_state_stays_under_its_bound_however_large_the_event(name):
+    from analyzers.eventpool import EVENT_STATE_BOUND, OPEN_BUDGET, PLAYERS_BUDGET, RESULTS_BUDGET
+    from streamer.state_store import encode
+
+    ev = crowded_event(players=1500, rounds=8, name=name, open_games=1500)
+    raw = encode(ev)
+    assert len(raw) < EVENT_STATE_BOUND, len(raw)
+    d = EventEvidence.from_dict(json.loads(raw)).to_dict()
+    # the budgets' running estimates bound what each part takes
+    parts = {"open": (OPEN_BUDGET, ev._open_bytes), "players": (PLAYERS_BUDGET, ev._players_bytes),
+             "results": (RESULTS_BUDGET, ev._results_bytes)}
+    for part, (budget, estimate) in parts.items():
+        size = len(json.dumps(d[part], separators=(",", ":")))
+        assert size <= estimate <= budget, part
+        assert size > budget / 2, part  # each part was filled to its budget: the bound is tested at its worst
+    assert ev.retired[2] > 0 and ev.prior_for(name("player", 1499), POOL)[1] == 1499  # retired players' games count
+
+
+def test_retiring_players_keeps_the_level_and_the_state_round_trips(monkeypatch):
+    import analyzers.eventpool as eventpool
+
+    def field(budget: int) -> EventEvidence:
+        monkeypatch.setattr(eventpool, "PLAYERS_BUDGET", budget)
+        ev = EventEvidence()
+        for i in range(40):
+            ev.add_move(f"g{i}", f"p{i}", 20, move_ll(1400 + 25 * i), "rapid", POOL, MODEL, now=float(i))
+            ev.add_move(f"g{i}", f"p{i}", 22, move_ll(1400 + 25 * i), "rapid", POOL, MODEL, now=float(i))
+            ev.close(f"g{i}/p{i}")
+        ev.add_result("r1", "p39", "p38", 1.0)
+        return ev
+
+    kept, crowded = field(10**9), field(10 * (len('"p10"') + 130))
+    assert len(kept.players) == 40 and len(crowded.players) == 10 and "p0" not in crowded.players
+    assert crowded.retired[2] == 30 and sum(crowded.retired) != 0
+    for pool in (POOL, RESULTS_POOL):  # the level from 39 other players, 29 of them retired, is the same level
+        a, b = kept.prior_for("p39", pool), crowded.prior_for("p39", pool)
+        assert b[1] == a[1] == 39 and b[0].mean == pytest.approx(a[0].mean, abs=1e-9) and b[0].sd == pytest.approx(a[0].sd)
+    back = EventEvidence.from_dict(json.loads(json.dumps(crowded.to_dict())))
+    assert back.to_dict() == crowded.to_dict() and back.prior_for("p39", RESULTS_POOL) == crowded.prior_for("p39", RESULTS_POOL)
+    assert (back._open_bytes, back._players_bytes, back._results_bytes) == (
+        crowded._open_bytes, crowded._players_bytes, crowded._results_bytes)
+    assert "retired" not in kept.to_dict()  # an event that never retired anyone keeps its stored form
+    with pytest.raises(ValueError):
+        EventEvidence.from_dict({**crowded.to_dict(), "retired": [1.0]})

@@ -823,3 +823,78 @@ def test_a_go_game_runs_through_the_worker_beside_chess_as_through_the_replay(br
 
     assert len([m for m in go if m["type"] == "perceived" and m["scope"] == "game"]) == 105  # every move, once
     assert sorted(map(key, go)) == sorted(map(key, replayed))
+def test_an_event_with_thousands_of_players_does_not_stop_the_pool_stage(broker):
+    """An online event with 1,500 players, 500 games open at once and three results each: every record passes the
+    pool stage once with its prior, nothing is dead-lettered, and every changelog record of the event stays under
+    the stated bound (a state over the 1 MB a Kafka record may have would abort every transaction of the event)."""
+    from aiokafka import AIOKafkaConsumer
+
+    from analyzers.combination import load_combination
+    from analyzers.eventpool import EVENT_STATE_BOUND, EventEvidence, load_event_pool
+    from analyzers.profiles import get_profile
+    from analyzers.ratingmodel import load_move_model
+    from schemas import GameResult, MoveAssessment, PlayerInfo
+    from streamer.kafka_config import KafkaSettings
+    from streamer.kafka_eos import Stage, StageConfig, _sync, ensure_topics
+    from streamer.pipeline import PipelineConfig
+    from streamer.steps import Steps
+
+    settings = KafkaSettings(broker=broker, partitions=2, topics=Topics(prefix=fresh_prefix()))
+    t = settings.topics
+    steps = Steps(PipelineConfig(get_profile("fast"), None, model=load_move_model("fast"), combination=load_combination("fast"),
+                                 event_pool=load_event_pool("fast")))
+    cands = [{"uci": "e2e4", "cp": 30, "mate": None}, {"uci": "d2d4", "cp": 20, "mate": None}, {"uci": "g1f3", "cp": -40, "mate": None}]
+    event, players = "Online Open 2026", 1500
+    key = event.encode()
+    records = []
+    for rnd in range(3):
+        for board in range(players // 2):
+            w, b = f"fide:{10_000_000 + 2 * board}", f"fide:{10_000_000 + (2 * board + 2 * rnd + 1) % players}"
+            game = f"online-open-2026:round-{rnd + 1}:board-{board + 1}"
+            for ply, player in ((20, w), (21, b)):
+                a = MoveAssessment(game_id=game, ply=ply, player_id=player, color="white" if player == w else "black",
+                                   uci="d2d4", event=event, reference_rating=1800, eval_before=30, eval_after=20, gain=-10,
+                                   loss=10, candidates=cands, played_rank=1, played_value=20, counted=True, engine="test",
+                                   limits="d8-mpv5", time_class="rapid")
+                records.append((key, a.model_dump_json().encode()))
+        for board in range(players // 2):  # the round's results after all its moves: up to 1,500 games open at once
+            w, b = f"fide:{10_000_000 + 2 * board}", f"fide:{10_000_000 + (2 * board + 2 * rnd + 1) % players}"
+            game = f"online-open-2026:round-{rnd + 1}:board-{board + 1}"
+            for me, opp, score in ((w, b, 1.0), (b, w, 0.0)):
+                r = GameResult(game_id=game, player_id=me, color="white" if me == w else "black", score=score, event=event,
+                               player=PlayerInfo(id=me), opponent=PlayerInfo(id=opp))
+                records.append((key, r.model_dump_json().encode()))
+
+    async def run():
+        await ensure_topics(settings)
+        await produce(broker, t.pool, records)
+        stage = Stage(settings, StageConfig("pool", t.pool, t.state_events, _sync(steps.pool_record), EventEvidence),
+                      "big-event-test")
+        task = asyncio.create_task(stage.run())
+        try:
+            out = await consume_until(broker, [t.assessments, t.deadletter],
+                                      lambda o: len(o[t.assessments]) + len(o[t.deadletter]) >= len(records), timeout=300)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        c = AIOKafkaConsumer(t.state_events, bootstrap_servers=broker, group_id=None, auto_offset_reset="earliest",
+                             isolation_level="read_committed")
+        await c.start()
+        sizes: list[int] = []
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                batch = await c.getmany(timeout_ms=1000)
+                if not batch and sizes:
+                    break
+                sizes += [len(r.value) for recs in batch.values() for r in recs if r.key == key and r.value]
+        finally:
+            await c.stop()
+        return stage, out, sizes
+
+    stage, out, sizes = asyncio.run(run())
+    assert not out[t.deadletter] and stage.poisoned == 0, (len(out[t.deadletter]), stage.poisoned)
+    passed = [json.loads(v) for v in out[t.assessments]]
+    assert len(passed) == len(records)
+    assert sum(m.get("event_prior") is not None for m in passed) >= len(records) - 2  # the event's first mover has none
+    assert sizes and max(sizes) < EVENT_STATE_BOUND, (len(sizes), max(sizes or [0]))
