@@ -386,6 +386,23 @@ def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_kille
         "the survivor took over every partition of the killed worker"
 
 
+async def run_stage(settings, config, records, outputs, done, timeout: float):
+    """Produce ``records`` to the input topic of ``config`` (a :class:`~streamer.kafka_eos.StageConfig`), run that one
+    transactional stage until ``done`` holds for the ``outputs`` topics read so far, then stop it; (stage, outputs)."""
+    from streamer.kafka_eos import Stage, ensure_topics
+
+    await ensure_topics(settings)
+    await produce(settings.broker, config.source, records)
+    stage = Stage(settings, config, f"{config.name}-test")
+    task = asyncio.create_task(stage.run())
+    try:
+        out = await consume_until(settings.broker, outputs, done, timeout=timeout)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    return stage, out
+
+
 def test_a_poison_record_is_dead_lettered_after_max_aborts_and_the_partition_moves_on(broker):
     """A record whose output the broker refuses (2 MB, over the 1 MB limit) aborts its transaction; after
     max_aborts tries it is dead-lettered unapplied and every other record's output arrives once."""
@@ -393,7 +410,7 @@ def test_a_poison_record_is_dead_lettered_after_max_aborts_and_the_partition_mov
     from analyzers.profiles import get_profile
     from schemas import DeadLetter, GameResult, PlayerInfo
     from streamer.kafka_config import KafkaSettings
-    from streamer.kafka_eos import Stage, StageConfig, ensure_topics
+    from streamer.kafka_eos import StageConfig
     from streamer.pipeline import PipelineConfig, PlayerState
     from streamer.steps import Output, Steps
 
@@ -415,21 +432,9 @@ def test_a_poison_record_is_dead_lettered_after_max_aborts_and_the_partition_mov
         results.append((me.id.encode(), r.model_dump_json().encode()))
     records = results[:5] + [(b"p1", b"POISON")] + results[5:]
 
-    async def run():
-        await ensure_topics(settings)
-        await produce(broker, t.assessments, records)
-        stage = Stage(settings, StageConfig("rate", t.assessments, t.state_players, step, PlayerState, max_aborts=3),
-                      "poison-test")
-        task = asyncio.create_task(stage.run())
-        try:
-            out = await consume_until(broker, [t.glicko2, t.deadletter],
-                                      lambda o: len(o[t.glicko2]) >= 12 and len(o[t.deadletter]) >= 1, timeout=120)
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        return stage, out
-
-    stage, out = asyncio.run(run())
+    stage, out = asyncio.run(run_stage(
+        settings, StageConfig("rate", t.assessments, t.state_players, step, PlayerState, max_aborts=3), records,
+        [t.glicko2, t.deadletter], lambda o: len(o[t.glicko2]) >= 12 and len(o[t.deadletter]) >= 1, timeout=120))
     games = sorted(json.loads(v)["game_id"] for v in out[t.glicko2])
     assert games == sorted(f"g{i}" for i in range(12)), "every other record's update, once"
     (dl,) = [json.loads(v) for v in out[t.deadletter]]
@@ -540,14 +545,12 @@ def test_an_engine_that_hangs_every_50th_search_holds_up_only_its_own_game(broke
 def test_a_player_with_1000_open_games_does_not_stop_the_rate_stage(broker):
     """One player's 1,000 unfinished games in 1,000 events, interleaved with other players' moves: every assessment
     is rated once, nothing is dead-lettered, and every changelog record of that player stays under the stated bound."""
-    from aiokafka import AIOKafkaConsumer
-
     from analyzers.calibration import load_calibration
     from analyzers.profiles import get_profile
     from analyzers.ratingmodel import load_move_model
     from schemas import MoveAssessment
     from streamer.kafka_config import KafkaSettings
-    from streamer.kafka_eos import Stage, StageConfig, _sync, ensure_topics
+    from streamer.kafka_eos import StageConfig, _sync
     from streamer.pipeline import PLAYER_STATE_BOUND, PipelineConfig, PlayerState
     from streamer.steps import Steps
 
@@ -565,30 +568,10 @@ def test_a_player_with_1000_open_games_does_not_stop_the_rate_stage(broker):
             records.append((player.encode(), a.model_dump_json().encode()))
 
     async def run():
-        await ensure_topics(settings)
-        await produce(broker, t.assessments, records)
-        stage = Stage(settings, StageConfig("rate", t.assessments, t.state_players, _sync(steps.player_record), PlayerState),
-                      "hoard-test")
-        task = asyncio.create_task(stage.run())
-        try:
-            out = await consume_until(broker, [t.perceived, t.deadletter], lambda o: len(o[t.perceived]) >= 2000, timeout=240)
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        c = AIOKafkaConsumer(t.state_players, bootstrap_servers=broker, group_id=None, auto_offset_reset="earliest",
-                             isolation_level="read_committed")
-        await c.start()
-        sizes: list[int] = []
-        try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                batch = await c.getmany(timeout_ms=1000)
-                if not batch and sizes:
-                    break
-                sizes += [len(r.value) for recs in batch.values() for r in recs if r.key == b"hoarder" and r.value]
-        finally:
-            await c.stop()
-        return stage, out, sizes
+        stage, out = await run_stage(
+            settings, StageConfig("rate", t.assessments, t.state_players, _sync(steps.player_record), PlayerState), records,
+            [t.perceived, t.deadletter], lambda o: len(o[t.perceived]) >= 2000, timeout=240)
+        return stage, out, [len(v) for v in (await read_topic(broker, t.state_players)).get(b"hoarder", []) if v]
 
     stage, out, sizes = asyncio.run(run())
     rated = [json.loads(v) for v in out[t.perceived]]
@@ -823,19 +806,19 @@ def test_a_go_game_runs_through_the_worker_beside_chess_as_through_the_replay(br
 
     assert len([m for m in go if m["type"] == "perceived" and m["scope"] == "game"]) == 105  # every move, once
     assert sorted(map(key, go)) == sorted(map(key, replayed))
-def test_an_event_with_thousands_of_players_does_not_stop_the_pool_stage(broker):
-    """An online event with 1,500 players, 500 games open at once and three results each: every record passes the
-    pool stage once with its prior, nothing is dead-lettered, and every changelog record of the event stays under
-    the stated bound (a state over the 1 MB a Kafka record may have would abort every transaction of the event)."""
-    from aiokafka import AIOKafkaConsumer
 
+
+def test_an_event_with_thousands_of_players_does_not_stop_the_pool_stage(broker):
+    """An online event of 1,500 players, three rounds of 750 games all open at once, then their results: every record
+    passes the pool stage once with its prior, nothing is dead-lettered, and every changelog record of the event stays
+    under the stated bound (a state over the 1 MB a Kafka record may have would abort every transaction of the event)."""
     from analyzers.combination import load_combination
     from analyzers.eventpool import EVENT_STATE_BOUND, EventEvidence, load_event_pool
     from analyzers.profiles import get_profile
     from analyzers.ratingmodel import load_move_model
     from schemas import GameResult, MoveAssessment, PlayerInfo
     from streamer.kafka_config import KafkaSettings
-    from streamer.kafka_eos import Stage, StageConfig, _sync, ensure_topics
+    from streamer.kafka_eos import StageConfig, _sync
     from streamer.pipeline import PipelineConfig
     from streamer.steps import Steps
 
@@ -866,31 +849,10 @@ def test_an_event_with_thousands_of_players_does_not_stop_the_pool_stage(broker)
                 records.append((key, r.model_dump_json().encode()))
 
     async def run():
-        await ensure_topics(settings)
-        await produce(broker, t.pool, records)
-        stage = Stage(settings, StageConfig("pool", t.pool, t.state_events, _sync(steps.pool_record), EventEvidence),
-                      "big-event-test")
-        task = asyncio.create_task(stage.run())
-        try:
-            out = await consume_until(broker, [t.assessments, t.deadletter],
-                                      lambda o: len(o[t.assessments]) + len(o[t.deadletter]) >= len(records), timeout=300)
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        c = AIOKafkaConsumer(t.state_events, bootstrap_servers=broker, group_id=None, auto_offset_reset="earliest",
-                             isolation_level="read_committed")
-        await c.start()
-        sizes: list[int] = []
-        try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                batch = await c.getmany(timeout_ms=1000)
-                if not batch and sizes:
-                    break
-                sizes += [len(r.value) for recs in batch.values() for r in recs if r.key == key and r.value]
-        finally:
-            await c.stop()
-        return stage, out, sizes
+        stage, out = await run_stage(
+            settings, StageConfig("pool", t.pool, t.state_events, _sync(steps.pool_record), EventEvidence), records,
+            [t.assessments, t.deadletter], lambda o: len(o[t.assessments]) + len(o[t.deadletter]) >= len(records), timeout=300)
+        return stage, out, [len(v) for v in (await read_topic(broker, t.state_events)).get(key, []) if v]
 
     stage, out, sizes = asyncio.run(run())
     assert not out[t.deadletter] and stage.poisoned == 0, (len(out[t.deadletter]), stage.poisoned)
