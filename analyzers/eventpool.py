@@ -195,6 +195,7 @@ def _json_len(s: str) -> int:
     """The bytes ``s`` takes as a JSON string (non-ASCII characters are escaped, up to 12 bytes each)."""
     return len(json.dumps(s))
 
+
 #: The least shrinkage k of the combination (step 3) read as evidence; below it, the move model's estimate is used.
 MIN_SHRINK = 0.05
 
