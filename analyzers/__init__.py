@@ -9,6 +9,8 @@ Move-based skill (from the moves alone):
   over the rating it gives (moves only, and "performance" from a declared rating);
 - :mod:`.combination`: a learned combination of a scope's running features on top of the move model: the published
   moves-only rating where the moves had clocks, with an interval from its cross-validated errors;
+- :mod:`.eventpool`: the event prior: an event's level read from its *other* players' moves, moved by the player's
+  own results in it; one event's evidence is a state kept within byte budgets, so it fits one Kafka record;
 - :mod:`.calibration`: c and gain histograms to Elo for one engine profile (:mod:`.profiles`), with model error;
 - :mod:`.fairplay`: z-scores of engine matching and loss against a player's reference rating.
 
