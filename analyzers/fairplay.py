@@ -38,7 +38,7 @@ from .ratingmodel import rating_z
 DEFAULT_Z_THRESHOLD = 4.75
 #: Screening threshold (a review queue; P(Z >= 1.5) is about 0.067 under the null). Chosen on rated-dev by
 #: bench/fairplay_calibration.py's rule, the highest trigger whose review flags 90 % of the half-assisted player-events
-#: of 9+ games; the queue it fills there: 84 alerts in 2,000 honest player-games, 78 of 918 players (README).
+#: of 9+ games; the queue it fills there: 87 alerts in 2,000 honest player-games, 78 of 918 players (docs/fairplay.md).
 DEFAULT_SCREEN_Z = 1.5
 #: A position whose second-best candidate is at least this much worse in win probability has an obvious best move.
 OBVIOUS_GAP = 0.20
@@ -46,7 +46,7 @@ OBVIOUS_GAP = 0.20
 TIERS = ("screening", "action")
 #: The review's action tier (its match count, :class:`ReviewStats`): the lowest tier at which a normal model of the
 #: honest reviews bounds the false alarms by 1 per 1,000 player-events on rated-dev
-#: (``bench/fairplay_calibration.py --split rated-dev``: 0.64 at 4.75, 1.11 at 4.5; README, fair play).
+#: (``bench/fairplay_calibration.py --split rated-dev``: 0.64 at 4.75, 1.11 at 4.5; docs/fairplay.md).
 DEFAULT_REVIEW_Z = 4.75
 #: The weighted statistic's weights 1 / p floor p here, so that one improbable match cannot decide alone.
 REVIEW_P_FLOOR = 0.1
@@ -240,7 +240,7 @@ class ReviewStats(FairPlayStats):
     the score test of "a share f of the moves are an assistant's" at f = 0 (with P(match) = f + (1 - f) p the
     log-likelihood's slope there is sum (m - p) / p): the most powerful test against a small share when p is right.
     It weighs most the matches honest players rarely find, which is where the calibration errs for the strongest
-    players: on rated-dev it detects more, but it puts honest super-grandmasters over the tier it supports (README)."""
+    players: on rated-dev it detects more, but it puts honest super-grandmasters over the tier it supports (docs/fairplay.md)."""
 
     weighted: float = 0.0            # sum w m
     weighted_expected: float = 0.0   # sum w p

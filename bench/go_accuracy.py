@@ -191,7 +191,7 @@ def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str
     truths = np.array([pg.truth for pg in pgs])
     cal = Calibration(
         profile=PROFILE, engine=engine, engine_elo=0.0, c_knots=[(round(c, 5), round(r, 1)) for c, r in knots],
-        # provisional: on held-out Fox games GNU Go's values rank 5k-9d players no better than a constant (README)
+        # provisional: on held-out Fox games GNU Go's values rank 5k-9d players no better than a constant (docs/go.md)
         residual_sd=0.0, provisional=True,
         fitted_on=f"Fox candidating (fox_ranked_5k-9d), {len(pgs)} player-games of {len(pgs) // 2} games "
                   f"({args.fit_games} per rank group, seed {args.seed}), first {args.plies} moves, GNU Go level {args.level}",

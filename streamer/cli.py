@@ -69,18 +69,18 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     fp = p.add_argument_group("fair play (docs/models.md s. 7)")
     fp.add_argument("--screen-z", type=positive_z, default=DEFAULT_SCREEN_Z, metavar="Z",
                     help="the screening tier, a review queue (default %(default)s; lower reviews more players: the "
-                         "README's fair-play tables give detection and honest reviews per trigger)")
+                         "tables of docs/fairplay.md give detection and honest reviews per trigger)")
     fp.add_argument("--action-z", type=positive_z, default=DEFAULT_Z_THRESHOLD, metavar="Z",
                     help="the action tier of the service's statistic (default %(default)s); at least --screen-z")
     fp.add_argument("--review-z", type=positive_z, default=DEFAULT_REVIEW_Z, metavar="Z",
                     help="with --review, the action tier of the review's match statistic (default %(default)s, what "
-                         "rated-dev supports: README, fair play)")
+                         "rated-dev supports: docs/fairplay.md)")
 
 
 def add_review_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--review", action="store_true", help="follow every fair-play alert with a review of the scope it names "
                    "(the depth-12 search of `kibitz review`, on the same engines; the worker: its review stage); a review "
-                   "that reaches the action tier is published as an alert of stage 'review' (README, fair play)")
+                   "that reaches the action tier is published as an alert of stage 'review' (docs/fairplay.md)")
 
 
 def add_go_options(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:

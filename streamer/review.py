@@ -196,7 +196,7 @@ class Reviewer:
     state keeps their last games for it), and the review stage searches them again here (:func:`review_player`, on the
     runtime's engine pool). A review that reaches the action tier becomes an alert of stage "review" with its own
     evidence, once per crossing (:class:`ReviewState`). The action is meant to be taken on those: on rated-dev the
-    service's own action tier raised honest alarms that no review confirmed (README, fair play)."""
+    service's own action tier raised honest alarms that no review confirmed (docs/fairplay.md)."""
 
     def __init__(self, pool: EnginePool, config: PipelineConfig, calibration: ReviewCalibration) -> None:
         if config.model is None:
