@@ -132,7 +132,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="100,500", help="offered loads for the latency phases, moves/s (default %(default)s)")
     ap.add_argument("--runtime", choices=["transactional", "faust"], default="transactional")
-    ap.add_argument("--split", action="store_true", help="transactional: the two stages in two processes (two cores)")
+    ap.add_argument("--split", action="store_true", help="transactional: each stage in a process of its own (--stages)")
     ap.add_argument("--store", choices=["memory", "rocksdb"], default="memory", help="the worker's state store")
     ap.add_argument("--passes", type=int, default=3, help="timed throughput passes after the cold one (default %(default)s)")
     ap.add_argument("--repeat", type=int, default=1, help="each timed pass sends the 36 games this many times, under "
@@ -176,7 +176,7 @@ def main() -> None:
             w.stop()
         broker.stop()
     print(f"throughput: {len(games)} London 2011 games, {moves} moves, {len(all_events)} events; analyses from cache; 1 worker "
-          f"({args.runtime} runtime{', stages in 2 processes' if args.split else ''}, {args.store} store), 1 engine, "
+          f"({args.runtime} runtime{', one process per stage' if args.split else ''}, {args.store} store), 1 engine, "
           f"{'profile limits' + (' and --review' if args.review else '') if limits == [] else 'limits ' + ' '.join(LIMITS)}"
           f"{', no event pooling' if args.no_event_pool else ''}")
     print(f"  bare broker, produce + consume {len(all_events)} records: {len(all_events) / base:8.0f} records/s")
