@@ -70,7 +70,7 @@ from .ratingmodel import FLAT_PRIOR, MoveModel, Prior, RatingLikelihood
 #: keeps to a budget of its own (JSON bytes, counted as entries come and go), the oldest going first:
 EVENT_STATE_BOUND = 900_000
 #: - open player-games, about 2.2 KB each (the likelihood over the grid): beyond, the one idle longest is closed, its
-#:   contribution so far staying (about 180 open at once with ids of a usual length: 90 boards of one round);
+#:   contribution so far staying (about 160 open at once with ids of a usual length: 80 boards of one round);
 OPEN_BUDGET = 400_000
 #: - players' sums: beyond, the player idle longest is retired: their sums join the retired totals, so the event's level
 #:   keeps their evidence, and their results and open games go (about 800 players with ids of a usual length);
