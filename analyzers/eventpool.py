@@ -67,16 +67,18 @@ from .ratingmodel import FLAT_PRIOR, MoveModel, Prior, RatingLikelihood
 
 #: The stated bound on one event's serialised state (tested with ids of the longest kind): well under the 1 MB a Kafka
 #: record may have by default, so the pool stage's changelog record of an event of any size fits. Each part of the state
-#: keeps to a budget of its own (JSON bytes, counted as entries come and go), the oldest going first:
+#: keeps to a budget of its own (JSON bytes, counted as entries come and go), the oldest going first; the open
+#: player-games get most, as a game closed while it goes on comes back as a second piece of evidence:
 EVENT_STATE_BOUND = 900_000
 #: - open player-games, about 2.2 KB each (the likelihood over the grid): beyond, the one idle longest is closed, its
-#:   contribution so far staying (about 160 open at once with ids of a usual length: 80 boards of one round);
-OPEN_BUDGET = 400_000
+#:   contribution so far staying (about 260 open at once with ids of a usual length: 130 boards of one round);
+OPEN_BUDGET = 650_000
 #: - players' sums: beyond, the player idle longest is retired: their sums join the retired totals, so the event's level
-#:   keeps their evidence, and their results and open games go (about 800 players with ids of a usual length);
-PLAYERS_BUDGET = 120_000
-#: - results: beyond, the player with the most results loses their oldest one (about 4,000 results).
-RESULTS_BUDGET = 300_000
+#:   keeps their evidence, and their results and open games go (about 690 players with ids of a usual length);
+PLAYERS_BUDGET = 100_000
+#: - results: beyond, the player with the most results loses their oldest one (about 1,500 results: the last five
+#:   rounds of a 300-player Swiss).
+RESULTS_BUDGET = 120_000
 
 
 @dataclass(frozen=True)
