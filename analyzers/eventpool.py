@@ -296,7 +296,8 @@ class EventEvidence:
         self._results_bytes = sum(_json_len(p) + 4 + sum(self._result_entry(gid, r[0]) for gid, r in mine.items())
                                   for p, mine in self.results.items())
 
-    def _open_entry(self, key: str) -> int:
+    @staticmethod
+    def _open_entry(key: str) -> int:
         return 2 * _json_len(key) + _OPEN_GAME_BYTES  # the key, and the player id inside it (shorter)
 
     @staticmethod

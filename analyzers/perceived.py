@@ -171,7 +171,7 @@ def live_rating(
         raise RatingError("no moves yet")
     if prior > 0:
         return spike_rating(histogram.count, histogram.zeros, histogram.positives, engine_elo, level, prior)
-    mean, lo, hi = spike_score_interval(histogram, level=level)
+    _, lo, hi = spike_score_interval(histogram, level=level)
     return _spike_estimate(histogram.score_vs_engine(), lo, hi, engine_elo, histogram.count, level)
 
 

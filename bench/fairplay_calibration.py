@@ -326,6 +326,11 @@ def reviewed_z(moves: list[MoveAssessment], firsts: dict[tuple[str, str], dict[i
     return f.z_of(REVIEW_STATISTIC) if f.n >= DEFAULT_MIN_MOVES else float("-inf")
 
 
+def review_flags(rows: Iterable[tuple[float, float]], trigger: float) -> list[bool]:
+    """Per (service z, review z) row: reviewed (service z at ``trigger``) and flagged (review z at the action tier)."""
+    return [z8 >= trigger and zr >= DEFAULT_REVIEW_Z for z8, zr in rows]
+
+
 def review_report(samples, results, assisted, firsts, model, seed: int, assist_depth: int) -> None:  # noqa: ANN001
     """The second stage: player-events whose service z reaches a trigger are searched again at the review profile,
     and the action tier is the review's z at DEFAULT_REVIEW_Z."""
@@ -341,7 +346,7 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
         z8 = scope_z(moves, model)[0]
         honest.append((z8, reviewed_z(moves, firsts, model, calibration) if z8 >= REVIEW_TRIGGERS[0] else float("-inf")))
     print(f"honest player-events: {len(honest)}; per trigger, reviewed / flagged at {DEFAULT_REVIEW_Z}: " + ", ".join(
-        f"z >= {t}: {sum(z8 >= t for z8, _ in honest)} / {sum(z8 >= t and zr >= DEFAULT_REVIEW_Z for z8, zr in honest)}"
+        f"z >= {t}: {sum(z8 >= t for z8, _ in honest)} / {sum(review_flags(honest, t))}"
         for t in REVIEW_TRIGGERS))
     pes = sorted(whole_player_events(samples.events).items())
     print(f"whole player-events, share replaced by the depth-{assist_depth} first choice (the review searches depth "
@@ -360,18 +365,18 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
             rows = [(z8, zr) for n, z8, zr in all_rows if n >= least]
             live = [zr for _, zr in rows if zr > float("-inf")]
             if len(live) > 1:
-                cells = [f"{np.mean([z8 >= t and zr >= DEFAULT_REVIEW_Z for z8, zr in rows]):>9.0%}" for t in (*REVIEW_TRIGGERS, float("-inf"))]
+                cells = [f"{np.mean(review_flags(rows, t)):>9.0%}" for t in (*REVIEW_TRIGGERS, float("-inf"))]
                 print(f"{frac:>8.0%}  {len(rows):>6}  {np.mean(live):+8.2f} ({np.std(live, ddof=1):.2f})    " + "  ".join(cells))
     # the trigger rule: the highest trigger (the fewest honest reviews) that reaches the detection target
     long_rows = [(z8, zr) for n, z8, zr in by_frac[TARGET_SHARE] if n >= LONG_EVENT]
-    detection = {t: float(np.mean([z8 >= t and zr >= DEFAULT_REVIEW_Z for z8, zr in long_rows])) if long_rows else 0.0
+    detection = {t: float(np.mean(review_flags(long_rows, t))) if long_rows else 0.0
                  for t in REVIEW_TRIGGERS}
     reached = [t for t in REVIEW_TRIGGERS if detection[t] >= DETECTION_TARGET]
     if reached:
         t = max(reached)
         print(f"the highest trigger that flags {DETECTION_TARGET:.0%}+ of the {len(long_rows)} player-events of {LONG_EVENT}+ "
               f"games at {TARGET_SHARE:.0%} assistance: service z >= {t} ({detection[t]:.0%}; it reviews "
-              f"{sum(z8 >= t for z8, _ in honest)} and flags {sum(z8 >= t and zr >= DEFAULT_REVIEW_Z for z8, zr in honest)} "
+              f"{sum(z8 >= t for z8, _ in honest)} and flags {sum(review_flags(honest, t))} "
               f"of {len(honest)} honest player-events)")
     else:
         print(f"no trigger flags {DETECTION_TARGET:.0%} of the {len(long_rows)} player-events of {LONG_EVENT}+ games at "

@@ -834,7 +834,9 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
     if a.ply <= game.last_ply:
         return []  # duplicate (game_id, ply): already counted
     cal = config.calibration
-    c_ref = cal.c_from_elo(a.reference_rating) if a.reference_rating and cal is not None and cal.has_c_map else None
+    # the agent model's reference skill: the fair-play terms read it only where there is no move model
+    c_ref = (cal.c_from_elo(a.reference_rating) if config.model is None and a.reference_rating and cal is not None
+             and cal.has_c_map else None)
     state.overall.fair.window = config.player_fair_window  # the config decides, also for states stored before it
     scopes = [game, state.overall] + ([_scope(state.events, a.event, config.max_events, state)] if a.event else [])
     if count_move(scopes, a, c_ref, config.model) is not None:
