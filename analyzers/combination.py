@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -59,8 +59,7 @@ PLAYABLE_DELTA, ONLY_MOVE_GAP, FAST_X_SPENT = 0.05, 0.1, -2.0
 SHRINK_MOVES = 20.0
 
 
-@dataclass(frozen=True, slots=True)
-class MoveFeatures:
+class MoveFeatures(NamedTuple):
     """What one counted move adds to :class:`ScopeFeatures`."""
 
     delta: float                 # the played move's win-probability loss
@@ -68,6 +67,8 @@ class MoveFeatures:
     playable: int                # candidates within PLAYABLE_DELTA of the best
     clock: tuple[float, float]   # (x_left, x_spent)
     clocked: bool                # whether the clock was known (else ``clock`` is (0, 0))
+    sqrt_delta: float            # sqrt(delta), and ...
+    over: tuple[int, ...]        # ... 1 for each of DELTA_STEPS that delta exceeds: once per move, not per scope
 
     @classmethod
     def of(cls, deltas: Sequence[float] | np.ndarray, played: int, clock: tuple[float, float], clocked: bool) -> MoveFeatures:
@@ -75,7 +76,9 @@ class MoveFeatures:
         :func:`.ratingmodel.clock_inputs` and whether the clock was known."""
         ordered = sorted(min(float(x), 1.0) for x in deltas)
         second = ordered[1] if len(ordered) > 1 else 1.0  # a lone candidate: every other move is a blunder
-        return cls(float(deltas[played]), second, sum(x < PLAYABLE_DELTA for x in ordered), clock, clocked)
+        delta = float(deltas[played])
+        return cls(delta, second, sum(x < PLAYABLE_DELTA for x in ordered), clock, clocked, math.sqrt(delta),
+                   tuple(int(delta > step) for step in DELTA_STEPS))
 
 
 class ScopeFeatures:
@@ -96,10 +99,9 @@ class ScopeFeatures:
         d = move.delta
         self.n += 1
         self.delta += d
-        self.sqrt_delta += math.sqrt(d)
+        self.sqrt_delta += move.sqrt_delta
         self.best += d == 0.0
-        for i, step in enumerate(DELTA_STEPS):
-            self.over[i] += d > step
+        self.over = [a + b for a, b in zip(self.over, move.over)]
         self.second += move.second
         self.playable += move.playable
         x_left, x_spent = move.clock

@@ -28,7 +28,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .calibrations import read_fitted
 from .posterior import K_PAWNS
@@ -73,8 +73,7 @@ def exclusion(win_losses: Sequence[float], recapture: bool) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class FairPlayMove:
+class FairPlayMove(NamedTuple):
     """One move's terms of the running sums at a reference c: computed once per move, added to every scope."""
 
     matched: int

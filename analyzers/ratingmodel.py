@@ -36,9 +36,9 @@ import copy
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -164,9 +164,9 @@ def choice_loglik(log_d: np.ndarray, played: int | np.ndarray, log_s: np.ndarray
     return chosen - np.log(np.einsum("...j->...", np.exp(x)))
 
 
-@dataclass(frozen=True)
-class Prior:
-    """A normal prior over the rating."""
+class Prior(NamedTuple):
+    """A normal prior over the rating (a named tuple: built per move on the player step, like
+    :class:`~analyzers.perceived.RatingEstimate`)."""
 
     mean: float
     sd: float
@@ -314,7 +314,7 @@ class MoveModel:
     def to_dict(self) -> dict[str, Any]:
         # field by field: asdict would also deep-copy the derived cache, whose keys hold Prior tuples
         d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "_cache"}
-        d["priors"] = {k: asdict(v) for k, v in self.priors.items()}
+        d["priors"] = {k: v._asdict() for k, v in self.priors.items()}
         return d
 
     @classmethod

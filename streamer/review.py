@@ -18,7 +18,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import chess
 
@@ -95,7 +95,7 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel,
     m = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons), target=target)
     if m is None or calibration is None:
         return m
-    return replace(m, p_top=calibration.probability(m.p_top, target == 0, a.reference_rating))
+    return m._replace(p_top=calibration.probability(m.p_top, target == 0, a.reference_rating))
 
 
 def review_stats(moves: Iterable[tuple[MoveAssessment, str]], model: MoveModel,

@@ -2,7 +2,6 @@
 
 import json
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -88,7 +87,7 @@ def test_the_player_step_publishes_the_combination_with_the_move_model_beside_it
     assert last.model_rating is not None and last.performance is not None and last.moves == 12
     # the published rating is the combination's prediction from the scope's running state
     game = state.games["g"]
-    flat = MODEL.posterior(game.rating.ll, replace(MODEL.prior_for("rapid"), sd=math.inf))
+    flat = MODEL.posterior(game.rating.ll, MODEL.prior_for("rapid")._replace(sd=math.inf))
     mean = float(flat @ RATING_GRID)  # written out here, not through combination.moments
     x = game.feats.vector(mean, float(np.sqrt(flat @ (RATING_GRID - mean) ** 2)), "rapid")
     assert last.rating == pytest.approx(float(COMB.predict(x)), abs=0.06)
