@@ -284,8 +284,8 @@ class SkillPosterior:
 
     def _weighted_moments(self, w: np.ndarray) -> tuple[float, tuple[float, float]]:
         """(sum of w, (mean, sd) of c) under weights ``w`` on the grid: one product with the (1, c, c^2) basis (the
-        game scope's c is published after every move). Var = E[c^2] - E[c]^2 loses at most ~1e-10 of it here: c <= 6
-        and the grid is refined long before the sd falls under 1e-3."""
+        game scope's c is published after every move). Var = E[c^2] - E[c]^2 carries a relative rounding error of
+        about 1e-16 E[c^2] / Var: under 1e-8 for any sd above 1e-3, since c <= 6."""
         if self._basis is None:
             g = self.grid
             self._basis = np.column_stack((np.ones_like(g), g, g * g))
