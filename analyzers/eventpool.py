@@ -93,6 +93,9 @@ class EventPoolModel:
     evidence: str = "model"  # what summarises a player-game: "model" or "combination" (module docstring)
     evidence_scale: float = 1.0  # f: the sd of a game's combination evidence about the level times f (docstring)
     results_scale: float = 0.0  # kappa: the weight of the event's results (step 2b); 0 reads no result
+    #: step 4: (counted moves, factor) knots of the published interval's scale under the event prior (none: 1)
+    interval_scale: tuple[tuple[float, float], ...] = ()
+    interval_command: str = ""  # the command that fitted interval_scale
     profile: str = ""
     fitted_on: str = ""
     command: str = ""
@@ -108,15 +111,37 @@ class EventPoolModel:
             raise CalibrationError(f"event pooling's results scale must be >= 0, got {self.results_scale}")
         if self.evidence not in EVIDENCE:
             raise CalibrationError(f"event pooling evidence must be one of {EVIDENCE}, got {self.evidence!r}")
+        knots = [n for n, _ in self.interval_scale]
+        if any(n <= 0 for n in knots) or knots != sorted(set(knots)) or any(f <= 0 for _, f in self.interval_scale):
+            raise CalibrationError(f"event pooling's interval scale needs increasing moves > 0 and factors > 0, got "
+                                   f"{self.interval_scale}")
+
+    def scale_at(self, moves: int) -> float:
+        """Step 4: the factor on the published interval's half-widths under the event prior after ``moves`` counted
+        moves, linear in log moves between the knots and constant beyond them; 1 without knots."""
+        knots = self.interval_scale
+        if not knots:
+            return 1.0
+        if moves <= knots[0][0]:
+            return knots[0][1]
+        for (n0, f0), (n1, f1) in zip(knots, knots[1:]):
+            if moves <= n1:
+                return f0 + (f1 - f0) * math.log(moves / n0) / math.log(n1 / n0)
+        return knots[-1][1]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["interval_scale"] = [list(k) for k in self.interval_scale]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EventPoolModel:
         try:
-            return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
-        except (TypeError, KeyError) as e:
+            fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+            if "interval_scale" in fields:
+                fields["interval_scale"] = tuple((float(n), float(f)) for n, f in fields["interval_scale"])
+            return cls(**fields)
+        except (TypeError, KeyError, ValueError) as e:
             raise CalibrationError(f"not an event pooling model: {e}") from e
 
     def save(self, path: str | Path) -> None:

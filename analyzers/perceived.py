@@ -59,6 +59,11 @@ class RatingEstimate(NamedTuple):
     def shifted(self, offset: float) -> RatingEstimate:
         return RatingEstimate(self.rating + offset, self.low + offset, self.high + offset, self.n, self.level)
 
+    def scaled(self, factor: float) -> RatingEstimate:
+        """The same rating with the interval's distances to it times ``factor``."""
+        r = self.rating
+        return RatingEstimate(r, r - factor * (r - self.low), r + factor * (self.high - r), self.n, self.level)
+
 
 def tournament_ratings(
     diffs: Mapping[tuple[Hashable, Hashable], float],

@@ -1,6 +1,7 @@
 """Accuracy of perceived ratings against FIDE ratings on held-out games (never used for fitting).
 
     python bench/accuracy.py --profile fast --split holdout --sample events --games 520 [--seed 0] [--plots]
+    python bench/accuracy.py --profile fast --split dev --sample events --games 3200 --fit-interval-scale [--write]
 
 Samples: ``random`` takes single games at random; ``events`` takes whole player-events (players with 5+ rated games
 in one event, all their games there), which gives per-player-event ratings, long histories and pre-game ratings
@@ -26,6 +27,11 @@ A gains-only profile (``deep``: one PV, so no move is counted for the posterior)
 rows; its tables by family, by moves seen (all moves, the histogram's count) and its outcome predictions use
 Algorithm 4's rating instead.
 
+``--fit-interval-scale`` (rated-dev only) fits step 4 of the event pooling (docs/models.md s. 12): the factor on the
+published interval under the event prior, by counted moves seen, that makes its 95 % interval cover 95 % of the
+sample's FIDE ratings, from every player-game at its end and every player-event at each of FIT_MOVES_SEEN and at its
+end; ``--write`` stores it in ``analyzers/calibrations/<profile>.eventpool.json``.
+
 ``--plots`` writes docs/img/accuracy-<profile>-scatter.png and -moves.png (needs matplotlib: pip install -e '.[bench]').
 Analyses are cached in .cache/analysis.sqlite (or $KIBITZ_ANALYSIS_CACHE), so a rerun does no engine work; the engine seconds printed are for
 the searches this run actually made.
@@ -47,7 +53,7 @@ from analyzers.calibration import Calibration, load_calibration
 from analyzers.combination import Combination, load_combination
 from analyzers.concordance import kendall_tau_a
 from analyzers.engine import EnginePool
-from analyzers.eventpool import load_event_pool
+from analyzers.eventpool import EventPoolModel, load_event_pool
 from analyzers.glicko2 import SCALE, Glicko2Config, expected, update_after_game
 from analyzers.perceived import RatingEstimate
 from analyzers.profiles import get_profile
@@ -59,6 +65,9 @@ from streamer.pipeline import PipelineConfig, ScopeStats, model_estimates
 
 SPLITS = {"holdout": "rated-holdout", "dev": "rated-dev"}
 MOVES_SEEN = (10, 20, 40, 80, 160)
+#: The checkpoints and the buckets of counted moves (lower edges) that --fit-interval-scale reads.
+FIT_MOVES_SEEN = (3, 5, 10, 15, 20, 30, 40, 60, 80, 120, 160, 240, 320)
+FIT_BUCKETS = (1, 5, 10, 20, 40, 80, 160)
 
 
 def dev_population(folder) -> tuple[tuple[float, float], set[str]]:  # noqa: ANN001
@@ -125,6 +134,8 @@ COMB: Combination | None = None
 PRIORS: dict[tuple[str, int], Prior] = {}
 #: The same from the other players' moves alone (step 2b off), when the shipped pooling reads results; else empty.
 PRIORS_MOVES: dict[tuple[str, int], Prior] = {}
+#: The event pooling whose interval scale (step 4) the published estimate under an event prior takes (set by main).
+POOL: EventPoolModel | None = None
 
 
 def rated(s: ScopeStats, cal: Calibration) -> bool:
@@ -141,7 +152,7 @@ def prior_at(a: MoveAssessment | None) -> Prior | None:
 
 def main_estimate(s: ScopeStats, cal: Calibration, event_prior: Prior | None = None) -> RatingEstimate:
     """What the player step publishes (streamer.pipeline.model_estimates, the same function)."""
-    est = model_estimates(s, MODEL, COMB, event_prior=event_prior) if MODEL is not None else None
+    est = model_estimates(s, MODEL, COMB, event_prior=event_prior, pool=POOL) if MODEL is not None else None
     if est is not None:
         return est.moves_only
     return cal.from_posterior(s.post) if cal.has_c_map else cal.from_histogram(s.hist)
@@ -163,7 +174,7 @@ def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float, la
     comb = (w_p * p.rating + w_g * gn.rating) / (w_p + w_g)
     half = 1.96 * math.sqrt(1 / (w_p + w_g))  # treats the two as independent: optimistic, they share the moves
     out = Estimates(truth, opponent, p, gn, RatingEstimate(comb, comb - half, comb + half, p.n))
-    est = model_estimates(s, MODEL, COMB, declared=(truth, None), event_prior=event_prior) if MODEL is not None else None
+    est = model_estimates(s, MODEL, COMB, declared=(truth, None), event_prior=event_prior, pool=POOL) if MODEL is not None else None
     if est is not None:
         out.model, out.perf, out.move_model, out.tclass = est.moves_only, est.performance, est.model, s.rating.tclass
         if event_prior is not None:  # what the scope's estimate would be without event pooling, for the comparison
@@ -227,16 +238,16 @@ def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment
     return rows
 
 
-def per_player_event(games: list[PgnGame], results, cal: Calibration, min_games: int = 5):
+def per_player_event(games: list[PgnGame], results, cal: Calibration, min_games: int = 5, moves_seen=MOVES_SEEN):  # noqa: ANN001
     """Rows for player-events with ``min_games``+ games, and (k, estimate, truth) after k counted moves for every
-    player-event that reaches k (across its games, in round order)."""
+    player-event that reaches k (across its games, in round order), k in ``moves_seen``."""
     seen: list[tuple[int, RatingEstimate, float]] = []
     last: dict = {}
 
     def at(n, s, me, opp, a) -> None:  # noqa: ANN001
         seen.append((n, main_estimate(s, cal, prior_at(a)), me.rating))
 
-    scopes = follow_player_events(games, results, MOVES_SEEN, at, counted_only=cal.has_c_map, model=MODEL)
+    scopes = follow_player_events(games, results, moves_seen, at, counted_only=cal.has_c_map, model=MODEL)
     for g in games:  # each player-event's last assessment: its event prior is the one its last estimate starts from
         for a in results.get(g.game_id, []):
             last[(g.event, a.player_id)] = a
@@ -364,14 +375,19 @@ def main() -> None:
     ap.add_argument("--strip-clocks", action="store_true", help="rate the games as if their PGN had no clocks and no "
                     "time control (time-control class unknown): how the models do on such games, tried on rated-dev")
     ap.add_argument("--plots", action="store_true", help="write the two PNGs into docs/img")
+    ap.add_argument("--fit-interval-scale", action="store_true", help="rated-dev only: fit the event pooling's interval "
+                    "scale by counted moves seen (step 4) and print it instead of the tables")
+    ap.add_argument("--write", action="store_true", help="with --fit-interval-scale: store it in the profile's eventpool.json")
     ap.add_argument("--warm", action="store_true", help="only fill the analysis cache (no calibration needed); an "
                     "interrupted run keeps every finished search")
     add_data_argument(ap)
     args = ap.parse_args()
+    if args.fit_interval_scale and args.split != "dev":
+        ap.error("--fit-interval-scale fits on rated-dev only (--split dev): held-out games are never fitted on")
     data = data_dir(args, f"pgn/{SPLITS[args.split]}", "pgn/rated-dev")
     profile = get_profile(args.profile)
     cal = None if args.warm else load_calibration(profile.name)
-    global MODEL, COMB, PRIORS, PRIORS_MOVES
+    global MODEL, COMB, PRIORS, PRIORS_MOVES, POOL
     MODEL = None if args.no_model else load_move_model(profile.name)
     COMB = None if args.no_model or args.no_combination else load_combination(profile.name)
     pool = None if args.no_model or args.no_event_pool else load_event_pool(profile.name)
@@ -400,6 +416,12 @@ def main() -> None:
         if pool.results_scale > 0:  # for the comparison: the event's level from the moves alone
             PRIORS_MOVES = event_priors(games, results, PipelineConfig(profile, cal, model=MODEL, combination=COMB,
                                                                        event_pool=replace(pool, results_scale=0.0)))
+        POOL = pool
+    if args.fit_interval_scale:
+        if pool is None or MODEL is None:
+            sys.exit("--fit-interval-scale needs the profile's move model and event pooling")
+        fit_interval_scale(games, results, cal, pool, args)
+        return
     game_rows = per_player_game(games, results, cal)
     event_rows, seen = per_player_event(games, results, cal)
     truth = np.array([e.truth for e in game_rows])
@@ -452,6 +474,43 @@ def main() -> None:
             print(f"| {label} | {len(ll[key][names[0]])} | " + " | ".join(f"{np.mean(ll[key][n]):.4f}" for n in names) + " |")
     if args.plots:
         print("\nplots: " + ", ".join(plots(profile.name, method, game_rows, event_rows, seen)))
+
+
+def fit_interval_scale(games: list[PgnGame], results, cal: Calibration, pool: EventPoolModel, args) -> None:  # noqa: ANN001
+    """Step 4 of the event pooling, fitted on this (rated-dev) sample: per bucket of counted moves, the factor f on the
+    published interval's distances to the estimate that puts 95 % of the FIDE ratings inside, i.e. the 95th percentile
+    over the bucket's rows of (distance to the truth) / (distance to the interval's end on the truth's side), read
+    with the scale off; a knot at the bucket's geometric mean of counted moves."""
+    global POOL
+    POOL = replace(pool, interval_scale=())
+    game_rows = per_player_game(games, results, cal)
+    event_rows, seen = per_player_event(games, results, cal, moves_seen=FIT_MOVES_SEEN)
+    rows = [(e.model, e.truth) for e in game_rows + event_rows] + [(est, t) for _, est, t in seen]
+    n = np.array([est.n for est, _ in rows], float)
+    ratio = np.array([(t - est.rating) / max(est.high - est.rating, 1e-9) if t >= est.rating
+                      else (est.rating - t) / max(est.rating - est.low, 1e-9) for est, t in rows])
+    edges = (*FIT_BUCKETS, math.inf)
+    knots = []
+    print(f"interval scale (step 4), {len(rows)} rows of rated-dev: {len(game_rows)} player-games, {len(event_rows)} "
+          f"player-events at their end, {len(seen)} player-event checkpoints at {FIT_MOVES_SEEN} counted moves")
+    print("| counted moves | rows | in 95 % unscaled | factor | knot at |")
+    print("|---|---|---|---|---|")
+    for lo, hi in zip(edges, edges[1:]):
+        m = (n >= lo) & (n < hi)
+        if m.sum() < 50:
+            continue
+        knot, factor = float(np.exp(np.mean(np.log(n[m])))), float(np.quantile(ratio[m], 0.95))
+        knots.append((round(knot, 1), round(factor, 4)))
+        print(f"| {lo:.0f}-{hi - 1:.0f} | {m.sum()} | {np.mean(ratio[m] <= 1):.1%} | {factor:.3f} | {knot:.1f} |")
+    fitted = replace(pool, interval_scale=tuple(knots), interval_command=(
+        f"python bench/accuracy.py --profile {args.profile} --split dev --sample {args.sample} --games {args.games} "
+        f"--seed {args.seed} --fit-interval-scale --write"))
+    inside = [(e := est.scaled(fitted.scale_at(est.n))).low <= t <= e.high for est, t in rows]
+    print(f"in 95 % with the scale, these rows: {np.mean(inside):.1%}")
+    if args.write:
+        path = ROOT / "analyzers" / "calibrations" / f"{args.profile}.eventpool.json"
+        fitted.save(path)
+        print(f"wrote {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

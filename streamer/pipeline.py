@@ -723,12 +723,13 @@ class ModelEstimates:
 
 def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combination | None = None,
                     level: float = DEFAULT_LEVEL, declared: tuple[float | None, float | None] = (None, None),
-                    event_prior: Prior | None = None) -> ModelEstimates | None:
+                    event_prior: Prior | None = None, pool: EventPoolModel | None = None) -> ModelEstimates | None:
     """The moves-only estimate of a scope (docs/models.md s. 9 and 10) and, when a rating was ``declared`` as
     (rating, rd), the ``performance`` estimate; None before the scope's first counted move. The tempered,
     convolved likelihood is computed once for all the priors. With an ``event_prior`` (s. 12, step 3) the
     moves-only estimate starts from it: the combination's estimate moved from the population prior to the event
-    prior, or, where the combination does not apply or says too little, the move model's posterior under it."""
+    prior, or, where the combination does not apply or says too little, the move model's posterior under it; its
+    interval and band are then scaled by ``pool``'s fitted factor at the scope's counted moves (step 4)."""
     lik = stats.rating
     if lik.ll is None:
         return None
@@ -761,6 +762,9 @@ def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combinatio
         main, band = sums.at(row["event" if event_prior is not None else "class"], (level, BAND_LEVEL))
     if event_prior is not None:
         prior = event_prior
+        factor = pool.scale_at(lik.n) if pool is not None else 1.0
+        if factor != 1.0:
+            main, band = main.scaled(factor), band.scaled(factor)
     perf = sums.at(row["declared"], (level,))[0] if dprior else None
     provisional = model.provisional or (combination is not None and combination.provisional)
     return ModelEstimates(main, band, m or main, prior, method, provisional, perf, dprior)
@@ -786,7 +790,8 @@ def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, g
     extra: dict[str, Any] = {}
     model, lik = config.model, stats.rating
     eprior = Prior(event_prior.mean, event_prior.sd) if event_prior is not None else None
-    est = model_estimates(stats, model, config.combination, config.level, declared, eprior) if model is not None else None
+    est = (model_estimates(stats, model, config.combination, config.level, declared, eprior, config.event_pool)
+           if model is not None else None)
     m = est.moves_only if est else None
     if est is not None:
         source = f"event ({event_prior.player_games} player-games)" if event_prior is not None else lik.tclass

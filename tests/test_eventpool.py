@@ -371,3 +371,53 @@ def test_retiring_players_keeps_the_level_and_the_state_round_trips(monkeypatch)
     assert "retired" not in kept.to_dict()  # an event that never retired anyone keeps its stored form
     with pytest.raises(ValueError):
         EventEvidence.from_dict({**crowded.to_dict(), "retired": [1.0]})
+
+
+def test_interval_scale_is_linear_in_log_moves_between_its_knots_and_flat_beyond():
+    pool = replace(POOL, interval_scale=((4.0, 0.9), (16.0, 1.1)))
+    assert POOL.scale_at(7) == 1.0  # no knots: the interval as the posterior gives it
+    assert pool.scale_at(1) == pool.scale_at(4) == 0.9 and pool.scale_at(16) == pool.scale_at(500) == 1.1
+    assert pool.scale_at(8) == pytest.approx(1.0)  # halfway between 4 and 16 in log moves
+    back = EventPoolModel.from_dict(json.loads(json.dumps(pool.to_dict())))
+    assert back == pool and back.scale_at(8) == pool.scale_at(8)
+    for bad in (((4.0, 0.9), (4.0, 1.0)), ((16.0, 1.0), (4.0, 0.9)), ((0.0, 1.0),), ((4.0, 0.0),)):
+        with pytest.raises(CalibrationError):
+            replace(POOL, interval_scale=bad)
+
+
+def test_the_interval_scale_widens_or_narrows_only_the_estimate_under_an_event_prior():
+    from analyzers.calibration import load_calibration
+    from streamer.pipeline import model_estimates
+
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL)
+    state = None
+    for ply in range(0, 24, 2):
+        state, _ = apply_player_event(state, assessment("a", ply), config)
+    assert state is not None
+    game = state.games["g1"]
+    eprior, declared = Prior(1900.0, 300.0), (2000.0, 80.0)
+    plain = model_estimates(game, MODEL, None, declared=declared, event_prior=eprior, pool=POOL)
+    half = model_estimates(game, MODEL, None, declared=declared, event_prior=eprior,
+                           pool=replace(POOL, interval_scale=((1.0, 0.5),)))
+    assert plain is not None and half is not None
+    for a, b in ((plain.moves_only, half.moves_only), (plain.band, half.band)):
+        assert b.rating == a.rating and b.high - b.rating == pytest.approx((a.high - a.rating) / 2)
+        assert b.rating - b.low == pytest.approx((a.rating - a.low) / 2)
+    assert half.performance == plain.performance  # the declared prior's estimate is not the event pooling's
+    no_event = model_estimates(game, MODEL, None, declared=declared, pool=replace(POOL, interval_scale=((1.0, 0.5),)))
+    assert no_event == model_estimates(game, MODEL, None, declared=declared)
+    # the player step publishes it with its configuration's event pooling
+    from streamer.pipeline import PlayerState
+
+    move = assessment("a", 24).model_copy(update={"event_prior": EventPrior(mean=1900.0, sd=300.0, player_games=3)})
+    published = {}
+    for name, cfg in (("plain", config), ("half", replace(config, event_pool=replace(POOL, interval_scale=((1.0, 0.5),))))):
+        _, (published[name],) = apply_player_event(PlayerState.from_dict(state.to_dict()), move, cfg)
+    p, h = published["plain"], published["half"]
+    assert h.rating == p.rating and h.high - h.rating == pytest.approx((p.high - p.rating) / 2, abs=0.1)
+
+
+def test_the_shipped_interval_scale_was_fitted_on_rated_dev():
+    pool = load_event_pool("fast")
+    assert pool is not None and "--split dev" in pool.interval_command and "--fit-interval-scale" in pool.interval_command
+    assert len(pool.interval_scale) >= 3 and all(0.5 < f < 1.5 for _, f in pool.interval_scale)
