@@ -226,7 +226,8 @@ def main() -> None:
         )
         dest = ROOT / "analyzers" / "calibrations" / f"{profile.name}.eventpool.json"
         out.save(dest)
-        print(f"written {dest}")
+        print(f"written {dest}, without an interval scale (step 4): fit it next with python bench/accuracy.py --profile "
+              f"{profile.name} --split dev --sample events --games 3200 --fit-interval-scale --write")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The fitted files shipped per engine profile: ``<profile>.json`` (the calibration of c and gains to Elo),
-``<profile>.model.json`` (the move model), ``<profile>.combination.json`` (the combination on top of it). Each records
-the command that fitted it."""
+``<profile>.model.json`` (the move model), ``<profile>.combination.json`` (the combination on top of it),
+``<profile>.eventpool.json`` (event pooling, with its interval scale), ``<profile>.review.json`` (the fair-play review's
+calibration). Each records the command that fitted it."""
 
 from __future__ import annotations
 
