@@ -107,6 +107,7 @@ class Estimates:
     comb: RatingEstimate | None
     family: str = ""
     model: RatingEstimate | None = None  # the published moves-only estimate (the combination's, when there is one)
+    band: RatingEstimate | None = None   # its 68 % band
     perf: RatingEstimate | None = None   # the move model with the FIDE rating (declared) as prior, RD DEFAULT_DECLARED_RD
     move_model: RatingEstimate | None = None  # the move model's own moves-only estimate
     tclass: str = ""
@@ -177,6 +178,7 @@ def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float, la
     est = model_estimates(s, MODEL, COMB, declared=(truth, None), event_prior=event_prior, pool=POOL) if MODEL is not None else None
     if est is not None:
         out.model, out.perf, out.move_model, out.tclass = est.moves_only, est.performance, est.model, s.rating.tclass
+        out.band = est.band
         if event_prior is not None:  # what the scope's estimate would be without event pooling, for the comparison
             alone = model_estimates(s, MODEL, COMB)
             assert alone is not None
@@ -433,6 +435,10 @@ def main() -> None:
     table("per player-game", game_rows)
     if len(event_rows) >= 10:  # a random sample holds few players with 5+ games in one event: no table of one or two
         table("per player-event (5+ games)", event_rows)
+    bands = [(name, [e for e in rows if e.band is not None]) for name, rows in (("player-game", game_rows),
+                                                                                  ("player-event", event_rows))]
+    print("published 68 % band covers: " + ", ".join(f"{np.mean([e.band.low <= e.truth <= e.band.high for e in rows]):.1%} "
+                                                        f"per {name} ({len(rows)})" for name, rows in bands if rows))
     if MODEL is not None:
         print(f"move model: {MODEL.fitted_on} ({'PROVISIONAL' if MODEL.provisional else 'final'}); "
               f"temperature {MODEL.temperature}, person sd {MODEL.person_sd}")
