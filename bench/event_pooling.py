@@ -1,6 +1,6 @@
 """Fit and measure event pooling (docs/models.md s. 12) on rated-dev, the fitting set. Never on rated-holdout.
 
-    python bench/event_pooling.py [--profile fast] [--dev 1000] [--seed 0] [--evidence combination] [--write]
+    python bench/event_pooling.py [--profile fast] [--dev 1000] [--seed 0] [--evidence combination] [--rule mae] [--write]
 
 Players of one event are of a similar level, and the moves of everyone else in the event say where that level is.
 The pool step (streamer.pipeline.pool_event) turns them into each player's prior; this fits its numbers and
@@ -15,9 +15,12 @@ shows what it does, per player-game of the rated-dev player-events sample (whole
    move) with the event prior the pool step gives, replaying the games in sample (round) order through the service's
    own code, one game after another (a live round also has its concurrent games: this is the prior a little earlier
    than live). Then, with the f that step chooses, the event's results (step 2b) at each weight kappa and event sd e
-   on a grid. The published (f, e, kappa) for ``--evidence`` has the highest mean log density of the FIDE ratings
-   among those whose 95 % interval covers 95 % of them per player-game (and, with results, 94.5 % per player-event:
-   a player's results and moves are not independent evidence, so the results narrow an event's interval too).
+   on a grid. f is the one with the highest mean log density of the FIDE ratings among those whose 95 % interval
+   covers 95 % of them per player-game, without results. The published (e, kappa) for ``--evidence`` (``--rule
+   mae``, the default) have the lowest MAE per player-game (within 1 Elo of it, the lowest per player-event): the
+   interval is calibrated afterwards, by step 4 (``bench/accuracy.py --fit-interval-scale``); ``--rule coverage``
+   keeps the highest log density among those covering 95 % per player-game and 94.5 % per player-event (a player's
+   results and moves are not independent evidence, so the results narrow an event's interval too).
 3. For comparison on the same rows: the move model with its class prior, the combination (fitted on rated-dev,
    these games included, so flattered here), and an oracle prior at the event's true mean FIDE rating.
 
@@ -52,7 +55,7 @@ EVENT_SDS = (0.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0)
 #: Scales f of the sd of a game's combination evidence about the level, tried.
 EVIDENCE_SCALES = (1.0, 2.0, 3.0, 4.0)
 #: Weights kappa of the event's results (step 2b), tried with the f chosen without results; 0 is the rows above.
-RESULTS_SCALES = (0.25, 0.35, 0.5)
+RESULTS_SCALES = (0.25, 0.35, 0.5, 0.75, 1.0)
 #: Event sds tried with results (e enters before the results, so each is a replay of its own).
 RESULTS_EVENT_SDS = (150.0, 200.0, 250.0, 300.0)
 
@@ -79,6 +82,10 @@ def log_density(est: list[RatingEstimate], truth: np.ndarray) -> float:
                  - 0.5 * math.log(2 * math.pi))
 
 
+def mae(est: list[RatingEstimate], truth: np.ndarray) -> float:
+    return float(np.mean(np.abs(np.array([e.rating for e in est]) - truth)))
+
+
 def row(name: str, truth: np.ndarray, est: list[RatingEstimate], const: float) -> str:
     r = np.array([e.rating for e in est])
     mae = float(np.abs(r - truth).mean())
@@ -95,6 +102,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--evidence", choices=EVIDENCE, default="combination",
                     help="what summarises a player-game for the published fit (both are measured)")
+    ap.add_argument("--rule", choices=("mae", "coverage"), default="mae",
+                    help="how (e, kappa) are chosen: the lowest MAE per player-game (step 4 then calibrates the interval), "
+                    "or the highest log density among those covering 95 %%")
     ap.add_argument("--write", action="store_true", help="write analyzers/calibrations/<profile>.eventpool.json")
     add_data_argument(ap)
     args = ap.parse_args()
@@ -167,19 +177,20 @@ def main() -> None:
     print(row("move model, class prior", truth, [e.model for e in base if e], const))
     if comb is not None:
         print(row("combination where it applies, else move model (fitted on these games)", truth, published({}), const))
-    # (evidence, f, e, kappa) -> (mean log density of the FIDE rating, coverage per player-game, per player-event);
-    # without results e only widens the prior, so one replay per f
-    scores: dict[tuple[str, float, float, float], tuple[float, float, float]] = {}
+    # (evidence, f, e, kappa) -> (mean log density of the FIDE rating, coverage per player-game, per player-event, MAE
+    # per player-game, per player-event); without results e only widens the prior, so one replay per f
+    scores: dict[tuple[str, float, float, float], tuple[float, float, float, float, float]] = {}
     event_rows: list[str] = []
 
     def measure(key: tuple[str, float, float, float], name: str, est: list[RatingEstimate],
                 pe_est: list[RatingEstimate]) -> None:
         """Score one (evidence, f, e, kappa) and print its rows (the player-event rows after the player-game table)."""
-        scores[key] = (log_density(est, truth), coverage(est, truth), coverage(pe_est, pe_truth))
+        scores[key] = (log_density(est, truth), coverage(est, truth), coverage(pe_est, pe_truth), mae(est, truth),
+                       mae(pe_est, pe_truth))
         print(row(name, truth, est, const))
         event_rows.append(row(name, pe_truth, pe_est, pe_const))
 
-    def covering() -> dict[tuple[str, float, float, float], tuple[float, float, float]]:
+    def covering() -> dict[tuple[str, float, float, float], tuple[float, float, float, float, float]]:
         """The rule's candidates: 95 % covered per player-game and, with results (which narrow the player-event
         intervals too), 94.5 % per player-event (95 % to the nearest percent)."""
         return {k: v for k, v in scores.items() if k[0] == args.evidence and v[1] >= 0.95 and (k[3] == 0 or v[2] >= 0.945)}
@@ -212,16 +223,24 @@ def main() -> None:
     print("\n".join(event_rows))
     if not chosen:
         raise SystemExit("no (f, e) on the grid reaches 95 % coverage")
-    _, f_sd, e_sd, kappa = max(chosen, key=lambda k: chosen[k][0])
-    print(f"\nchosen: evidence {args.evidence}, f {f_sd:g}, event sd {e_sd:.0f}, results kappa {kappa:g} (the highest "
-          "mean log density of the FIDE rating among those whose 95 % interval covers 95 %; with results, 94.5 % per player-event)")
+    if args.rule == "coverage":
+        _, f_sd, e_sd, kappa = max(chosen, key=lambda k: chosen[k][0])
+        why = ("the highest mean log density of the FIDE rating among those whose 95 % interval covers 95 %; with results, "
+               "94.5 % per player-event")
+    else:  # the interval is step 4's to calibrate: the most accurate estimate, the player-event MAE breaking near-ties
+        mine = {k: v for k, v in scores.items() if k[0] == args.evidence}
+        best = min(v[3] for v in mine.values())
+        _, f_sd, e_sd, kappa = min((k for k, v in mine.items() if v[3] < best + 1.0), key=lambda k: mine[k][4])
+        why = ("the lowest MAE per player-game, within 1 Elo of it the lowest per player-event; its interval is step 4's "
+               "to calibrate: bench/accuracy.py --fit-interval-scale")
+    print(f"\nchosen: evidence {args.evidence}, f {f_sd:g}, event sd {e_sd:.0f}, results kappa {kappa:g} ({why})")
     if args.write:
         out = EventPoolModel(
             within, mean0, tau, e_sd, evidence=args.evidence, evidence_scale=f_sd, results_scale=kappa, profile=profile.name,
             fitted_on=f"{len(games)} rated-dev games (player-events, seed {args.seed}), {len(ratings)} events; move model: "
                       f"{model.fitted_on}",
             command=f"python bench/event_pooling.py --profile {profile.name} --dev {args.dev} --seed {args.seed} "
-                    f"--evidence {args.evidence} --write",
+                    f"--evidence {args.evidence} --rule {args.rule} --write",
             provisional=model.provisional or (args.evidence == "combination" and comb is not None and comb.provisional),
         )
         dest = ROOT / "analyzers" / "calibrations" / f"{profile.name}.eventpool.json"
