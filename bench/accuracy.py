@@ -507,7 +507,7 @@ def fit_interval_scale(games: list[PgnGame], results, cal: Calibration, pool: Ev
             continue
         knot, factor = float(np.exp(np.mean(np.log(n[m])))), float(np.quantile(ratio[m], 0.95))
         knots.append((round(knot, 1), round(factor, 4)))
-        print(f"| {lo:.0f}-{hi - 1:.0f} | {m.sum()} | {np.mean(ratio[m] <= 1):.1%} | {factor:.3f} | {knot:.1f} |")
+        print(f"| {f'{lo:.0f}+' if hi == math.inf else f'{lo:.0f}-{hi - 1:.0f}'} | {m.sum()} | {np.mean(ratio[m] <= 1):.1%} | {factor:.3f} | {knot:.1f} |")
     fitted = replace(pool, interval_scale=tuple(knots), interval_command=(
         f"python bench/accuracy.py --profile {args.profile} --split dev --sample {args.sample} --games {args.games} "
         f"--seed {args.seed} --fit-interval-scale --write"))

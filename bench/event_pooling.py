@@ -88,9 +88,9 @@ def mae(est: list[RatingEstimate], truth: np.ndarray) -> float:
 
 def row(name: str, truth: np.ndarray, est: list[RatingEstimate], const: float) -> str:
     r = np.array([e.rating for e in est])
-    mae = float(np.abs(r - truth).mean())
+    err = mae(est, truth)
     width = np.mean([e.high - e.low for e in est]) / 2
-    return (f"| {name} | {mae:.0f} | {100 * (1 - mae / const):+.1f} % | {np.mean(r - truth):+.0f} | "
+    return (f"| {name} | {err:.0f} | {100 * (1 - err / const):+.1f} % | {np.mean(r - truth):+.0f} | "
             f"{np.corrcoef(r, truth)[0, 1]:.2f} | {100 * coverage(est, truth):.1f} % | {width:.0f} | "
             f"{log_density(est, truth):.4f} |")
 
