@@ -118,7 +118,8 @@ class EventPoolModel:
 
     def scale_at(self, moves: int) -> float:
         """Step 4: the factor on the published interval's half-widths under the event prior after ``moves`` counted
-        moves, linear in log moves between the knots and constant beyond them; 1 without knots."""
+        moves, linear in log moves between the knots and constant beyond them; 1 without knots. (Plain floats over a
+        handful of knots: it runs at every published rating, where np.interp's call costs more.)"""
         knots = self.interval_scale
         if not knots:
             return 1.0
@@ -130,9 +131,7 @@ class EventPoolModel:
         return knots[-1][1]
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["interval_scale"] = [list(k) for k in self.interval_scale]
-        return d
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EventPoolModel:

@@ -275,12 +275,13 @@ class SkillPosterior:
     # -- summaries ------------------------------------------------------------------------------------
     def probabilities(self) -> np.ndarray:
         """Normalised posterior mass at each grid point."""
-        self._fold()
-        p = np.exp(self.logp - self.logp.max())
-        return p / p.sum()
+        w = self._weights()
+        return w / w.sum()
 
-    def _mean_sd(self, p: np.ndarray) -> tuple[float, float]:
-        return self._weighted_moments(p)[1]
+    def _weights(self) -> np.ndarray:
+        """The posterior mass at each grid point, unnormalised (the largest is 1), the deferred moves folded in."""
+        self._fold()
+        return np.exp(self.logp - self.logp.max())
 
     def _weighted_moments(self, w: np.ndarray) -> tuple[float, tuple[float, float]]:
         """(sum of w, (mean, sd) of c) under weights ``w`` on the grid: one product with the (1, c, c^2) basis (the
@@ -296,8 +297,7 @@ class SkillPosterior:
     def moments(self) -> tuple[float, float]:
         """(mean, sd) of c, computed once per change of the density."""
         if self._pending or self._moments is None:
-            self._fold()
-            self._moments = self._weighted_moments(np.exp(self.logp - self.logp.max()))[1]
+            self._moments = self._weighted_moments(self._weights())[1]
         return self._moments
 
     @property
@@ -318,7 +318,7 @@ class SkillPosterior:
     def summary(self, level: float = DEFAULT_LEVEL) -> tuple[float, float, float, float]:
         """(mean, sd, low, high) in one pass over the grid."""
         p = self.probabilities()
-        m, sd = self._mean_sd(p)
+        m, sd = self._weighted_moments(p)[1]
         cdf = np.cumsum(p)
         tail = (1.0 - level) / 2.0
         return m, sd, float(np.interp(tail, cdf, self.grid)), float(np.interp(1.0 - tail, cdf, self.grid))
