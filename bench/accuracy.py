@@ -112,6 +112,7 @@ class Estimates:
     move_model: RatingEstimate | None = None  # the move model's own moves-only estimate
     tclass: str = ""
     player: str = ""  # the player's id (FIDE id, else name)
+    event: str = ""  # the event's name (the PGN's Event tag)
     unpooled: RatingEstimate | None = None  # the moves-only estimate without the event prior, where there was one
     moves_pooled: RatingEstimate | None = None  # with the event prior from the other players' moves alone (no results)
 
@@ -236,7 +237,7 @@ def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment
                     last = a
             if rated(s, cal):
                 rows.append(estimates(s, cal, me.rating, opp.rating, last))
-                rows[-1].family, rows[-1].player = family(g.game_id), me.id
+                rows[-1].family, rows[-1].player, rows[-1].event = family(g.game_id), me.id, g.event
     return rows
 
 
@@ -259,7 +260,7 @@ def per_player_event(games: list[PgnGame], results, cal: Calibration, min_games:
         if s.games >= min_games and rated(s, cal):
             rows.append(estimates(s, cal, mine[-1].rating, float(np.mean([o.rating for o in theirs])),
                                   last.get((event, pid))))
-            rows[-1].family, rows[-1].player = families[event], mine[-1].id
+            rows[-1].family, rows[-1].player, rows[-1].event = families[event], mine[-1].id, event
     return rows, seen
 
 
@@ -338,6 +339,26 @@ def plots(profile: str, method: str, games_rows: list[Estimates], event_rows: li
     moves = out_dir / f"accuracy-{profile}-moves.png"
     fig.savefig(moves, dpi=100, bbox_inches="tight")
     return [str(scatter.relative_to(ROOT)), str(moves.relative_to(ROOT))]
+
+
+def error_split(label: str, rows: list[Estimates]) -> None:
+    """Where the published estimate's error lies: in the level of the player's event (an error every player of the
+    event shares) or in the player's place within it. Each row's event error is the mean error of the *other* rows of
+    its event in the sample (leave-one-out, so a row's own error is never subtracted from itself); rows alone in their
+    event are left out. "Level known" subtracts it: the error that would remain were each event's level read exactly."""
+    by_event: dict[str, list[float]] = {}
+    for e in rows:
+        by_event.setdefault(e.event, []).append(e.model.rating - e.truth)
+    kept = [(e, (sum(by_event[e.event]) - (e.model.rating - e.truth)) / (len(by_event[e.event]) - 1))
+            for e in rows if len(by_event[e.event]) > 1]
+    if not kept:
+        return
+    truth = np.array([e.truth for e, _ in kept])
+    est = np.array([e.model.rating for e, _ in kept])
+    level = np.array([x for _, x in kept])
+    print(f"| {label} | {len(kept)} rows, {len({e.event for e, _ in kept})} events | MAE "
+          f"{np.mean(np.abs(est - truth)):.0f}, r {np.corrcoef(est, truth)[0, 1]:.2f} | MAE {np.mean(np.abs(level)):.0f} | "
+          f"MAE {np.mean(np.abs(est - level - truth)):.0f}, r {np.corrcoef(est - level, truth)[0, 1]:.2f} |")
 
 
 def grouped_table(method: str, label: str, key, rows: list[Estimates]) -> None:  # noqa: ANN001
@@ -447,6 +468,12 @@ def main() -> None:
     method = "combination" if COMB is not None else "move model" if MODEL is not None else "posterior over c" if cal.has_c_map else "gain histogram, Alg. 4"
     if PRIORS:
         method = f"event prior, else {method}"
+    print("\n| where the published error lies | rows | published | the event's error (the others' mean error) | "
+          "the event's level known (error minus it) |")
+    print("|---|---|---|---|---|")
+    error_split("per player-game", game_rows)
+    if len(event_rows) >= 10:
+        error_split("per player-event", event_rows)
     (prior, dev_players) = dev_population(data / "pgn" / "rated-dev")
     # the player-disjoint check: juniors and students recur across years, so some held-out players also played in
     # rated-dev, which the models were fitted on; their rows apart from the others show whether that helped
