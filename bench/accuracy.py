@@ -348,13 +348,13 @@ def error_split(label: str, rows: list[Estimates]) -> None:
     event are left out. "Level known" subtracts it: the error that would remain were each event's level read exactly."""
     by_event: dict[str, list[float]] = {}
     for e in rows:
-        by_event.setdefault(e.event, []).append(e.model.rating - e.truth)
-    kept = [(e, (sum(by_event[e.event]) - (e.model.rating - e.truth)) / (len(by_event[e.event]) - 1))
+        by_event.setdefault(e.event, []).append(e.main.rating - e.truth)
+    kept = [(e, (sum(by_event[e.event]) - (e.main.rating - e.truth)) / (len(by_event[e.event]) - 1))
             for e in rows if len(by_event[e.event]) > 1]
     if not kept:
         return
     truth = np.array([e.truth for e, _ in kept])
-    est = np.array([e.model.rating for e, _ in kept])
+    est = np.array([e.main.rating for e, _ in kept])
     level = np.array([x for _, x in kept])
     print(f"| {label} | {len(kept)} rows, {len({e.event for e, _ in kept})} events | MAE "
           f"{np.mean(np.abs(est - truth)):.0f}, r {np.corrcoef(est, truth)[0, 1]:.2f} | MAE {np.mean(np.abs(level)):.0f} | "
