@@ -1,7 +1,7 @@
 """Does KataGo tell Fox players apart where GNU Go does not? A probe on held-out Fox games.
 
     bash deploy/katago/setup.sh                       # once: KataGo on the CPU (docs/go.md, "KataGo on the CPU")
-    python bench/go_katago_probe.py [--per-group 3] [--plies 80]
+    python bench/go_katago_probe.py [--per-group 3] [--plies 80] [--fit-per-group 3]
 
 The first ``--per-group`` games of each rank group of bench/go_accuracy.py's held-out sample (fox_ranked_5k-9d
 `testing`, seed 0: the same games in the same order as that benchmark's), the first ``--plies`` moves of each. KataGo's
@@ -12,7 +12,10 @@ network evaluates every position once (``maxVisits`` 1: no search), which gives 
 
 Per player-game the means of these are correlated with the declared rank (Pearson r, Kendall tau_a), beside GNU Go's
 evidence on the same player-games (level 1, bench/go_accuracy.py's analyses: the posterior mean of c and the mean
-points lost), and the engine seconds per position of each. Nothing is fitted: this asks whether the evidence is there.
+points lost), and the engine seconds per position of each: whether the evidence is there, nothing fitted. With
+``--fit-per-group N`` the same is done for N `candidating` games per rank group, a least-squares calibration of the
+rank on the KataGo features is fitted on them and judged on the held-out games against a constant (the fitting games'
+mean): the smallest calibration, not the service's rank model.
 KataGo's answers are kept per game in .cache/katago-fox.jsonl, so an interrupted run resumes where it stopped.
 """
 
@@ -85,11 +88,12 @@ def evaluate(proc: subprocess.Popen, g: GoGame, plies: int) -> dict:
 
 
 def katago_evidence(games: list[GoGame], plies: int) -> dict[str, dict]:
+    want = {g.game_id: min(plies, len(g.moves)) for g in games}
     done: dict[str, dict] = {}
     if CACHE.exists():
         for line in CACHE.read_text().splitlines():
             r = json.loads(line)
-            if r["plies"] == plies:
+            if want.get(r["game_id"]) == r["plies"]:
                 done[r["game_id"]] = r
     todo = [g for g in games if g.game_id not in done]
     if todo:
@@ -122,6 +126,35 @@ def per_player(r: dict, colour: str) -> tuple[float, float, float]:
             float(np.mean([top for _, _, top in pol])))
 
 
+def evidence(games: list[tuple[str, GoGame]], kg: dict[str, dict]) -> tuple[np.ndarray, np.ndarray]:
+    """Per player-game: the features (mean log policy of the played move, mean points lost, share of the policy's first
+    choice) and the declared rank (GoR)."""
+    x, y = [], []
+    for _, g in games:
+        for colour, player in (("b", g.black), ("w", g.white)):
+            if player.rating is not None and g.game_id in kg:
+                lost, logp, top = per_player(kg[g.game_id], colour)
+                x.append((logp, lost, top))
+                y.append(player.rating)
+    return np.array(x), np.array(y)
+
+
+def calibrated(fit: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray], columns: list[int]) -> np.ndarray:
+    """Least squares of the rank on ``columns`` of the features (with an intercept) on ``fit``; predictions on ``test``."""
+    (xf, yf), (xt, _) = fit, test
+    design = np.column_stack([np.ones(len(xf)), xf[:, columns]])
+    coef, *_ = np.linalg.lstsq(design, yf, rcond=None)
+    return np.column_stack([np.ones(len(xt)), xt[:, columns]]) @ coef
+
+
+def accuracy_row(name: str, est: np.ndarray, truth: np.ndarray, const: float) -> None:
+    err = est - truth
+    mae, mae0 = np.mean(np.abs(err)) / 100, np.mean(np.abs(truth - const)) / 100
+    print(f"| {name} | {mae:.2f} | {1 - mae / mae0:+.1%} | {np.mean(err) / 100:+.2f} | "
+          f"{np.corrcoef(est, truth)[0, 1] if np.std(est) > 0 else float('nan'):.2f} | "
+          f"{kendall_tau_a(list(est), list(truth)) if np.std(est) > 0 else float('nan'):.2f} |")
+
+
 def corr(name: str, x: list[float], truth: list[float]) -> None:
     r = float(np.corrcoef(x, truth)[0, 1])
     print(f"| {name} | {r:+.2f} | {kendall_tau_a(x, truth):+.2f} |")
@@ -132,6 +165,9 @@ def main() -> None:
     ap.add_argument("--per-group", type=int, default=3)
     ap.add_argument("--plies", type=int, default=80)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fit-per-group", type=int, default=0,
+                    help="also fit a least-squares calibration on this many `candidating` games per rank group and "
+                         "judge it on the held-out games (default 0: correlations only)")
     ap.add_argument("--engines", type=int, default=2, help="GNU Go processes for its side of the comparison")
     add_data_argument(ap)
     args = ap.parse_args()
@@ -166,6 +202,18 @@ def main() -> None:
     corr("KataGo network: share of the policy's first choice", k_top, truth)
     corr("GNU Go level 1: posterior mean of c", g_c, truth)
     corr("GNU Go level 1: minus the mean points lost", g_lost, truth)
+    if args.fit_per_group:
+        fit_games = sample(data_dir(args), "candidating", args.fit_per_group, args.seed)
+        fit, test = evidence(fit_games, katago_evidence([g for _, g in fit_games], args.plies)), evidence(games, kg)
+        const = float(np.mean(fit[1]))
+        print(f"\nA least-squares calibration fitted on {len(fit[1])} player-games of `candidating` "
+              f"({args.fit_per_group} games per rank group), judged on the {len(test[1])} held-out player-games above "
+              f"(ranks: GoR / 100):\n")
+        print("| per player-game, held-out | MAE (ranks) | cut vs constant | bias | r | tau_a |")
+        print("|---|---|---|---|---|---|")
+        accuracy_row("KataGo: log policy, points lost, first-choice share", calibrated(fit, test, [0, 1, 2]), test[1], const)
+        accuracy_row("KataGo: log policy of the played move alone", calibrated(fit, test, [0]), test[1], const)
+        accuracy_row("constant = the fitting games' mean", np.full(len(test[1]), const), test[1], const)
     print(f"\nKataGo: {secs:.2f} engine-seconds a position (one network evaluation, PoCL on this machine's cores)")
 
 
