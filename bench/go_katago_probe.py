@@ -150,9 +150,10 @@ def calibrated(fit: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.nd
 def accuracy_row(name: str, est: np.ndarray, truth: np.ndarray, const: float) -> None:
     err = est - truth
     mae, mae0 = np.mean(np.abs(err)) / 100, np.mean(np.abs(truth - const)) / 100
-    print(f"| {name} | {mae:.2f} | {1 - mae / mae0:+.1%} | {np.mean(err) / 100:+.2f} | "
-          f"{np.corrcoef(est, truth)[0, 1] if np.std(est) > 0 else float('nan'):.2f} | "
-          f"{kendall_tau_a(list(est), list(truth)) if np.std(est) > 0 else float('nan'):.2f} |")
+    spread = np.ptp(est) > 0  # a constant has no correlation
+    r = f"{np.corrcoef(est, truth)[0, 1]:.2f}" if spread else "-"
+    tau = f"{kendall_tau_a(list(est), list(truth)):.2f}" if spread else "-"
+    print(f"| {name} | {mae:.2f} | {1 - mae / mae0:+.1%} | {np.mean(err) / 100:+.2f} | {r} | {tau} |")
 
 
 def corr(name: str, x: list[float], truth: list[float]) -> None:
