@@ -11,8 +11,8 @@
 #     before its first search and keeps the result in a file; on PoCL its tuner aborts with heap corruption in the
 #     transformerRMSNorm step, every time. A file it can parse skips the tuner: KataGo 1.18.1's format is the line
 #     VERSION=13 and 21 parameter lines, and a line without key=value pairs keeps that group's defaults. The tuner's
-#     own runs here never beat the default for the convolution GEMM and came within 64-85 % of their best for the
-#     1x1 and attention kernels, so little speed is lost (docs/go.md).
+#     own runs here never beat the default for the convolution GEMM, the slowest kernel, and the other defaults ran at
+#     52-85 % of the tuner's best (docs/go.md, "KataGo on the CPU").
 #  4. DIR/katago: a wrapper that runs the unpacked binary with its bundled libraries; DIR/model.bin.gz: the network.
 #     A test query checks that an analysis comes back.
 #
