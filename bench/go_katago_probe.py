@@ -17,7 +17,8 @@ points lost), and the engine seconds per position of each: whether the evidence 
 rank on the KataGo features is fitted on them and judged on the held-out games against a constant (the fitting games'
 mean): the smallest calibration, not the service's rank model.
 KataGo's answers are kept per game in .cache/katago-fox.jsonl, so an interrupted run resumes where it stopped; those
-of the run behind docs/go.md ship in bench/analyses/katago-fox.jsonl.xz (66 games), so the tables reprint in seconds.
+of the runs behind docs/go.md ship in bench/analyses/katago-fox.jsonl.xz (88 games: 5 held-out and 3 fitting games per
+rank group), so those tables reprint in seconds.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def evaluate(proc: subprocess.Popen, g: GoGame, plies: int) -> dict:
 def katago_evidence(games: list[GoGame], plies: int) -> dict[str, dict]:
     want = {g.game_id: min(plies, len(g.moves)) for g in games}
     done: dict[str, dict] = {}
-    # the answers of the run behind docs/go.md ship with the repository; this machine's cache adds to them
+    # the answers of the runs behind docs/go.md ship with the repository; this machine's cache adds to them
     lines = lzma.open(SHIPPED, "rt").read().splitlines() if SHIPPED.exists() else []
     lines += CACHE.read_text().splitlines() if CACHE.exists() else []
     for line in lines:
