@@ -228,7 +228,7 @@ def main() -> None:
         why = ("the highest mean log density of the FIDE rating among those whose 95 % interval covers 95 %; with results, "
                "94.5 % per player-event")
     else:  # the interval is step 4's to calibrate: the most accurate estimate, the player-event MAE breaking near-ties
-        mine = {k: v for k, v in scores.items() if k[0] == args.evidence}
+        mine = {k: v for k, v in scores.items() if k[0] == args.evidence and k[1] == f_best}  # f: chosen without results
         best = min(v[3] for v in mine.values())
         _, f_sd, e_sd, kappa = min((k for k, v in mine.items() if v[3] < best + 1.0), key=lambda k: mine[k][4])
         why = ("the lowest MAE per player-game, within 1 Elo of it the lowest per player-event; its interval is step 4's "
