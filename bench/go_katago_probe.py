@@ -136,13 +136,18 @@ def evidence(games: list[tuple[str, GoGame]], kg: dict[str, dict]) -> tuple[np.n
     """Per player-game: the features (mean log policy of the played move, mean points lost, share of the policy's first
     choice) and the declared rank (GoR)."""
     x, y = [], []
-    for _, g in games:
-        for colour, player in (("b", g.black), ("w", g.white)):
-            if player.rating is not None and g.game_id in kg:
-                lost, logp, top = per_player(kg[g.game_id], colour)
-                x.append((logp, lost, top))
-                y.append(player.rating)
+    for g, colour, rating in sides(games):
+        if g.game_id in kg:
+            lost, logp, top = per_player(kg[g.game_id], colour)
+            x.append((logp, lost, top))
+            y.append(rating)
     return np.array(x), np.array(y)
+
+
+def sides(games: list[tuple[str, GoGame]]) -> list[tuple[GoGame, str, float]]:
+    """Every player-game with a declared rank: (game, colour "b"/"w", rank on the GoR scale)."""
+    return [(g, colour, p.rating) for _, g in games for colour, p in (("b", g.black), ("w", g.white))
+            if p.rating is not None]
 
 
 def calibrated(fit: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray], columns: list[int]) -> np.ndarray:
@@ -183,21 +188,20 @@ def main() -> None:
     args.level, args.progress = 1, False
     gnugo = asyncio.run(analyse_all(games, args))
     truth, k_lost, k_logp, k_top, g_c, g_lost = [], [], [], [], [], []
-    for _, g in games:
-        for colour, player in (("b", g.black), ("w", g.white)):
-            mine = [m for m in gnugo.get(g.game_id, []) if m.colour == colour]
-            if not mine or player.rating is None:
-                continue
-            lost, logp, top = per_player(kg[g.game_id], colour)
-            skill = GoSkill()
-            for m in mine:
-                skill.add(m.values, m.played)
-            truth.append(player.rating)
-            k_lost.append(-lost)  # signs so that a stronger player scores higher on every row
-            k_logp.append(logp)
-            k_top.append(top)
-            g_c.append(skill.posterior.mean)
-            g_lost.append(-float(np.mean([m.loss for m in mine])))
+    for g, colour, rating in sides(games):
+        mine = [m for m in gnugo.get(g.game_id, []) if m.colour == colour]
+        if not mine:
+            continue
+        lost, logp, top = per_player(kg[g.game_id], colour)
+        skill = GoSkill()
+        for m in mine:
+            skill.add(m.values, m.played)
+        truth.append(rating)
+        k_lost.append(-lost)  # signs so that a stronger player scores higher on every row
+        k_logp.append(logp)
+        k_top.append(top)
+        g_c.append(skill.posterior.mean)
+        g_lost.append(-float(np.mean([m.loss for m in mine])))
     secs = sum(r["seconds"] for r in kg.values()) / sum(r["plies"] + 1 for r in kg.values())
     print(f"go_katago_probe: {len(games)} held-out Fox games ({args.per_group} per rank group, seed {args.seed}), "
           f"{len(truth)} player-games, the first {args.plies} moves; declared ranks "
