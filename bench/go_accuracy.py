@@ -31,20 +31,36 @@ from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir
 
 from analyzers.calibration import Calibration
 from analyzers.concordance import kendall_tau_a
-from analyzers.engine.adapter import GO
+from analyzers.engine.adapter import GO, GO_KATAGO, GameAdapter
 from analyzers.engine.gtp import GoLimits, GtpEngine
+from analyzers.engine.katago import GoEngineLimits, KataGoLimits
 from analyzers.engine.pool import EnginePool
 from analyzers.engine.uci import find_engine
 from analyzers.goboard import GoPosition
 from analyzers.gorank import rank_label
-from analyzers.gorate import DEFAULT_GO_PROFILE, K_POINTS, GoSkill, RankModel, load_go_calibration
+from analyzers.gorate import (
+    DEFAULT_GO_PROFILE,
+    K_POINTS,
+    NETWORK_FEATURES,
+    GoSkill,
+    RankModel,
+    go_statistic,
+    load_go_calibration,
+)
 from streamer.goassess import GoMove, assess_go_game
 from streamer.sgf import GoGame, read_sgf_games
 
 FOX = "sgf/fox_ranked_5k-9d"
 GROUPS = ("3-5k", "1-2k", "1d", "2d", "3d", "4d", "5d", "6d", "7d", "8d", "9d")
 GO_CACHE = ANALYSIS_CACHE.with_name("go-analysis.sqlite")
+KATAGO_CACHE = ANALYSIS_CACHE.with_name("go-katago.sqlite")
 PROFILE = DEFAULT_GO_PROFILE
+#: The calibration fitted on KataGo's network evaluations (1 visit).
+KATAGO_PROFILE = "go-fox-katago-b10"
+
+
+def profile_of(args: argparse.Namespace) -> str:
+    return KATAGO_PROFILE if args.engine == "katago" else PROFILE
 
 
 OGS = "sgf/ogs_2014_scored"
@@ -73,12 +89,20 @@ def sample(data: Path, split: str, per_group: int, seed: int, min_moves: int = 6
     return [x for i in range(per_group) for grp in by_group if i < len(grp) for x in [grp[i]]]
 
 
+def engine_setup(args: argparse.Namespace) -> tuple[GameAdapter, GoEngineLimits, Path, int]:
+    """The pool's game adapter, limits, cache file and number of processes for ``--engine``."""
+    if args.engine == "katago":
+        # one process: KataGo's OpenCL-on-CPU evaluation already uses every core
+        return GO_KATAGO, KataGoLimits(args.visits), KATAGO_CACHE, 1
+    return GO, GoLimits(args.level), GO_CACHE, args.engines
+
+
 async def analyse_all(games: list[tuple[str, GoGame]], args: argparse.Namespace) -> dict[str, list[GoMove]]:
-    limits = GoLimits(args.level)
+    game, limits, cache, engines = engine_setup(args)
     out: dict[str, list[GoMove]] = {}
     started = time.monotonic()
-    async with EnginePool(size=args.engines, game=GO, cache_path=GO_CACHE) as pool:
-        sem = asyncio.Semaphore(args.engines)
+    async with EnginePool(size=engines, game=game, cache_path=cache, timeout=args.timeout) as pool:
+        sem = asyncio.Semaphore(engines)
 
         async def one(g: GoGame) -> None:
             async with sem:
@@ -106,10 +130,15 @@ class PlayerGame:
     game_index: int              # the game's place among its group's sampled games
 
     def skill(self) -> GoSkill:
-        s = GoSkill()
-        for m in self.moves:
-            s.add(m.values, m.played)
-        return s
+        return skill_of(self.moves)
+
+
+def skill_of(moves: list[GoMove]) -> GoSkill:
+    """One scope's evidence from judged moves (GNU Go's candidates, or a network's two evaluations and prior)."""
+    s = GoSkill()
+    for m in moves:
+        s.add(m.values, m.played, m.prior, m.move.upper() == m.best_move.upper())
+    return s
 
 
 def player_games(games: list[tuple[str, GoGame]], analysed: dict[str, list[GoMove]]) -> list[PlayerGame]:
@@ -139,11 +168,7 @@ def players_of(pgs: list[PlayerGame], n_games: int, seed: int) -> list[tuple[str
             run = set(games[k * n_games:(k + 1) * n_games])
             for colour in ("b", "w"):
                 chunk = [pg for pg in pgs if pg.group == group and pg.game_index in run and pg.colour == colour]
-                s = GoSkill()
-                for pg in chunk:
-                    for m in pg.moves:
-                        s.add(m.values, m.played)
-                out.append((group, float(np.mean([pg.truth for pg in chunk])), s))
+                out.append((group, float(np.mean([pg.truth for pg in chunk])), skill_of([m for pg in chunk for m in pg.moves])))
     return out
 
 
@@ -163,12 +188,31 @@ def pav_knots(points: list[tuple[float, float, int]]) -> list[tuple[float, float
     return [k for i, k in enumerate(knots) if i == 0 or k[0] > knots[i - 1][0] + 1e-9]
 
 
+def fit_weights(pgs: list[PlayerGame]) -> tuple[float, ...]:
+    """The network score's weights: least squares of the declared rank on a player-game's feature means (with an
+    intercept, which the knots take up)."""
+    x = np.array([pg.skill().network.means() for pg in pgs])
+    y = np.array([pg.truth for pg in pgs])
+    coef, *_ = np.linalg.lstsq(np.column_stack([np.ones(len(x)), x]), y, rcond=None)
+    return tuple(round(float(c), 3) for c in coef[1:])
+
+
 def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str) -> Calibration:
+    """The rank model on ``pgs``: for GNU Go the posterior mean of c, for KataGo the network score (its weights fitted
+    first); knots through the rank groups' centroids, the scatter a + b / n, the population prior."""
+    weights = fit_weights(pgs) if args.engine == "katago" else None
+
+    def stat(s: GoSkill) -> float:
+        return go_statistic(s, weights)[0]
+
+    def n_of(s: GoSkill) -> int:
+        return go_statistic(s, weights)[1]
+
     skills = [(pg, pg.skill()) for pg in pgs]
     centroids = []
     for group in GROUPS:
         mine = [(pg, s) for pg, s in skills if pg.group == group]
-        centroids.append((float(np.mean([s.posterior.mean for _, s in mine])), float(np.mean([pg.truth for pg, _ in mine])), len(mine)))
+        centroids.append((float(np.mean([stat(s) for _, s in mine])), float(np.mean([pg.truth for pg, _ in mine])), len(mine)))
     knots = pav_knots(centroids)
     centre = {g: c for g, (c, _, _) in zip(GROUPS, centroids)}
     # the scatter of a scope's c around its group's centroid by moves seen, a + b / n: player-games cut after
@@ -179,27 +223,32 @@ def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str
     for pg in pgs:
         for cut in (20, 30, 40, len(pg.moves)):
             if cut <= len(pg.moves):
-                s = PlayerGame(pg.group, pg.truth, pg.moves[:cut], pg.colour, pg.game_index).skill()
-                rows.append((s.posterior.n, (s.posterior.mean - centre[pg.group]) ** 2))
+                s = skill_of(pg.moves[:cut])
+                rows.append((n_of(s), (stat(s) - centre[pg.group]) ** 2))
     for n_games in (3, 6):
         for group, _, s in players_of(pgs, n_games, args.seed):
-            rows.append((s.posterior.n, (s.posterior.mean - centre[group]) ** 2))
+            rows.append((n_of(s), (stat(s) - centre[group]) ** 2))
     n = np.array([r[0] for r in rows], dtype=float)
     e2 = np.array([r[1] for r in rows])
     a, b = np.linalg.lstsq(np.column_stack([np.ones_like(n), 1.0 / n]), e2, rcond=None)[0]
     a, b = max(float(a), 1e-4), max(float(b), 0.0)
     truths = np.array([pg.truth for pg in pgs])
+    katago = weights is not None
+    rank_model: dict = {"prior": [round(float(truths.mean()), 1), round(float(truths.std()), 1)],
+                        "c_var": [round(a, 6), round(b, 6)]}
+    if katago:
+        rank_model |= {"weights": list(weights), "features": list(NETWORK_FEATURES)}
     cal = Calibration(
-        profile=PROFILE, engine=engine, engine_elo=0.0, c_knots=[(round(c, 5), round(r, 1)) for c, r in knots],
-        # provisional: on held-out Fox games GNU Go's values rank 5k-9d players no better than a constant (docs/go.md)
-        residual_sd=0.0, provisional=True,
+        profile=profile_of(args), engine=engine, engine_elo=0.0, c_knots=[(round(c, 5), round(r, 1)) for c, r in knots],
+        # provisional for GNU Go: on held-out Fox games its values rank 5k-9d players no better than a constant (docs/go.md)
+        residual_sd=0.0, provisional=not katago,
         fitted_on=f"Fox candidating (fox_ranked_5k-9d), {len(pgs)} player-games of {len(pgs) // 2} games "
-                  f"({args.fit_games} per rank group, seed {args.seed}), first {args.plies} moves, GNU Go level {args.level}",
+                  f"({args.fit_games} per rank group, seed {args.seed}), first {args.plies} moves, "
+                  + (f"KataGo {args.visits} visit(s)" if katago else f"GNU Go level {args.level}"),
         command=f"python bench/go_accuracy.py --fit --write --fit-games {args.fit_games} --plies {args.plies} "
-                f"--level {args.level} --seed {args.seed}",
-        extra={"k_points": K_POINTS, "scale": "GoR: 1d = 2100, 100 points a rank", "level": args.level,
-               "rank_model": {"prior": [round(float(truths.mean()), 1), round(float(truths.std()), 1)],
-                              "c_var": [round(a, 6), round(b, 6)]},
+                + (f"--engine katago --visits {args.visits}" if katago else f"--level {args.level}") + f" --seed {args.seed}",
+        extra={"k_points": K_POINTS, "scale": "GoR: 1d = 2100, 100 points a rank",
+               **({"visits": args.visits} if katago else {"level": args.level}), "rank_model": rank_model,
                "group_centroids": {g: [round(c, 4), round(r, 1), w] for g, (c, r, w) in zip(GROUPS, centroids)}},
     )
     model = RankModel.of(cal)
@@ -226,7 +275,7 @@ def evaluate(pgs: list[PlayerGame], cal: Calibration, args: argparse.Namespace) 
           f"{np.mean([e.n for _, e in est]):.0f} moves each on average)")
     print("| estimate | MAE (ranks) | cut vs constant | bias (ranks) | r | tau_a | declared rank in the 95 % interval | mean half-width (ranks) |")
     print("|---|---|---|---|---|---|---|---|")
-    print(f"| moves only (posterior over c, {cal.profile}) | {mae:.2f} | {100 * (1 - mae / mae_c):+.1f}% | "
+    print(f"| moves only ({'network score' if model.weights else 'posterior over c'}, {cal.profile}) | {mae:.2f} | {100 * (1 - mae / mae_c):+.1f}% | "
           f"{(pred - truth).mean() / 100:+.2f} | {np.corrcoef(pred, truth)[0, 1]:.2f} | {kendall_tau_a(pred, truth):.2f} | "
           f"{100 * cover:.1f}% | {np.mean([(e.high - e.low) / 2 for _, e in est]) / 100:.2f} |")
     print(f"| constant = sample mean (oracle) | {mae_c:.2f} | +0.0% | +0.00 | - | - | - | - |")
@@ -322,7 +371,11 @@ def main() -> None:
     ap.add_argument("--fit-games", type=int, default=12, help="candidating games per rank group (default 12)")
     ap.add_argument("--test-games", type=int, default=24, help="testing games per rank group (default 24)")
     ap.add_argument("--plies", type=int, default=120, help="moves analysed per game (default 120)")
+    ap.add_argument("--engine", choices=("gnugo", "katago"), default="gnugo",
+                    help="gnugo (default) or katago (deploy/katago/setup.sh installs it; docs/go.md)")
     ap.add_argument("--level", type=int, default=1, help="GNU Go level (default 1)")
+    ap.add_argument("--visits", type=int, default=1, help="KataGo visits per position (default 1: the network alone)")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds an engine may take on a position")
     ap.add_argument("--engines", type=int, default=2, help="engine processes (default 2)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--progress", action="store_true")
@@ -336,18 +389,21 @@ def main() -> None:
     test = sample(data, "testing", args.test_games, args.seed)
     ogs = ogs_sample(data_dir(args, OGS), args.ogs, args.seed) if args.ogs else []
     if args.warm:
-        for games in (fit, test, ogs):
-            asyncio.run(analyse_all(games, args))
+        # fitting and held-out games interleaved (each round robin over the rank groups), so that an interrupted run
+        # leaves both balanced
+        order = sorted([(i / len(fit), x) for i, x in enumerate(fit)] + [(i / len(test), x) for i, x in enumerate(test)],
+                       key=lambda ix: ix[0])
+        asyncio.run(analyse_all([x for _, x in order] + ogs, args))
         return
     fit_pgs = player_games(fit, asyncio.run(analyse_all(fit, args)))
     if args.fit:
-        cal = fit_calibration(fit_pgs, args, engine="GNU Go 3.8")
+        cal = fit_calibration(fit_pgs, args, engine="KataGo 1.18.1 b10c384h6nbttflrs" if args.engine == "katago" else "GNU Go 3.8")
         print(json.dumps(cal.to_dict(), indent=2))
         if args.write:
-            cal.save(ROOT / "analyzers" / "calibrations" / f"{PROFILE}.json")
-            print(f"wrote analyzers/calibrations/{PROFILE}.json")
+            cal.save(ROOT / "analyzers" / "calibrations" / f"{cal.profile}.json")
+            print(f"wrote analyzers/calibrations/{cal.profile}.json")
     else:
-        cal = load_go_calibration(PROFILE)
+        cal = load_go_calibration(profile_of(args))
     if test:
         evaluate(player_games(test, asyncio.run(analyse_all(test, args))), cal, args)
     if ogs:

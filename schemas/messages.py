@@ -165,7 +165,9 @@ class MoveAssessment(Message):
     """One analysed move, re-keyed by the mover's player_id. Version 3 adds ``event_prior``, set by the pool stage for
     a game of an event (versions 1-2 still parse); version 4 ``game``: a Go assessment has GTP moves, its values
     (``candidates``' cp, ``loss``, ``played_value``) in hundredths of a point, its evaluations from Black's view, and
-    ``gain`` in whole points (docs/models.md s. 11)."""
+    ``gain`` in whole points (docs/models.md s. 11). Version 5 adds ``prior``, for a Go move judged by a network's
+    evaluations (KataGo): the network's prior of the played move; its ``candidates`` are then the policy's first
+    choice valued at the mover's lead before the move and the played move at minus the opponent's lead after it."""
 
     type: Literal["assessment"] = "assessment"
     game_id: Id
@@ -174,7 +176,7 @@ class MoveAssessment(Message):
     color: Literal["white", "black"]
     uci: str
     event: str = ""
-    schema_version: Literal[1, 2, 3, 4] = 4  # type: ignore[assignment]  # v2-v4 add fields; older ones still parse
+    schema_version: Literal[1, 2, 3, 4, 5] = 5  # type: ignore[assignment]  # v2-v5 add fields; older ones still parse
     game: Game = "chess"
     reference_rating: Rating | None = None
     reference_rd: RD | None = Field(default=None, description="the declared rating's RD, when the producer gave one")
@@ -197,6 +199,8 @@ class MoveAssessment(Message):
     recapture: bool = Field(default=False, description="the engine's first choice takes back on the square the opponent "
                             "just captured on (not counted for fair play)")
     event_prior: EventPrior | None = Field(default=None, description="the event prior from the other players' moves and the player's results (v3)")
+    prior: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False,
+                                description="Go, a network's evaluations: its prior of the played move (v5)")
 
     @model_validator(mode="after")
     def _moves_in_the_games_notation(self) -> MoveAssessment:
@@ -259,10 +263,11 @@ class PerceivedRating(Message):
     "combination" (the learned combination on top of the move model gives ``rating``, ``low``, ``high`` and the band)
     with the move model's own moves-only estimate beside it in ``model_rating``, ``model_low``, ``model_high``.
     Version 4 adds ``game`` and, for Go, ``rank``: the kyu/dan label of ``rating`` (Go ratings are on the GoR scale of
-    :mod:`analyzers.gorank`: 1d = 2100, 100 a rank). Versions 1-3 still parse (and are chess)."""
+    :mod:`analyzers.gorank`: 1d = 2100, 100 a rank). Versions 1-3 still parse (and are chess). Version 5 adds
+    ``method`` "network": a Go rating read from a network's evaluations (KataGo: docs/models.md s. 11)."""
 
     type: Literal["perceived"] = "perceived"
-    schema_version: Literal[1, 2, 3, 4] = 4  # type: ignore[assignment]  # v2-v4 add fields; older ones still parse
+    schema_version: Literal[1, 2, 3, 4, 5] = 5  # type: ignore[assignment]  # v2-v5 add fields; older ones still parse
     game: Game = "chess"
     player_id: Id
     scope: Literal["game", "event", "player"]
@@ -273,7 +278,7 @@ class PerceivedRating(Message):
     low: float
     high: float
     level: float = 0.95
-    method: Literal["combination", "model", "posterior", "gain"]
+    method: Literal["combination", "model", "posterior", "gain", "network"]
     band_low: float | None = Field(default=None, description="68 % band (v2)")
     band_high: float | None = None
     prior: str | None = Field(default=None, description="the moves-only estimate's prior, e.g. 'rapid 1729 +/- 377' (v2)")

@@ -24,6 +24,7 @@ from analyzers.calibration import Calibration, load_calibration
 from analyzers.combination import load_combination
 from analyzers.engine import EnginePool
 from analyzers.engine.gtp import GoLimits
+from analyzers.engine.katago import GoEngineLimits, KataGoLimits
 from analyzers.errors import CalibrationError, EngineError, InputError, StateStoreError, UnratablePool, where
 from analyzers.eventpool import load_event_pool
 from analyzers.fairplay import DEFAULT_REVIEW_Z, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, ReviewCalibration
@@ -85,16 +86,20 @@ def add_review_option(p: argparse.ArgumentParser) -> None:
 
 def add_go_options(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
     go = parser.add_argument_group(title)
-    go.add_argument("--go-engine", default=None, help="GTP engine binary (default: $KIBITZ_GO_ENGINE or gnugo)")
+    go.add_argument("--go-engine", default=None, help="Go engine binary (default, by the calibration's engine: "
+                    "$KIBITZ_GO_ENGINE or gnugo; $KIBITZ_KATAGO or what deploy/katago/setup.sh installs)")
     go.add_argument("--go-profile", default=DEFAULT_GO_PROFILE, help="Go calibration (analyzers/calibrations/NAME.json); "
                     "default %(default)s")
     go.add_argument("--go-level", type=int, default=None, help="GNU Go level (default: the calibration's)")
     return go
 
 
-def go_setup(args: argparse.Namespace) -> tuple[Calibration, GoLimits]:
-    """The Go calibration the options name and the GTP limits (the calibration's level unless --go-level)."""
+def go_setup(args: argparse.Namespace) -> tuple[Calibration, GoEngineLimits]:
+    """The Go calibration the options name and its engine's limits: KataGo's visits for a calibration fitted on KataGo,
+    else GNU Go's level (the calibration's unless --go-level)."""
     cal = load_go_calibration(args.go_profile)
+    if "visits" in cal.extra:
+        return cal, KataGoLimits(int(cal.extra["visits"]))
     return cal, GoLimits(int(cal.extra.get("level", 1)) if args.go_level is None else args.go_level)
 
 
@@ -193,8 +198,9 @@ def print_rejection(d: DeadLetter | InputError) -> None:
 
 # -- replay -----------------------------------------------------------------------------------------------
 async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
-    """``kibitz replay FILE.sgf...``: Go games through GNU Go and the embedded runtime (streamer.goreplay)."""
-    from analyzers.engine.adapter import GO
+    """``kibitz replay FILE.sgf...``: Go games through the calibration's engine and the embedded runtime
+    (streamer.goreplay)."""
+    from analyzers.engine.adapter import go_adapter
     from analyzers.engine.pool import DEFAULT_TIMEOUT
 
     from .goreplay import replay_go
@@ -215,11 +221,11 @@ async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
     rejected = published = 0
     started = time.monotonic()
     print(f"kibitz replay: {len(games)} Go games from {', '.join(p.name for p in paths)}; calibration {cal.profile} "
-          f"(GNU Go {limits.key}), {args.engines} engines", flush=True)
+          f"({'KataGo' if isinstance(limits, KataGoLimits) else 'GNU Go'} {limits.key}), {args.engines} engines", flush=True)
     if cal.provisional:
         print(f"calibration is PROVISIONAL: {cal.fitted_on}; see docs/go.md for what it measures", flush=True)
     try:
-        async with EnginePool(args.go_engine, size=args.engines, cache_path=args.cache, game=GO,
+        async with EnginePool(args.go_engine, size=args.engines, cache_path=args.cache, game=go_adapter(limits),
                               timeout=args.search_timeout or DEFAULT_TIMEOUT) as pool:
             async for msg in replay_go(games, pool, cal, limits=limits, partitions=args.engines):
                 out(msg)

@@ -2,7 +2,10 @@
 
 A game is played through a :class:`~analyzers.goboard.GoPosition`; before each move the pool (a Go
 :class:`~analyzers.engine.pool.EnginePool`) analyses the position, and the move is judged against the candidates:
-its value, the best value, the points lost. An illegal move ends the game's assessment with
+its value, the best value, the points lost. A network's evaluation (KataGo, :mod:`analyzers.engine.katago`) values the
+position, not each move, so a move is judged from the positions before and after it: the mover's lead before is the
+best value, minus the opponent's lead after is the played move's, and the network's prior of the move comes with it.
+An illegal move ends the game's assessment with
 :class:`~analyzers.errors.IllegalMove` naming the game and the move; the moves before it stay assessed.
 """
 
@@ -12,7 +15,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from analyzers.engine.adapter import GO
-from analyzers.engine.gtp import GoAnalysis, GoLimits
+from analyzers.engine.gtp import GoAnalysis
+from analyzers.engine.katago import POLICY_FLOOR, GoEngineLimits
 from analyzers.engine.pool import EnginePool
 from analyzers.errors import EngineError, IllegalMove, InputError
 from analyzers.goboard import SIDES, GoPosition
@@ -29,6 +33,7 @@ class GoMove:
     values: tuple[float, ...]  # candidate values in points, side to move; the played move included
     played: int                # index of the played move in values
     best_move: str
+    prior: float | None = None  # a network's policy prior of the played move (KataGo); None from GNU Go
 
     @property
     def loss(self) -> float:
@@ -36,13 +41,21 @@ class GoMove:
         return max(self.values) - self.values[self.played]
 
 
-def judge(game_id: str, pos: GoPosition, colour: str, move: str, analysis: GoAnalysis) -> GoMove:
+def judge(game_id: str, pos: GoPosition, colour: str, move: str, analysis: GoAnalysis,
+          after: GoAnalysis | None = None) -> GoMove:
+    """The move against the search of the position before it; for a network's evaluation (``analysis.lead`` set) also
+    against ``after``, the evaluation of the position after it: values (lead before, minus the lead after), played 1."""
+    best = analysis.candidates[0][0] if analysis.candidates else "pass"
+    if analysis.lead is not None:
+        if after is None or after.lead is None:
+            raise ValueError("a network's evaluation judges a move with the evaluation of the position after it")
+        return GoMove(game_id, pos.ply, colour, move, (analysis.lead, -after.lead), 1, best,
+                      analysis.prior(move, POLICY_FLOOR))
     values, played = analysis.values(move)
-    return GoMove(game_id, pos.ply, colour, move, tuple(values), played,
-                  analysis.candidates[0][0] if analysis.candidates else "pass")
+    return GoMove(game_id, pos.ply, colour, move, tuple(values), played, best)
 
 
-async def go_moves(game: GoGame, pool: EnginePool, limits: GoLimits, *,
+async def go_moves(game: GoGame, pool: EnginePool, limits: GoEngineLimits, *,
                    max_plies: int | None = None) -> AsyncIterator[GoMove | InputError | EngineError]:
     """``game``'s moves (the first ``max_plies``) as they are judged; the error that stops it, if any, comes last.
 
@@ -66,14 +79,16 @@ async def go_moves(game: GoGame, pool: EnginePool, limits: GoLimits, *,
         pos.to_move = colour  # a record may let one side move twice (a pass left out): the mover is the one to judge
         try:
             analysis = await pool.analyse_limits(pos, limits)
+            # a network values positions: the move's worth needs the position after it (the next move's, cached)
+            after = await pool.analyse_limits(nxt, limits) if analysis.lead is not None else None
         except EngineError as e:
             yield e
             return
-        yield judge(game.game_id, pos, colour, move, analysis)
+        yield judge(game.game_id, pos, colour, move, analysis, after)
         pos = nxt
 
 
-async def assess_go_game(game: GoGame, pool: EnginePool, limits: GoLimits, *,
+async def assess_go_game(game: GoGame, pool: EnginePool, limits: GoEngineLimits, *,
                          max_plies: int | None = None) -> tuple[list[GoMove], InputError | EngineError | None]:
     """All of :func:`go_moves` at once: the moves, and the error that stopped the game (None when none did)."""
     out: list[GoMove] = []

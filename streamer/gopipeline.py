@@ -7,8 +7,10 @@ pool's cache and look-ahead, Glicko-2 at the game end.
   to move) and writes a :class:`~schemas.MoveAssessment` with ``game`` "go": values in hundredths of a point, the
   gain in whole points (minus the points lost). GNU Go values moves, not positions, so ``eval_before`` and
   ``eval_after`` are the best move's and the played move's values, from Black's view.
+  With KataGo (a network's evaluation of each position) a move is judged from the positions before and after it
+  and the assessment carries the network's prior of the move (MoveAssessment v5).
 - Player step: a player's Go evidence is one :class:`GoScope` per open game and one for all their games, each a
-  :class:`~analyzers.gorate.GoSkill` (the posterior over c with K in points, the gain histogram);
+  :class:`~analyzers.gorate.GoSkill` (the posterior over c with K in points, the gain histogram, a network's evidence);
   :func:`go_perceived` reads a rating on the GoR scale with its kyu/dan labels through the server's calibration.
 """
 
@@ -19,27 +21,41 @@ from typing import Any
 
 from analyzers.calibration import Calibration
 from analyzers.engine.gtp import GoAnalysis
+from analyzers.engine.katago import POLICY_FLOOR
 from analyzers.gain import GainHistogram
-from analyzers.gorate import GoSkill, RankModel, go_gain, rank_range
+from analyzers.gorate import GoSkill, NetworkEvidence, RankModel, go_gain, rank_range
 from analyzers.posterior import SkillPosterior
 from schemas import MoveAssessment, MoveEvent, PerceivedRating, PlayerInfo
 
 
 def go_assessment(ev: MoveEvent, *, mover: PlayerInfo, colour: str, side: int, event: str,
-                  analysis: GoAnalysis) -> MoveAssessment:
+                  analysis: GoAnalysis, after: GoAnalysis | None = None) -> MoveAssessment:
     """The assessment of Go move ``ev`` by ``mover`` (``side`` 0 Black, 1 White) from the search of the position
-    before it. A move the engine did not list is worth 0 points (GNU Go lists every move worth something)."""
-    values, idx = analysis.values(ev.uci)
-    listed = idx < len(analysis.candidates)
+    before it. A move the engine did not list is worth 0 points (GNU Go lists every move worth something).
+
+    A network's evaluation (``analysis.lead`` set) values the position, so the move is judged with ``after``, the
+    evaluation of the position after it: the candidates are the policy's first choice at the mover's lead before and
+    the played move at minus the opponent's lead after, and ``prior`` is the network's prior of the move."""
+    prior = None
+    if analysis.lead is not None:
+        if after is None or after.lead is None:
+            raise ValueError("a network's evaluation judges a move with the evaluation of the position after it")
+        candidates = [(analysis.candidates[0][0], analysis.lead), (ev.uci, -after.lead)]
+        values, idx, listed = [v for _, v in candidates], 1, True
+        prior = analysis.prior(ev.uci, POLICY_FLOOR)
+    else:
+        candidates = list(analysis.candidates)
+        values, idx = analysis.values(ev.uci)
+        listed = idx < len(analysis.candidates)
     black_view = 1 if side == 0 else -1
     return MoveAssessment(
         game="go", game_id=ev.game_id, ply=ev.ply, player_id=mover.id, color=colour, uci=ev.uci, event=event,
         reference_rating=mover.rating, reference_rd=mover.rd,
         eval_before=round(black_view * max(values) * 100), eval_after=round(black_view * values[idx] * 100),
         gain=go_gain(values, idx), loss=round((max(values) - values[idx]) * 100),
-        candidates=[{"uci": m, "cp": round(v * 100)} for m, v in analysis.candidates],
+        candidates=[{"uci": m, "cp": round(v * 100)} for m, v in candidates],
         played_rank=idx if listed else None, played_value=round(values[idx] * 100),
-        counted=len(values) > 1, engine=analysis.engine, limits=analysis.limits,
+        counted=len(values) > 1, engine=analysis.engine, limits=analysis.limits, prior=prior,
     )
 
 
@@ -60,18 +76,26 @@ class GoScope:
     last_ply: int = -1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"posterior": self.skill.posterior.to_dict(), "gains": self.skill.gains.to_dict(), "last_ply": self.last_ply}
+        return {"posterior": self.skill.posterior.to_dict(), "gains": self.skill.gains.to_dict(), "last_ply": self.last_ply,
+                **({"network": self.skill.network.to_list()} if self.skill.network.n else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GoScope:
-        return cls(GoSkill(SkillPosterior.from_dict(d["posterior"]), GainHistogram.from_dict(d["gains"])), int(d["last_ply"]))
+        network = NetworkEvidence.from_list(d["network"]) if d.get("network") else NetworkEvidence()
+        return cls(GoSkill(SkillPosterior.from_dict(d["posterior"]), GainHistogram.from_dict(d["gains"]), network),
+                   int(d["last_ply"]))
 
 
 def count_go_move(scopes: tuple[GoScope, ...], a: MoveAssessment) -> None:
-    """One move in each of a player's Go scopes: the posteriors in one numpy pass, the gain in each histogram."""
+    """One move in each of a player's Go scopes: the posteriors in one numpy pass, the gain in each histogram, and
+    a network's evidence (:class:`~analyzers.gorate.NetworkEvidence`) when the move was judged by one."""
     if a.counted:
         values, idx = go_choice(a)
         SkillPosterior.update_all([s.skill.posterior for s in scopes], values, idx)
+        if a.prior is not None:
+            first = a.candidates[0].uci.upper() == a.uci.upper()
+            for s in scopes:
+                s.skill.network.add(a.prior, values[0] - values[idx], first)
     for s in scopes:
         s.skill.gains.add(a.gain)
         s.last_ply = a.ply
@@ -79,12 +103,14 @@ def count_go_move(scopes: tuple[GoScope, ...], a: MoveAssessment) -> None:
 
 def go_perceived(skill: GoSkill, calibration: Calibration, model: RankModel, *, player_id: str, scope: str,
                  scope_id: str, game_id: str, ply: int) -> PerceivedRating:
-    """The published rating of a Go scope: the posterior over c read through the server's rank model."""
+    """The published rating of a Go scope: the posterior over c, or a network's score, read through the server's rank
+    model."""
     est = skill.estimate(model)
     rank, low, high = rank_range(est)
     mean, sd = skill.posterior.moments()
     return PerceivedRating(
         game="go", player_id=player_id, scope=scope, scope_id=scope_id, game_id=game_id, ply=ply,
-        rating=round(est.rating, 1), low=round(est.low, 1), high=round(est.high, 1), method="posterior",
+        rating=round(est.rating, 1), low=round(est.low, 1), high=round(est.high, 1),
+        method="posterior" if model.weights is None else "network",
         c_mean=round(mean, 4), c_sd=round(sd, 4), moves=skill.moves, gain_moves=skill.gains.count,
         profile=calibration.profile, provisional=calibration.provisional, rank=rank, rank_low=low, rank_high=high)

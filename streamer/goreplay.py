@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 from analyzers.calibration import Calibration
-from analyzers.engine.gtp import GoLimits
+from analyzers.engine.katago import GoEngineLimits
 from analyzers.engine.pool import EnginePool
 from analyzers.errors import IllegalMove, InputError
 from analyzers.glicko2 import Glicko2Config
@@ -66,7 +66,7 @@ def game_events(game: GoGame) -> list[GameEvent] | InputError:
     return events
 
 
-async def replay_go(games: Sequence[GoGame], pool: EnginePool, calibration: Calibration, *, limits: GoLimits,
+async def replay_go(games: Sequence[GoGame], pool: EnginePool, calibration: Calibration, *, limits: GoEngineLimits,
                     glicko: Glicko2Config | None = None, partitions: int = 1) -> AsyncIterator[GoOutput]:
     """Rate ``games`` through the embedded runtime (``partitions`` games at a time); yields every published message
     as it is produced."""

@@ -53,7 +53,6 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import KafkaTimeoutError, ProducerFenced
 
 from analyzers.engine import EnginePool
-from analyzers.engine.adapter import GO
 from analyzers.errors import PoisonRecord
 
 from .kafka_config import STAGES, KafkaSettings, running_stages, wait_for_broker
@@ -568,7 +567,7 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
         searches = "analyse" in stages or "review" in stages  # the review searches too, on the same engines
         pool = await stack.enter_async_context(EnginePool(engine, size=engines, cache_path=cache_path,
                                                           timeout=config.timeout)) if searches else None
-        go_pool = await stack.enter_async_context(EnginePool(go_engine, size=go_engines, cache_path=cache_path, game=GO,
+        go_pool = await stack.enter_async_context(EnginePool(go_engine, size=go_engines, cache_path=cache_path, game=config.go_game,
                                                              timeout=config.go_timeout)) if go_engines and "analyse" in stages else None
         steps = Steps(config, pool, go_pool=go_pool)
         metrics = steps.metrics

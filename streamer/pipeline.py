@@ -30,9 +30,10 @@ import numpy as np
 
 from analyzers.calibration import Calibration
 from analyzers.combination import Combination, MoveFeatures, ScopeFeatures, moments
-from analyzers.engine.adapter import GAMES, GameAdapter
+from analyzers.engine.adapter import GAMES, GameAdapter, go_adapter
 from analyzers.engine.analysis import Limits, PositionAnalysis
 from analyzers.engine.gtp import GoLimits
+from analyzers.engine.katago import GoEngineLimits, KataGoLimits
 from analyzers.engine.pool import DEFAULT_TIMEOUT
 from analyzers.errors import (
     CalibrationError,
@@ -156,10 +157,11 @@ class PipelineConfig:
     idle_event_seconds: float = 14 * 86400.0
     #: The engine pool's deadline per search; None: the profile's (EngineProfile.search_timeout).
     search_timeout: float | None = None
-    #: Go (streamer.gopipeline): the server's calibration (analyzers.gorate.load_go_calibration) and the GTP engine's
-    #: limits; without a calibration, Go games are refused (UnsupportedGame)
+    #: Go (streamer.gopipeline): the server's calibration (analyzers.gorate.load_go_calibration) and the engine's
+    #: limits (GNU Go's level, or KataGo's visits: then the Go pool runs KataGo, :attr:`go_game`); without a
+    #: calibration, Go games are refused (UnsupportedGame)
     go_calibration: Calibration | None = None
-    go_limits: GoLimits = GoLimits()
+    go_limits: GoEngineLimits = GoLimits()
     #: The review (streamer.review, ``--review``): when set, the player step keeps each player's last games and sends
     #: every fair-play finding with its scope's games for review (ReviewRequest), which the review step searches
     #: deeper; this calibrates the review's expectations
@@ -177,6 +179,11 @@ class PipelineConfig:
         if self.go_calibration is None:
             raise UnsupportedGame(GO_NOT_CONFIGURED)
         return RankModel.of(self.go_calibration)
+
+    @property
+    def go_game(self) -> GameAdapter:
+        """The Go pool's adapter: KataGo's analysis engine for KataGo's limits, else GTP (GNU Go)."""
+        return go_adapter(self.go_limits)
 
     def limits_for(self, game: str) -> Any:
         """The engine limits of ``game``'s searches: the profile's (chess) or :attr:`go_limits`."""
@@ -402,10 +409,13 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
     """
     ev, state, before_pos, after_pos = applied.event, applied.state, applied.before, applied.after
     if state.game == "go":
+        network = isinstance(config.go_limits, KataGoLimits)  # a network values positions: the one after is needed now
         if prefetch is not None and not after_pos.over:
             prefetch(after_pos, config.go_limits)
+        analysis = await analyse(before_pos, config.go_limits)
         return go_assessment(ev, mover=state.player(applied.side), colour=state.colour(applied.side), side=applied.side,
-                             event=state.event, analysis=await analyse(before_pos, config.go_limits))
+                             event=state.event, analysis=analysis,
+                             after=await analyse(after_pos, config.go_limits) if network else None)
     white_moved = applied.white_moved
     limits = config.limits
     before = await analyse(before_pos, limits)

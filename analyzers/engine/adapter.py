@@ -11,7 +11,8 @@ A :class:`GameAdapter` has two halves:
   determines the answer), which positions need no search, and how an analysis is read back from the cache.
 
 - :data:`CHESS`: python-chess boards, UCI engines (Stockfish);
-- :data:`GO`: :class:`~analyzers.goboard.GoPosition` (sgfmill), GTP engines (GNU Go).
+- :data:`GO`: :class:`~analyzers.goboard.GoPosition` (sgfmill), GTP engines (GNU Go); :data:`GO_KATAGO` the same
+  rules with KataGo's analysis engine (JSON).
 
 :data:`GAMES` finds an adapter by the ``game`` field of the messages ("chess", "go").
 """
@@ -19,13 +20,14 @@ A :class:`GameAdapter` has two halves:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import chessboard, goboard
 from ..goboard import GoPosition
 from .analysis import PositionAnalysis, canonical_board, position_key, terminal_analysis
 from .gtp import GoAnalysis, GtpEngine
+from .katago import KATAGO_HOME, KataGoEngine, KataGoLimits, katago_key
 from .uci import DEFAULT_OPTIONS, UciEngine
 
 
@@ -68,6 +70,18 @@ GO = GameAdapter(
     key=GoPosition.key, canonical=GoPosition.copy, terminal=lambda pos, engine, limits: None, decode=GoAnalysis.from_dict,
     describe=lambda p: f"go {p.size}x{p.size} after {p.ply} moves",
 )
+
+#: Go with KataGo's analysis engine (:mod:`.katago`): the same rules, a network's evaluation of each position. The
+#: network reads the last moves too, so they are part of the key; binary, network and configuration from
+#: ``$KIBITZ_KATAGO``, ``$KIBITZ_KATAGO_MODEL``, ``$KIBITZ_KATAGO_CONFIG`` (default: what deploy/katago/setup.sh installs).
+GO_KATAGO = replace(GO, default_engine=str(KATAGO_HOME / "katago"), engine_env="KIBITZ_KATAGO", make_engine=KataGoEngine, key=katago_key)
+
+
+
+def go_adapter(limits: object) -> GameAdapter:
+    """The Go adapter whose engine searches to ``limits``: :data:`GO_KATAGO` for KataGo's visits, else :data:`GO`."""
+    return GO_KATAGO if isinstance(limits, KataGoLimits) else GO
+
 
 #: The adapters by the messages' ``game`` field.
 GAMES: dict[str, GameAdapter] = {g.name: g for g in (CHESS, GO)}

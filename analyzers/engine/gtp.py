@@ -48,13 +48,23 @@ class GoLimits:
 
 @dataclass(frozen=True, slots=True)
 class GoAnalysis:
-    """One search of one Go position: candidates best first as (GTP move, value in points for the side to move)."""
+    """One search of one Go position: candidates best first as (GTP move, value in points for the side to move).
+
+    A network evaluation (:mod:`.katago`) also has the position's ``lead`` (points, side to move) and the network's
+    ``policy`` (moves with their prior, best first; GNU Go's searches have neither)."""
 
     key: str
     candidates: tuple[tuple[str, float], ...]
     engine: str
     limits: str
     time: float = 0.0
+    lead: float | None = None
+    policy: tuple[tuple[str, float], ...] = ()
+
+    def prior(self, move: str, floor: float) -> float:
+        """The policy's prior of ``move``; ``floor`` for a move the policy does not list."""
+        m = move.upper()
+        return next((p for c, p in self.policy if c.upper() == m), floor)
 
     def values(self, played: str) -> tuple[list[float], int]:
         """Candidate values and the index of ``played`` among them (appended at 0 points when not listed)."""
@@ -67,12 +77,15 @@ class GoAnalysis:
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "engine": self.engine, "limits": self.limits, "time": self.time,
-                "candidates": [list(c) for c in self.candidates]}
+                "candidates": [list(c) for c in self.candidates],
+                **({"lead": self.lead, "policy": [list(p) for p in self.policy]} if self.lead is not None else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GoAnalysis:
         return cls(key=d["key"], engine=d["engine"], limits=d["limits"], time=d.get("time", 0.0),
-                   candidates=tuple((str(m), float(v)) for m, v in d["candidates"]))
+                   candidates=tuple((str(m), float(v)) for m, v in d["candidates"]),
+                   lead=float(d["lead"]) if d.get("lead") is not None else None,
+                   policy=tuple((str(m), float(p)) for m, p in d.get("policy", ())))
 
 
 def parse_values(text: str, size: int) -> dict[str, float]:
