@@ -5,9 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STOCKFISH ?= $(shell command -v stockfish 2>/dev/null || ls /usr/games/stockfish 2>/dev/null)
 
-.PHONY: setup run test lint bench kafka kafka-stop clean stockfish gnugo browser
+.PHONY: setup run test lint bench kafka kafka-stop clean stockfish gnugo katago browser
 
-setup: $(STAMP) stockfish gnugo browser
+setup: $(STAMP) stockfish gnugo katago browser
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -34,6 +34,13 @@ stockfish:
 
 gnugo:
 	$(call engine,gnugo,KIBITZ_GO_ENGINE)
+
+# KataGo on the CPU for Go (OpenCL through PoCL, the katrain wheel's build; docs/go.md), once: its stamp is written by
+# the script's last check
+katago: .cache/katago/.ready
+
+.cache/katago/.ready: deploy/katago/setup.sh deploy/katago/analysis.cfg | $(STAMP)
+	bash deploy/katago/setup.sh
 
 # the overlay's browser test and the Prometheus scrape test use Debian's chromium and prometheus
 browser:

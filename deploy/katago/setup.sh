@@ -26,12 +26,19 @@ PY="${PYTHON:-.venv/bin/python}"
 [ -x "$PY" ] || PY=python3
 
 if ! dpkg -s pocl-opencl-icd >/dev/null 2>&1; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y pocl-opencl-icd
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq pocl-opencl-icd >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq pocl-opencl-icd >/dev/null; }
 fi
 
 if [ ! -x "$DIR/appimage/usr/bin/katago" ]; then
   "$PY" -m pip download katrain==1.20.0 --no-deps --quiet -d "$DIR/wheel"
-  (cd "$DIR" && unzip -q -o wheel/katrain-1.20.0-py3-none-any.whl 'katrain/KataGo/katago' 'katrain/models/b10c384h6nbttflrs.bin.gz')
+  "$PY" - "$DIR" <<'UNZIP'
+import sys, zipfile
+with zipfile.ZipFile(f"{sys.argv[1]}/wheel/katrain-1.20.0-py3-none-any.whl") as z:
+    for name in ("katrain/KataGo/katago", "katrain/models/b10c384h6nbttflrs.bin.gz"):
+        z.extract(name, sys.argv[1])
+UNZIP
+  chmod +x "$DIR/katrain/KataGo/katago"
   (cd "$DIR" && ./katrain/KataGo/katago --appimage-extract >/dev/null && rm -rf appimage && mv squashfs-root appimage)
   mv "$DIR/katrain/models/b10c384h6nbttflrs.bin.gz" "$DIR/model.bin.gz"
   rm -rf "$DIR/katrain" "$DIR/wheel"
@@ -69,6 +76,6 @@ fi
 answer="$(echo '{"id":"check","moves":[["B","Q16"],["W","D4"]],"rules":"chinese","komi":7.5,"boardXSize":19,"boardYSize":19,"maxVisits":1}' \
   | timeout 300 "$DIR/katago" analysis -model "$DIR/model.bin.gz" -config "$DIR/analysis.cfg" 2>/dev/null | head -1)"
 case "$answer" in
-  *'"rootInfo"'*) echo "katago setup: ok ($DIR/katago, $DIR/model.bin.gz)";;
+  *'"rootInfo"'*) echo "katago setup: ok ($DIR/katago, $DIR/model.bin.gz)"; touch "$DIR/.ready";;
   *) echo "katago setup: no analysis came back: $answer" >&2; exit 1;;
 esac
