@@ -33,7 +33,7 @@ from analyzers.calibration import Calibration
 from analyzers.concordance import kendall_tau_a
 from analyzers.engine.adapter import GO, GO_KATAGO, GameAdapter
 from analyzers.engine.gtp import GoLimits, GtpEngine
-from analyzers.engine.katago import GoEngineLimits, KataGoLimits
+from analyzers.engine.katago import GoEngineLimits, KataGoEngine, KataGoLimits, query
 from analyzers.engine.pool import EnginePool
 from analyzers.engine.uci import find_engine
 from analyzers.goboard import GoPosition
@@ -188,13 +188,41 @@ def pav_knots(points: list[tuple[float, float, int]]) -> list[tuple[float, float
     return [k for i, k in enumerate(knots) if i == 0 or k[0] > knots[i - 1][0] + 1e-9]
 
 
-def fit_weights(pgs: list[PlayerGame]) -> tuple[float, ...]:
+#: The sets of network features the score may use, tried in this order (a later set is kept only if it does better).
+FEATURE_SETS = ((0,), (0, 1), (0, 1, 2))
+
+
+def _lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    coef, *_ = np.linalg.lstsq(np.column_stack([np.ones(len(x)), x]), y, rcond=None)
+    return coef
+
+
+def fit_weights(pgs: list[PlayerGame], folds: int = 5, verbose: bool = True) -> tuple[float, ...]:
     """The network score's weights: least squares of the declared rank on a player-game's feature means (with an
-    intercept, which the knots take up)."""
+    intercept, which the knots take up), on the features of :data:`FEATURE_SETS` whose ``folds``-fold cross-validated
+    MAE (folds by game: a game's two sides together) is lowest; the others weigh 0. Fitting data only."""
     x = np.array([pg.skill().network.means() for pg in pgs])
     y = np.array([pg.truth for pg in pgs])
-    coef, *_ = np.linalg.lstsq(np.column_stack([np.ones(len(x)), x]), y, rcond=None)
-    return tuple(round(float(c), 3) for c in coef[1:])
+    fold = np.array([pg.game_index % folds for pg in pgs])
+    best: tuple[float, tuple[int, ...]] | None = None
+    for cols in FEATURE_SETS:
+        err = np.empty(len(y))
+        for k in range(folds):
+            out = fold == k
+            coef = _lstsq(x[~out][:, cols], y[~out])
+            err[out] = coef[0] + x[out][:, cols] @ coef[1:] - y[out]
+        mae = float(np.mean(np.abs(err)))
+        if verbose:
+            print(f"score on {[NETWORK_FEATURES[c] for c in cols]}: {folds}-fold CV MAE {mae / 100:.2f} ranks "
+                  f"({len(y)} fitting player-games)")
+        if best is None or mae < best[0]:
+            best = (mae, cols)
+    assert best is not None
+    coef = _lstsq(x[:, best[1]], y)
+    weights = [0.0] * len(NETWORK_FEATURES)
+    for c, w in zip(best[1], coef[1:]):
+        weights[c] = round(float(w), 3)
+    return tuple(weights)
 
 
 def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str) -> Calibration:
@@ -279,11 +307,21 @@ def evaluate(pgs: list[PlayerGame], cal: Calibration, args: argparse.Namespace) 
           f"{(pred - truth).mean() / 100:+.2f} | {np.corrcoef(pred, truth)[0, 1]:.2f} | {kendall_tau_a(pred, truth):.2f} | "
           f"{100 * cover:.1f}% | {np.mean([(e.high - e.low) / 2 for _, e in est]) / 100:.2f} |")
     print(f"| constant = sample mean (oracle) | {mae_c:.2f} | +0.0% | +0.00 | - | - | - | - |")
+    if model.weights is not None:
+        feats = np.array([pg.skill().network.means() for pg, _ in est])
+        print(f"\nThe network's evidence per player-game (score weights {model.weights}, fitted on candidating)")
+        print("| evidence | r with the declared rank | tau_a |")
+        print("|---|---|---|")
+        for i, name in enumerate(NETWORK_FEATURES):
+            print(f"| mean {name.replace('_', ' ')} | {np.corrcoef(feats[:, i], truth)[0, 1]:+.2f} | "
+                  f"{kendall_tau_a(feats[:, i], truth):+.2f} |")
+        score = feats @ np.array(model.weights)
+        print(f"| the score | {np.corrcoef(score, truth)[0, 1]:+.2f} | {kendall_tau_a(score, truth):+.2f} |")
     print("\nRank group from N games of one player (a group's games in disjoint runs of N, each run's Black sides and "
           "its White sides as two players; 11 groups: 3-5k, 1-2k, 1d ... 9d; the nearest group centre is predicted)")
     print("| games | players | exact group | within one group | constant (most common group) | MAE (ranks) | in the 95 % interval | mean half-width (ranks) |")
     print("|---|---|---|---|---|---|---|---|")
-    for n_games in (1, 10, 20):
+    for n_games in (1, 3, 5, 10, 20):
         players = players_of(pgs, n_games, args.seed)
         if not players:
             print(f"| {n_games} | 0 | (too few games per group) | | | | | |")
@@ -330,6 +368,41 @@ def transfer(pgs: list[PlayerGame], cal: Calibration, label: str) -> None:
 
 
 # -- engine cost ----------------------------------------------------------------------------------------
+async def katago_cost(game: GoGame, args: argparse.Namespace) -> None:
+    """s per position: kibitz's KataGo pool (one query per position, the answer read into a GoAnalysis, no cache)
+    against the raw engine on the same positions and visits (one query for all the turns, the answers only parsed)."""
+    limits = KataGoLimits(args.visits)
+    moves = game.moves[: args.plies]
+    positions, pos = [], GoPosition(size=game.size, komi=game.komi)
+    for colour, move in moves:
+        positions.append(pos.copy())
+        pos.play(move, colour=colour)
+    async with EnginePool(size=1, game=GO_KATAGO, timeout=args.timeout) as pool:
+        await pool.analyse_limits(positions[0], limits)  # the first query compiles the OpenCL kernels: not timed
+        t0 = time.perf_counter()
+        for p in positions[1:]:
+            await pool.analyse_limits(p, limits)
+        kibitz = (time.perf_counter() - t0) / (len(positions) - 1)
+    raw = KataGoEngine(find_engine(default=GO_KATAGO.default_engine, env=GO_KATAGO.engine_env), {})
+    await raw.start()
+    try:
+        assert raw._proc is not None and raw._proc.stdin is not None and raw._proc.stdout is not None
+        await raw.analyse(positions[0], limits)  # as for the pool: the first query is not timed
+        q = query(positions[-1], limits, "all")
+        q["moves"] = [[c.upper(), m] for c, m in moves[:-1]]
+        q["analyzeTurns"] = list(range(1, len(moves)))
+        t0 = time.perf_counter()
+        raw._proc.stdin.write(json.dumps(q).encode() + b"\n")
+        await raw._proc.stdin.drain()
+        for _ in q["analyzeTurns"]:
+            json.loads(await raw._proc.stdout.readline())
+        bare = (time.perf_counter() - t0) / len(q["analyzeTurns"])
+    finally:
+        await raw.kill()
+    print(f"\nEngine cost per position ({len(positions) - 1} positions of one held-out game, KataGo {limits.key}, one "
+          f"process, nothing cached): kibitz's pool {kibitz:.3f} s, the raw engine {bare:.3f} s (ratio {kibitz / bare:.3f})")
+
+
 async def engine_cost(game: GoGame, args: argparse.Namespace) -> None:
     """ms per move: kibitz's Go pool (one engine, a fresh process and a replay per search, no cache) against the raw
     engine on the same positions and level (one process playing the game on, the same three GTP commands a move)."""
@@ -409,7 +482,7 @@ def main() -> None:
     if ogs:
         transfer(player_games(ogs, asyncio.run(analyse_all(ogs, args))), cal, "OGS 2014 (ogs_2014_scored)")
     if args.cost and test:
-        asyncio.run(engine_cost(test[0][1], args))
+        asyncio.run(katago_cost(test[0][1], args) if args.engine == "katago" else engine_cost(test[0][1], args))
 
 
 if __name__ == "__main__":

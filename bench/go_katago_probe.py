@@ -40,7 +40,7 @@ from common import ROOT, add_data_argument, data_dir
 from go_accuracy import analyse_all, sample
 
 from analyzers.concordance import kendall_tau_a
-from analyzers.goboard import from_gtp
+from analyzers.engine.katago import policy_index
 from analyzers.gorate import GoSkill
 from streamer.sgf import GoGame
 
@@ -49,15 +49,6 @@ MODEL = Path(os.environ.get("KIBITZ_KATAGO_MODEL", ROOT / ".cache/katago/model.b
 CONFIG = ROOT / "deploy/katago/analysis.cfg"
 CACHE = ROOT / ".cache/katago-fox.jsonl"
 SHIPPED = ROOT / "bench/analyses/katago-fox.jsonl.xz"
-
-
-def policy_index(move: str, size: int) -> int:
-    """The index of a GTP move in KataGo's policy array: rows from the top of the board, then pass."""
-    point = from_gtp(move, size)
-    if point is None:
-        return size * size
-    row, col = point
-    return (size - 1 - row) * size + col
 
 
 def query(g: GoGame, plies: int) -> dict:
@@ -196,7 +187,7 @@ def main() -> None:
         katago_evidence([g for _, g in order], args.plies)
         return
     kg = katago_evidence([g for _, g in games], args.plies)
-    args.level, args.progress = 1, False
+    args.engine, args.level, args.progress, args.timeout = "gnugo", 1, False, 60.0
     gnugo = asyncio.run(analyse_all(games, args))
     truth, k_lost, k_logp, k_top, g_c, g_lost = [], [], [], [], [], []
     for g, colour, rating in sides(games):

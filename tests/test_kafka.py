@@ -808,6 +808,41 @@ def test_a_go_game_runs_through_the_worker_beside_chess_as_through_the_replay(br
     assert sorted(map(key, go)) == sorted(map(key, replayed))
 
 
+def test_a_go_game_rated_by_katago_runs_through_the_worker_as_through_the_replay(broker, tmp_path):
+    """The worker's Go pool runs the engine the calibration was fitted on: with the KataGo calibration, the opening of a
+    held-out Fox game is rated from KataGo's evaluations (``method`` "network"), once per move, as the replay rates it."""
+    from analyzers.engine.katago import KATAGO_HOME
+
+    root, *nodes = (ROOT / "tests/fixtures/fox_5d_testing.sgf").read_text().strip().removeprefix("(;").removesuffix(")").split(";")
+    fox = tmp_path / "fox_opening.sgf"
+    fox.write_text("(;" + ";".join([root, *nodes[:16]]) + ")\n")
+    go = ("--go-profile", "go-fox-katago-b10", "--go-engine", str(KATAGO_HOME / "katago"))
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--go", *go)
+    try:
+        r = cli("produce", str(fox), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+        assert r.returncode == 0, r.stderr
+        out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter], lambda o: len(o[t.glicko2]) >= 2,
+                                        timeout=420, workers=[worker]))
+    finally:
+        worker.stop()
+    assert out[t.deadletter] == []
+    rated = [json.loads(v) for v in out[t.perceived] + out[t.glicko2]]
+    replay_out = tmp_path / "replay.jsonl"
+    r = cli("replay", str(fox), "--out", str(replay_out), "--quiet", "--engines", "1", *go)
+    assert r.returncode == 0, r.stderr
+    replayed = [json.loads(line) for line in replay_out.read_text().splitlines()]
+
+    def key(m):
+        return (m["type"], m.get("scope"), m["player_id"], m.get("ply"), m.get("rating"), m.get("low"), m.get("high"),
+                m.get("method"), json.dumps(m.get("after")))
+
+    game = [m for m in rated if m["type"] == "perceived" and m["scope"] == "game"]
+    assert len(game) == 16 and all(m["method"] == "network" for m in game)
+    assert sorted(map(key, rated)) == sorted(map(key, replayed))
+
+
 def test_an_event_with_thousands_of_players_does_not_stop_the_pool_stage(broker):
     """An online event of 1,500 players, three rounds of 750 games all open at once, then their results: every record
     passes the pool stage once with its prior, nothing is dead-lettered, and every changelog record of the event stays

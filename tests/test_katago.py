@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from analyzers.engine.adapter import GO_KATAGO, go_adapter
+from analyzers.engine.adapter import GO, GO_KATAGO, go_adapter
 from analyzers.engine.gtp import GoAnalysis, GoLimits
 from analyzers.engine.katago import KATAGO_HOME, POLICY_FLOOR, KataGoLimits, katago_key, policy_index, policy_move
 from analyzers.engine.pool import EnginePool
 from analyzers.errors import CalibrationError, EngineCrashed, EngineTimeout
 from analyzers.goboard import GoPosition
 from analyzers.gorate import GoSkill, NetworkEvidence, RankModel, load_go_calibration
+from analyzers.profiles import get_profile
 from schemas import MoveEvent, PlayerInfo
 from streamer.goassess import assess_go_game
 from streamer.gopipeline import GoScope, count_go_move, go_assessment
@@ -80,7 +81,7 @@ def test_the_cache_key_is_what_the_network_reads():
     for i in range(362):
         assert policy_index(policy_move(i, 19), 19) == i
     assert policy_move(0, 19) == "A19" and policy_move(361, 19) == "pass"
-    assert go_adapter(KataGoLimits()) is GO_KATAGO and go_adapter(GoLimits(1)).name == "go"
+    assert go_adapter(KataGoLimits()) is GO_KATAGO and go_adapter(GoLimits(1)) is GO
     with pytest.raises(ValueError):
         KataGoLimits(0)
 
@@ -194,3 +195,17 @@ def test_replay_with_the_katago_calibration_rates_both_players_move_by_move(tmp_
         assert all(m["method"] == "network" and m["low"] < m["rating"] < m["high"] and m["rank"] for m in ratings)
         assert ratings[-1]["high"] - ratings[-1]["low"] < ratings[0]["high"] - ratings[0]["low"]
     assert [m["type"] for m in msgs].count("glicko2") == 2
+
+
+def test_a_katago_calibration_sets_up_katago_for_every_runtime():
+    import argparse
+
+    from streamer.cli import go_setup
+    from streamer.pipeline import PipelineConfig
+
+    cal, limits = go_setup(argparse.Namespace(go_profile=KATAGO_PROFILE, go_level=None))
+    assert limits == KataGoLimits(int(cal.extra["visits"]))
+    config = PipelineConfig(get_profile("fast"), go_calibration=cal, go_limits=limits)
+    assert config.go_game is GO_KATAGO  # the worker's and the replay's Go pool
+    gnugo_cal, gnugo_limits = go_setup(argparse.Namespace(go_profile="go-fox-gnugo-l1", go_level=None))
+    assert isinstance(gnugo_limits, GoLimits) and PipelineConfig(get_profile("fast"), go_limits=gnugo_limits).go_game is GO
