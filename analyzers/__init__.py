@@ -21,11 +21,11 @@ Games: a game adapter (:mod:`.engine.adapter`, ``CHESS`` and ``GO``) is everythi
 know of a game: the rules (:mod:`.chessboard` on python-chess, :mod:`.goboard` on sgfmill: the initial position, a move
 in the game's notation applied or refused with ``IllegalMove``, the side to move, a position stored and restored) and
 the engine request. Engines: :mod:`.engine`, an asyncio pool of deterministic searches with a cache and fault
-handling, one pool for both games: UCI engines for chess, GTP engines (GNU Go) for Go.
+handling, one pool for both games: UCI engines for chess, GTP engines (GNU Go) or KataGo's analysis engine for Go.
 
 Go (docs/models.md s. 11): :mod:`.goboard` (the position: captures, ko, suicide, passes, GTP notation),
 :mod:`.gorank` (kyu/dan ranks on the GoR scale), :mod:`.gorate` (points lost, the posterior over c in points, a
-rating per server's calibration).
+network's evidence from KataGo's evaluations, a rating per server's calibration).
 
 Errors are types, all in :mod:`.errors`. State-holding classes have ``to_dict``/``from_dict`` so any store can keep
 them. Published reference figures (docs/models.md) are reproduced in ``tests/``.

@@ -189,7 +189,11 @@ def pav_knots(points: list[tuple[float, float, int]]) -> list[tuple[float, float
 
 
 #: The sets of network features the score may use, tried in this order (a later set is kept only if it does better).
-FEATURE_SETS = ((0,), (0, 1), (0, 1, 2))
+FEATURE_SETS = ((0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2))
+#: The sign each feature's weight must have (a stronger player's move is likelier the network's, loses fewer points):
+#: a set whose fit gives a weight the other sign is not used (with few fitting games, collinear features trade
+#: weights of either sign).
+FEATURE_SIGNS = (1, -1, 1)
 
 
 def _lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -200,12 +204,17 @@ def _lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def fit_weights(pgs: list[PlayerGame], folds: int = 5, verbose: bool = True) -> tuple[float, ...]:
     """The network score's weights: least squares of the declared rank on a player-game's feature means (with an
     intercept, which the knots take up), on the features of :data:`FEATURE_SETS` whose ``folds``-fold cross-validated
-    MAE (folds by game: a game's two sides together) is lowest; the others weigh 0. Fitting data only."""
+    MAE (folds by game: a game's two sides together) is lowest among those whose weights have the signs of
+    :data:`FEATURE_SIGNS`; the others weigh 0. Fitting data only."""
     x = np.array([pg.skill().network.means() for pg in pgs])
     y = np.array([pg.truth for pg in pgs])
     fold = np.array([pg.game_index % folds for pg in pgs])
     best: tuple[float, tuple[int, ...]] | None = None
     for cols in FEATURE_SETS:
+        if any(w * FEATURE_SIGNS[c] <= 0 for c, w in zip(cols, _lstsq(x[:, cols], y)[1:])):
+            if verbose:
+                print(f"score on {[NETWORK_FEATURES[c] for c in cols]}: a weight of the wrong sign, not used")
+            continue
         err = np.empty(len(y))
         for k in range(folds):
             out = fold == k
@@ -223,6 +232,22 @@ def fit_weights(pgs: list[PlayerGame], folds: int = 5, verbose: bool = True) -> 
     for c, w in zip(best[1], coef[1:]):
         weights[c] = round(float(w), 3)
     return tuple(weights)
+
+
+def split_half_variance(pgs: list[PlayerGame], weights: tuple[float, ...], e2: np.ndarray, n: np.ndarray) -> tuple[float, float]:
+    """The network score's scatter a + b / n with b from within the games: a player-game's score over its first half
+    minus over its second (the player cancels; the mean difference, the game's phases, is taken out) has variance
+    about 4 b / n, so b = n var(d) / 4 whatever the player; a is what the rows' squared errors ``e2`` (at ``n`` moves)
+    leave beyond b / n. (A regression of e2 on 1 / n cannot tell a from b when the rows' n span only 20-40 moves.)"""
+    d, m = [], []
+    for pg in pgs:
+        half = len(pg.moves) // 2
+        if half >= 10:
+            first, second = (go_statistic(skill_of(part), weights)[0] for part in (pg.moves[:half], pg.moves[half:2 * half]))
+            d.append(first - second)
+            m.append(2 * half)
+    b = float(np.mean(np.array(m) * (np.array(d) - np.mean(d)) ** 2) / 4)
+    return float(np.mean(e2 - b / n)), b
 
 
 def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str) -> Calibration:
@@ -258,7 +283,10 @@ def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str
             rows.append((n_of(s), (stat(s) - centre[group]) ** 2))
     n = np.array([r[0] for r in rows], dtype=float)
     e2 = np.array([r[1] for r in rows])
-    a, b = np.linalg.lstsq(np.column_stack([np.ones_like(n), 1.0 / n]), e2, rcond=None)[0]
+    if weights is None:
+        a, b = np.linalg.lstsq(np.column_stack([np.ones_like(n), 1.0 / n]), e2, rcond=None)[0]
+    else:
+        a, b = split_half_variance(pgs, weights, e2, n)
     a, b = max(float(a), 1e-4), max(float(b), 0.0)
     truths = np.array([pg.truth for pg in pgs])
     katago = weights is not None

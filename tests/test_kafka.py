@@ -816,7 +816,9 @@ def test_a_go_game_rated_by_katago_runs_through_the_worker_as_through_the_replay
     root, *nodes = (ROOT / "tests/fixtures/fox_5d_testing.sgf").read_text().strip().removeprefix("(;").removesuffix(")").split(";")
     fox = tmp_path / "fox_opening.sgf"
     fox.write_text("(;" + ";".join([root, *nodes[:16]]) + ")\n")
-    go = ("--go-profile", "go-fox-katago-b10", "--go-engine", str(KATAGO_HOME / "katago"))
+    # one cache for both: the replay reads the worker's evaluations (KataGo's answers are deterministic; tested in
+    # test_katago.py) and what is compared is the two runtimes' steps
+    go = ("--go-profile", "go-fox-katago-b10", "--go-engine", str(KATAGO_HOME / "katago"), "--cache", str(tmp_path / "go.sqlite"))
     prefix = fresh_prefix()
     t = Topics(prefix=prefix)
     worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--go", *go)

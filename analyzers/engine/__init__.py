@@ -8,7 +8,8 @@
 - :mod:`.cache`: the position cache (bounded memory LRU, optional SQLite file);
 - :mod:`.pool`: :class:`EnginePool`, scheduling, look-ahead, fault handling;
 - :mod:`.adapter`: what the pool needs of a game (:data:`~.adapter.CHESS`, :data:`~.adapter.GO`);
-- :mod:`.uci`, :mod:`.gtp`: one engine process of each protocol (Stockfish over UCI, GNU Go over GTP).
+- :mod:`.uci`, :mod:`.gtp`, :mod:`.katago`: one engine process of each protocol (Stockfish over UCI, GNU Go over GTP,
+  KataGo's JSON analysis engine).
 
 >>> async with EnginePool(size=2, game=GO) as pool:             # doctest: +SKIP
 ...     a = await pool.analyse_limits(GoPosition(), GoLimits(level=1))
