@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import lzma
 import random
 import sys
 import time
@@ -33,7 +34,7 @@ from analyzers.calibration import Calibration
 from analyzers.concordance import kendall_tau_a
 from analyzers.engine.adapter import GO, GO_KATAGO, GameAdapter
 from analyzers.engine.gtp import GoLimits, GtpEngine
-from analyzers.engine.katago import GoEngineLimits, KataGoEngine, KataGoLimits, query
+from analyzers.engine.katago import POLICY_FLOOR, GoEngineLimits, KataGoEngine, KataGoLimits, query
 from analyzers.engine.pool import EnginePool
 from analyzers.engine.uci import find_engine
 from analyzers.goboard import GoPosition
@@ -97,9 +98,38 @@ def engine_setup(args: argparse.Namespace) -> tuple[GameAdapter, GoEngineLimits,
     return GO, GoLimits(args.level), GO_CACHE, args.engines
 
 
+#: KataGo's answers kept by bench/go_katago_probe.py, per game (the first --plies moves): shipped, and this machine's
+PROBE_ANSWERS = (ROOT / "bench/analyses/katago-fox.jsonl.xz", ROOT / ".cache/katago-fox.jsonl")
+
+
+def probe_answers(plies: int) -> dict[str, dict]:
+    """The probe's KataGo answers for games of ``plies`` moves, by game id: the same network, configuration and
+    queries as the pool's (leads equal to 0.0005 point, priors to 10^-6: the pool rounds them)."""
+    out = {}
+    for path in PROBE_ANSWERS:
+        if path.exists():
+            for line in (lzma.open(path, "rt") if path.suffix == ".xz" else path.open()):
+                r = json.loads(line)
+                if r["plies"] == plies:
+                    out[r["game_id"]] = r
+    return out
+
+
+def probe_moves(g: GoGame, r: dict) -> list[GoMove]:
+    """A game's moves judged from the probe's answers, as :func:`~streamer.goassess.judge` judges them from the pool's.
+    The probe kept whether the played move was the policy's first choice, not which move that was: ``best_move`` is
+    the played move or "?"."""
+    return [GoMove(g.game_id, t, colour, move, (r["lead"][t], -r["lead"][t + 1]), 1, move if top else "?", max(p, POLICY_FLOOR))
+            for t, ((colour, move), (p, _, top)) in enumerate(zip(g.moves, r["played"]))]
+
+
 async def analyse_all(games: list[tuple[str, GoGame]], args: argparse.Namespace) -> dict[str, list[GoMove]]:
     game, limits, cache, engines = engine_setup(args)
     out: dict[str, list[GoMove]] = {}
+    if args.engine == "katago":  # what the probe evaluated needs no engine
+        probed = probe_answers(args.plies)
+        out = {g.game_id: probe_moves(g, probed[g.game_id]) for _, g in games if g.game_id in probed}
+        games = [(grp, g) for grp, g in games if g.game_id not in out]
     started = time.monotonic()
     async with EnginePool(size=engines, game=game, cache_path=cache, timeout=args.timeout) as pool:
         sem = asyncio.Semaphore(engines)
@@ -296,8 +326,9 @@ def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str
         rank_model |= {"weights": list(weights), "features": list(NETWORK_FEATURES)}
     cal = Calibration(
         profile=profile_of(args), engine=engine, engine_elo=0.0, c_knots=[(round(c, 5), round(r, 1)) for c, r in knots],
-        # provisional for GNU Go: on held-out Fox games its values rank 5k-9d players no better than a constant (docs/go.md)
-        residual_sd=0.0, provisional=not katago,
+        # provisional for GNU Go: on held-out Fox games its values rank 5k-9d players no better than a constant (docs/go.md);
+        # for KataGo until fitted on the benchmark's full fitting sample (12 games per rank group)
+        residual_sd=0.0, provisional=not katago or args.fit_games < 12,
         fitted_on=f"Fox candidating (fox_ranked_5k-9d), {len(pgs)} player-games of {len(pgs) // 2} games "
                   f"({args.fit_games} per rank group, seed {args.seed}), first {args.plies} moves, "
                   + (f"KataGo {args.visits} visit(s)" if katago else f"GNU Go level {args.level}"),

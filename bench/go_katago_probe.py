@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import lzma
 import math
 import os
 import subprocess
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 from common import ROOT, add_data_argument, data_dir
-from go_accuracy import analyse_all, sample
+from go_accuracy import PROBE_ANSWERS, analyse_all, probe_answers, sample
 
 from analyzers.concordance import kendall_tau_a
 from analyzers.engine.katago import policy_index
@@ -47,8 +46,7 @@ from streamer.sgf import GoGame
 KATAGO = Path(os.environ.get("KIBITZ_KATAGO", ROOT / ".cache/katago/katago"))
 MODEL = Path(os.environ.get("KIBITZ_KATAGO_MODEL", ROOT / ".cache/katago/model.bin.gz"))
 CONFIG = ROOT / "deploy/katago/analysis.cfg"
-CACHE = ROOT / ".cache/katago-fox.jsonl"
-SHIPPED = ROOT / "bench/analyses/katago-fox.jsonl.xz"
+CACHE = PROBE_ANSWERS[1]  # this machine's answers, appended as they come
 
 
 def query(g: GoGame, plies: int) -> dict:
@@ -87,12 +85,8 @@ def katago_evidence(games: list[GoGame], plies: int) -> dict[str, dict]:
     want = {g.game_id: min(plies, len(g.moves)) for g in games}
     done: dict[str, dict] = {}
     # the answers of the runs behind docs/go.md ship with the repository; this machine's cache adds to them
-    lines = lzma.open(SHIPPED, "rt").read().splitlines() if SHIPPED.exists() else []
-    lines += CACHE.read_text().splitlines() if CACHE.exists() else []
-    for line in lines:
-        r = json.loads(line)
-        if want.get(r["game_id"]) == r["plies"]:
-            done[r["game_id"]] = r
+    for plies_of_game in set(want.values()):
+        done |= {k: r for k, r in probe_answers(plies_of_game).items() if want.get(k) == plies_of_game}
     todo = [g for g in games if g.game_id not in done]
     if todo:
         if not KATAGO.exists():
