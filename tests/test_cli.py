@@ -60,7 +60,7 @@ def test_stream_reads_json_lines_from_stdin(stockfish):
 def test_schemas_export(tmp_path):
     r = kibitz("schemas", "export", str(tmp_path))
     assert r.returncode == 0
-    assert (tmp_path / "MoveEvent.v2.schema.json").is_file() and (tmp_path / "PerceivedRating.v4.schema.json").is_file()
+    assert (tmp_path / "MoveEvent.v2.schema.json").is_file() and (tmp_path / "PerceivedRating.v5.schema.json").is_file()
 
 
 def test_pool_on_london_2011_orders_by_standings(london):

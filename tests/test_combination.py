@@ -81,7 +81,7 @@ def test_the_player_step_publishes_the_combination_with_the_move_model_beside_it
         state, o = apply_player_event(state, assessment(2 * k, k % 2, 880.0 - 20 * k), config)
         out += o
     msgs = [m for m in out if isinstance(m, PerceivedRating)]
-    assert len(msgs) == 12 and all(m.method == "combination" and m.schema_version == 4 and m.game == "chess" for m in msgs)
+    assert len(msgs) == 12 and all(m.method == "combination" and m.schema_version == 5 and m.game == "chess" for m in msgs)
     last = msgs[-1]
     assert last.low < last.band_low < last.rating < last.band_high < last.high
     assert last.model_rating is not None and last.performance is not None and last.moves == 12
