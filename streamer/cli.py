@@ -220,12 +220,14 @@ async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
     out = JsonLines(args.out, types=(*PUBLISHED, DeadLetter))
     rejected = published = 0
     started = time.monotonic()
+    katago = isinstance(limits, KataGoLimits)
+    engines = 1 if katago else args.engines  # one KataGo process evaluates on every core (OpenCL)
     print(f"kibitz replay: {len(games)} Go games from {', '.join(p.name for p in paths)}; calibration {cal.profile} "
-          f"({'KataGo' if isinstance(limits, KataGoLimits) else 'GNU Go'} {limits.key}), {args.engines} engines", flush=True)
+          f"({'KataGo' if katago else 'GNU Go'} {limits.key}), {engines} engine{'s' if engines > 1 else ''}", flush=True)
     if cal.provisional:
         print(f"calibration is PROVISIONAL: {cal.fitted_on}; see docs/go.md for what it measures", flush=True)
     try:
-        async with EnginePool(args.go_engine, size=args.engines, cache_path=args.cache, game=go_adapter(limits),
+        async with EnginePool(args.go_engine, size=engines, cache_path=args.cache, game=go_adapter(limits),
                               timeout=args.search_timeout or DEFAULT_TIMEOUT) as pool:
             async for msg in replay_go(games, pool, cal, limits=limits, partitions=args.engines):
                 out(msg)

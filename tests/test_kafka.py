@@ -775,37 +775,46 @@ def test_follow_produce_worker_metrics_prometheus_and_serve(broker, tmp_path):
             p.wait(20)
 
 
+def go_through_worker_and_replay(broker: str, tmp_path: Path, sources: list[Path], go: tuple[str, ...],
+                                 results: int) -> tuple[list[dict], list[dict]]:
+    """Produce ``sources`` (SGF and PGN files) to one worker started with ``--go`` and the options ``go``; consume its
+    ratings and Glicko-2 updates until ``results`` updates are in (nothing dead-lettered), then replay the SGF files with
+    the same options. Returns (the worker's messages, the replay's)."""
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--go", *go)
+    try:
+        for path in sources:
+            r = cli("produce", str(path), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+            assert r.returncode == 0, r.stderr
+        out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter],
+                                        lambda o: len(o[t.glicko2]) >= results, timeout=420, workers=[worker]))
+    finally:
+        worker.stop()
+    assert out[t.deadletter] == []
+    replay_out = tmp_path / "replay.jsonl"
+    r = cli("replay", *(str(p) for p in sources if p.suffix == ".sgf"), "--out", str(replay_out), "--quiet", *go)
+    assert r.returncode == 0, r.stderr
+    return ([json.loads(v) for v in out[t.perceived] + out[t.glicko2]],
+            [json.loads(line) for line in replay_out.read_text().splitlines()])
+
+
+def go_key(m: dict) -> tuple:
+    """What must be equal of a Go message from either runtime."""
+    return (m["type"], m.get("scope"), m["player_id"], m.get("ply"), m.get("rating"), m.get("low"), m.get("high"),
+            m.get("rank"), m.get("method"), json.dumps(m.get("after")))
+
+
 def test_a_go_game_runs_through_the_worker_beside_chess_as_through_the_replay(broker, tmp_path):
     """One worker with --go rates a held-out Fox game (SGF, produced as Go events) and chess games on the same topics:
     the Go ratings equal `kibitz replay FILE.sgf`'s (the embedded runtime, same steps), once per move."""
     fox, chess_pgn = ROOT / "tests/fixtures/fox_5d_testing.sgf", ROOT / "tests/fixtures/anonymous.pgn"
-    prefix = fresh_prefix()
-    t = Topics(prefix=prefix)
-    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--go")
-    try:
-        for path in (fox, chess_pgn):
-            r = cli("produce", str(path), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
-            assert r.returncode == 0, r.stderr
-        out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter], lambda o: len(o[t.glicko2]) >= 6,
-                                        timeout=420, workers=[worker]))
-    finally:
-        worker.stop()
-    assert out[t.deadletter] == []
-    msgs = [json.loads(v) for v in out[t.perceived] + out[t.glicko2]]
+    msgs, replayed = go_through_worker_and_replay(broker, tmp_path, [fox, chess_pgn], (), results=6)
     go = [m for m in msgs if m["game"] == "go"]
     chess_game = [m for m in msgs if m["type"] == "perceived" and m["game"] == "chess" and m["scope"] == "game"]
     assert len(chess_game) == 20 and sum(m["game"] == "chess" for m in msgs if m["type"] == "glicko2") == 4
-    replay_out = tmp_path / "replay.jsonl"
-    r = cli("replay", str(fox), "--out", str(replay_out), "--quiet")
-    assert r.returncode == 0, r.stderr
-    replayed = [json.loads(line) for line in replay_out.read_text().splitlines()]
-
-    def key(m):
-        return (m["type"], m.get("scope"), m["player_id"], m.get("ply"), m.get("rating"), m.get("low"), m.get("high"),
-                m.get("rank"), json.dumps(m.get("after")))
-
     assert len([m for m in go if m["type"] == "perceived" and m["scope"] == "game"]) == 105  # every move, once
-    assert sorted(map(key, go)) == sorted(map(key, replayed))
+    assert sorted(map(go_key, go)) == sorted(map(go_key, replayed))
 
 
 def test_a_go_game_rated_by_katago_runs_through_the_worker_as_through_the_replay(broker, tmp_path):
@@ -819,30 +828,10 @@ def test_a_go_game_rated_by_katago_runs_through_the_worker_as_through_the_replay
     # one cache for both: the replay reads the worker's evaluations (KataGo's answers are deterministic; tested in
     # test_katago.py) and what is compared is the two runtimes' steps
     go = ("--go-profile", "go-fox-katago-b10", "--go-engine", str(KATAGO_HOME / "katago"), "--cache", str(tmp_path / "go.sqlite"))
-    prefix = fresh_prefix()
-    t = Topics(prefix=prefix)
-    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--go", *go)
-    try:
-        r = cli("produce", str(fox), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
-        assert r.returncode == 0, r.stderr
-        out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter], lambda o: len(o[t.glicko2]) >= 2,
-                                        timeout=420, workers=[worker]))
-    finally:
-        worker.stop()
-    assert out[t.deadletter] == []
-    rated = [json.loads(v) for v in out[t.perceived] + out[t.glicko2]]
-    replay_out = tmp_path / "replay.jsonl"
-    r = cli("replay", str(fox), "--out", str(replay_out), "--quiet", "--engines", "1", *go)
-    assert r.returncode == 0, r.stderr
-    replayed = [json.loads(line) for line in replay_out.read_text().splitlines()]
-
-    def key(m):
-        return (m["type"], m.get("scope"), m["player_id"], m.get("ply"), m.get("rating"), m.get("low"), m.get("high"),
-                m.get("method"), json.dumps(m.get("after")))
-
+    rated, replayed = go_through_worker_and_replay(broker, tmp_path, [fox], go, results=2)
     game = [m for m in rated if m["type"] == "perceived" and m["scope"] == "game"]
     assert len(game) == 16 and all(m["method"] == "network" for m in game)
-    assert sorted(map(key, rated)) == sorted(map(key, replayed))
+    assert sorted(map(go_key, rated)) == sorted(map(go_key, replayed))
 
 
 def test_an_event_with_thousands_of_players_does_not_stop_the_pool_stage(broker):

@@ -15,7 +15,15 @@ import pytest
 
 from analyzers.engine.adapter import GO, GO_KATAGO, go_adapter
 from analyzers.engine.gtp import GoAnalysis, GoLimits
-from analyzers.engine.katago import KATAGO_HOME, POLICY_FLOOR, KataGoLimits, katago_key, policy_index, policy_move
+from analyzers.engine.katago import (
+    KATAGO_HOME,
+    POLICY_FLOOR,
+    KataGoLimits,
+    katago_key,
+    policy_index,
+    policy_move,
+    query,
+)
 from analyzers.engine.pool import EnginePool
 from analyzers.errors import CalibrationError, EngineCrashed, EngineTimeout
 from analyzers.goboard import GoPosition
@@ -81,6 +89,12 @@ def test_the_cache_key_is_what_the_network_reads():
     for i in range(362):
         assert policy_index(policy_move(i, 19), 19) == i
     assert policy_move(0, 19) == "A19" and policy_move(361, 19) == "pass"
+    q = query(a, KataGoLimits(), "q")
+    assert q["analyzeTurns"] == [4] and q["moves"][-1] == ["W", "D16"] and "initialPlayer" not in q
+    twice = a.copy()
+    twice.to_move = "w"  # a record that lets White move twice (a pass left out): KataGo is shown Black's pass
+    assert query(twice, KataGoLimits(), "q")["moves"][-2:] == [["W", "D16"], ["B", "pass"]]
+    assert query(GoPosition(to_move="w"), KataGoLimits(), "q")["initialPlayer"] == "W"
     assert go_adapter(KataGoLimits()) is GO_KATAGO and go_adapter(GoLimits(1)) is GO
     with pytest.raises(ValueError):
         KataGoLimits(0)
@@ -177,7 +191,7 @@ def test_the_katago_rank_model_reads_the_network_score():
 def test_replay_with_the_katago_calibration_rates_both_players_move_by_move(tmp_path):
     root, *nodes = FOX.read_text().strip().removeprefix("(;").removesuffix(")").split(";")
     short = tmp_path / "fox_opening.sgf"
-    short.write_text("(;" + ";".join([root, *nodes[:24]]) + ")\n")  # the held-out game's first 24 moves
+    short.write_text("(;" + ";".join([root, *nodes[:16]]) + ")\n")  # the held-out game's first 16 moves
     out = tmp_path / "out.jsonl"
     proc = subprocess.run([sys.executable, "-m", "streamer.cli", "replay", str(short), "--out", str(out), "--quiet",
                            "--go-profile", KATAGO_PROFILE, "--go-engine", katago(), "--engines", "1"],
@@ -189,9 +203,9 @@ def test_replay_with_the_katago_calibration_rates_both_players_move_by_move(tmp_
     by_player = {}
     for m in game:
         by_player.setdefault(m["player_id"], []).append(m)
-    assert sorted(len(v) for v in by_player.values()) == [12, 12]
+    assert sorted(len(v) for v in by_player.values()) == [8, 8]
     for ratings in by_player.values():
-        assert [m["moves"] for m in ratings] == list(range(1, 13))
+        assert [m["moves"] for m in ratings] == list(range(1, 9))
         assert all(m["method"] == "network" and m["low"] < m["rating"] < m["high"] and m["rank"] for m in ratings)
         assert ratings[-1]["high"] - ratings[-1]["low"] < ratings[0]["high"] - ratings[0]["low"]
     assert [m["type"] for m in msgs].count("glicko2") == 2

@@ -215,9 +215,14 @@ class GtpEngine:
     async def kill(self, reap_timeout: float = 5.0) -> None:
         """Kill the process and wait until it is reaped, so no zombie stays behind."""
         proc, self._proc, self._game = self._proc, None, None
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        with contextlib.suppress(asyncio.TimeoutError, EngineError):
-            await asyncio.wait_for(proc.wait(), reap_timeout)
+        await kill_process(proc, reap_timeout)
+
+
+async def kill_process(proc: asyncio.subprocess.Process | None, reap_timeout: float = 5.0) -> None:
+    """Kill an engine's process (None: nothing to do) and wait until it is reaped, so no zombie stays behind."""
+    if proc is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    with contextlib.suppress(asyncio.TimeoutError, EngineError):
+        await asyncio.wait_for(proc.wait(), reap_timeout)

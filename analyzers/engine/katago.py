@@ -23,7 +23,6 @@ Unlike GNU Go one process serves every search: KataGo keeps no state between que
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import os
@@ -34,7 +33,7 @@ from typing import Any
 
 from ..errors import EngineCrashed, EngineError
 from ..goboard import PASS, GoPosition, from_gtp, to_gtp
-from .gtp import GoAnalysis, GoLimits
+from .gtp import GoAnalysis, GoLimits, kill_process
 
 #: Where ``deploy/katago/setup.sh`` puts KataGo, its network and its configuration (``KIBITZ_KATAGO_HOME`` overrides it).
 KATAGO_HOME = Path(os.environ.get("KIBITZ_KATAGO_HOME", Path(__file__).resolve().parents[2] / ".cache" / "katago"))
@@ -202,9 +201,4 @@ class KataGoEngine:
     async def kill(self, reap_timeout: float = 5.0) -> None:
         """Kill the process and wait until it is reaped, so no zombie stays behind."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(proc.wait(), reap_timeout)
+        await kill_process(proc, reap_timeout)
