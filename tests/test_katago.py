@@ -25,7 +25,7 @@ from analyzers.engine.katago import (
     query,
 )
 from analyzers.engine.pool import EnginePool
-from analyzers.errors import CalibrationError, EngineCrashed, EngineTimeout
+from analyzers.errors import CalibrationError, EngineCrashed, EngineError, EngineTimeout
 from analyzers.goboard import GoPosition
 from analyzers.gorate import GoSkill, NetworkEvidence, RankModel, load_go_calibration
 from analyzers.profiles import get_profile
@@ -223,3 +223,12 @@ def test_a_katago_calibration_sets_up_katago_for_every_runtime():
     assert config.go_game is GO_KATAGO  # the worker's and the replay's Go pool
     gnugo_cal, gnugo_limits = go_setup(argparse.Namespace(go_profile="go-fox-gnugo-l1", go_level=None))
     assert isinstance(gnugo_limits, GoLimits) and PipelineConfig(get_profile("fast"), go_limits=gnugo_limits).go_game is GO
+
+
+def test_a_katago_without_its_network_says_what_is_missing(tmp_path):
+    async def run() -> None:
+        with pytest.raises(EngineError, match="KataGo did not start.*missing.bin.gz"):
+            async with EnginePool(katago(), size=1, game=GO_KATAGO, options={"model": str(tmp_path / "missing.bin.gz")}):
+                pass
+
+    asyncio.run(run())

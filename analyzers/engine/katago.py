@@ -145,9 +145,14 @@ class KataGoEngine:
         self._proc = await asyncio.create_subprocess_exec(
             *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, limit=MAX_LINE)
-        version = await self._ask({"id": f"v{next(self._ids)}", "action": "query_version"})
-        # the network by its own name (part of every cache key: another network's answers are not these)
-        models = (await self._ask({"id": f"m{next(self._ids)}", "action": "query_models"})).get("models") or [{}]
+        try:
+            version = await self._ask({"id": f"v{next(self._ids)}", "action": "query_version"})
+            # the network by its own name (part of every cache key: another network's answers are not these)
+            models = (await self._ask({"id": f"m{next(self._ids)}", "action": "query_models"})).get("models") or [{}]
+        except EngineCrashed as e:
+            raise EngineCrashed(f"KataGo did not start ({e}): is {self.options['model']} a KataGo network and "
+                                f"{self.options['config']} an analysis configuration? (deploy/katago/setup.sh installs "
+                                "both)") from e
         self.name = f"KataGo {version.get('version', '?')} {models[0].get('internalName', '?')}"
 
     async def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
