@@ -130,6 +130,7 @@ async def analyse_all(games: list[tuple[str, GoGame]], args: argparse.Namespace)
         probed = probe_answers(args.plies)
         out = {g.game_id: probe_moves(g, probed[g.game_id]) for _, g in games if g.game_id in probed}
         games = [(grp, g) for grp, g in games if g.game_id not in out]
+    already = len(out)
     started = time.monotonic()
     async with EnginePool(size=engines, game=game, cache_path=cache, timeout=args.timeout) as pool:
         sem = asyncio.Semaphore(engines)
@@ -141,7 +142,7 @@ async def analyse_all(games: list[tuple[str, GoGame]], args: argparse.Namespace)
                 print(f"  {g.source}: {err}", file=sys.stderr)
             out[g.game_id] = moves
             if args.progress:
-                print(f"\ranalysed {len(out)}/{len(games)} games, {pool.stats.searches} searches "
+                print(f"\ranalysed {len(out) - already}/{len(games)} games, {pool.stats.searches} searches "
                       f"({time.monotonic() - started:.0f} s)", end="", file=sys.stderr, flush=True)
 
         await asyncio.gather(*(one(g) for _, g in games))
