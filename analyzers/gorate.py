@@ -43,8 +43,11 @@ from .posterior import SkillPosterior
 
 #: The agent's K for Go, in points.
 K_POINTS = 1.0
-#: The calibration shipped for Fox games analysed by GNU Go at level 1 (analyzers/calibrations/<name>.json).
-DEFAULT_GO_PROFILE = "go-fox-gnugo-l1"
+#: The calibrations shipped for Fox games (analyzers/calibrations/<name>.json): from KataGo's network evaluations (the
+#: default: the one whose ratings separate players, docs/go.md) and from GNU Go's values at level 1.
+KATAGO_PROFILE = "go-fox-katago-b10"
+GNUGO_PROFILE = "go-fox-gnugo-l1"
+DEFAULT_GO_PROFILE = KATAGO_PROFILE
 
 
 def go_gain(values: Sequence[float], played: int) -> int:

@@ -40,8 +40,9 @@ from analyzers.engine.uci import find_engine
 from analyzers.goboard import GoPosition
 from analyzers.gorank import rank_label
 from analyzers.gorate import (
-    DEFAULT_GO_PROFILE,
+    GNUGO_PROFILE,
     K_POINTS,
+    KATAGO_PROFILE,
     NETWORK_FEATURES,
     GoSkill,
     RankModel,
@@ -55,13 +56,11 @@ FOX = "sgf/fox_ranked_5k-9d"
 GROUPS = ("3-5k", "1-2k", "1d", "2d", "3d", "4d", "5d", "6d", "7d", "8d", "9d")
 GO_CACHE = ANALYSIS_CACHE.with_name("go-analysis.sqlite")
 KATAGO_CACHE = ANALYSIS_CACHE.with_name("go-katago.sqlite")
-PROFILE = DEFAULT_GO_PROFILE
-#: The calibration fitted on KataGo's network evaluations (1 visit).
-KATAGO_PROFILE = "go-fox-katago-b10"
 
 
 def profile_of(args: argparse.Namespace) -> str:
-    return KATAGO_PROFILE if args.engine == "katago" else PROFILE
+    """The calibration ``--engine`` fits and reads."""
+    return KATAGO_PROFILE if args.engine == "katago" else GNUGO_PROFILE
 
 
 OGS = "sgf/ogs_2014_scored"

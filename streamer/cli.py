@@ -88,9 +88,10 @@ def add_go_options(parser: argparse.ArgumentParser, title: str) -> argparse._Arg
     go = parser.add_argument_group(title)
     go.add_argument("--go-engine", default=None, help="Go engine binary (default, by the calibration's engine: "
                     "$KIBITZ_GO_ENGINE or gnugo; $KIBITZ_KATAGO or what deploy/katago/setup.sh installs)")
-    go.add_argument("--go-profile", default=DEFAULT_GO_PROFILE, help="Go calibration (analyzers/calibrations/NAME.json); "
-                    "default %(default)s")
-    go.add_argument("--go-level", type=int, default=None, help="GNU Go level (default: the calibration's)")
+    go.add_argument("--go-profile", default=DEFAULT_GO_PROFILE, help="Go calibration (analyzers/calibrations/NAME.json), "
+                    "which names its engine: go-fox-katago-b10 (KataGo, the default) or go-fox-gnugo-l1 (GNU Go)")
+    go.add_argument("--go-level", type=int, default=None, help="GNU Go level, for a GNU Go calibration (default: the "
+                    "calibration's)")
     return go
 
 

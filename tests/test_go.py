@@ -20,7 +20,7 @@ from analyzers.engine.pool import EnginePool
 from analyzers.errors import EngineCrashed, EngineTimeout, IllegalMove, MalformedRecord, UnsupportedGame
 from analyzers.goboard import GoPosition, from_gtp, to_gtp
 from analyzers.gorank import parse_rank, rank_label
-from analyzers.gorate import GoSkill, RankModel, go_gain, load_go_calibration
+from analyzers.gorate import GNUGO_PROFILE, GoSkill, RankModel, go_gain, load_go_calibration
 from analyzers.profiles import get_profile
 from schemas import GameStarted, MoveEvent, PlayerInfo
 from streamer.goassess import assess_go_game
@@ -105,7 +105,7 @@ def test_skill_posterior_prefers_the_player_who_loses_fewer_points():
 
 
 def test_rank_model_starts_at_the_population_and_narrows_towards_its_floor():
-    cal = load_go_calibration()
+    cal = load_go_calibration(GNUGO_PROFILE)
     model = RankModel.of(cal)
     none = GoSkill().estimate(cal)
     assert abs(none.rating - model.prior_mean) < 1 and none.n == 0  # no move: the population prior
@@ -157,7 +157,7 @@ def test_a_pipeline_without_go_refuses_go_events_with_a_typed_error():
     chess = start_game(None, GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b")), None, config)
     with pytest.raises(UnsupportedGame, match="a go move for a chess game"):
         apply_move(chess, MoveEvent(game="go", game_id="g", ply=0, uci="Q16"))
-    go = replace(config, go_calibration=load_go_calibration())
+    go = replace(config, go_calibration=load_go_calibration(GNUGO_PROFILE))
     with pytest.raises(UnsupportedGame, match="board size 7"):
         start_game(None, GameStarted(game="go", game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"),
                                      board_size=7), None, go)
@@ -239,7 +239,8 @@ def test_replay_of_a_held_out_fox_game_rates_both_players_move_by_move(tmp_path)
                     + FOX.read_bytes())
     out = tmp_path / "out.jsonl"
     proc = subprocess.run([sys.executable, "-m", "streamer.cli", "replay", str(bad), "--out", str(out), "--quiet",
-                           "--go-engine", gnugo()], capture_output=True, text=True, timeout=600)
+                           "--go-profile", GNUGO_PROFILE, "--go-engine", gnugo()], capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 3, proc.stderr  # rejections happened, the rest was rated
     msgs = [json.loads(line) for line in out.read_text().splitlines()]
     dead = [m for m in msgs if m["type"] == "deadletter"]

@@ -809,7 +809,8 @@ def test_a_go_game_runs_through_the_worker_beside_chess_as_through_the_replay(br
     """One worker with --go rates a held-out Fox game (SGF, produced as Go events) and chess games on the same topics:
     the Go ratings equal `kibitz replay FILE.sgf`'s (the embedded runtime, same steps), once per move."""
     fox, chess_pgn = ROOT / "tests/fixtures/fox_5d_testing.sgf", ROOT / "tests/fixtures/anonymous.pgn"
-    msgs, replayed = go_through_worker_and_replay(broker, tmp_path, [fox, chess_pgn], (), results=6)
+    msgs, replayed = go_through_worker_and_replay(broker, tmp_path, [fox, chess_pgn], ("--go-profile", "go-fox-gnugo-l1"),
+                                                  results=6)
     go = [m for m in msgs if m["game"] == "go"]
     chess_game = [m for m in msgs if m["type"] == "perceived" and m["game"] == "chess" and m["scope"] == "game"]
     assert len(chess_game) == 20 and sum(m["game"] == "chess" for m in msgs if m["type"] == "glicko2") == 4
@@ -827,7 +828,7 @@ def test_a_go_game_rated_by_katago_runs_through_the_worker_as_through_the_replay
     fox.write_text("(;" + ";".join([root, *nodes[:16]]) + ")\n")
     # one cache for both: the replay reads the worker's evaluations (KataGo's answers are deterministic; tested in
     # test_katago.py) and what is compared is the two runtimes' steps
-    go = ("--go-profile", "go-fox-katago-b10", "--go-engine", str(KATAGO_HOME / "katago"), "--cache", str(tmp_path / "go.sqlite"))
+    go = ("--go-engine", str(KATAGO_HOME / "katago"), "--cache", str(tmp_path / "go.sqlite"))  # the default calibration
     rated, replayed = go_through_worker_and_replay(broker, tmp_path, [fox], go, results=2)
     game = [m for m in rated if m["type"] == "perceived" and m["scope"] == "game"]
     assert len(game) == 16 and all(m["method"] == "network" for m in game)

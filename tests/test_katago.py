@@ -27,7 +27,7 @@ from analyzers.engine.katago import (
 from analyzers.engine.pool import EnginePool
 from analyzers.errors import CalibrationError, EngineCrashed, EngineError, EngineTimeout
 from analyzers.goboard import GoPosition
-from analyzers.gorate import GoSkill, NetworkEvidence, RankModel, load_go_calibration
+from analyzers.gorate import DEFAULT_GO_PROFILE, KATAGO_PROFILE, GoSkill, NetworkEvidence, RankModel, load_go_calibration
 from analyzers.profiles import get_profile
 from schemas import MoveEvent, PlayerInfo
 from streamer.goassess import assess_go_game
@@ -37,7 +37,6 @@ from streamer.sgf import read_sgf_games
 FIXTURES = Path(__file__).parent / "fixtures"
 FOX = FIXTURES / "fox_5d_testing.sgf"
 FAKE = str(FIXTURES / "fake_katago.py")
-KATAGO_PROFILE = "go-fox-katago-b10"
 
 
 def katago() -> str:
@@ -168,7 +167,8 @@ def test_network_evidence_clips_a_swing_and_reads_a_move_below_the_floor_at_it()
 
 
 def test_the_katago_rank_model_reads_the_network_score():
-    cal = load_go_calibration(KATAGO_PROFILE)
+    assert DEFAULT_GO_PROFILE == KATAGO_PROFILE  # Go is rated by KataGo unless a calibration says otherwise
+    cal = load_go_calibration()
     model = RankModel.of(cal)
     assert model.weights is not None and "visits" in cal.extra
     none = GoSkill().estimate(model)
