@@ -1,9 +1,15 @@
 """Go ranks from moves: calibrate on Fox's `candidating` games, measure on its held-out `testing` games.
 
     python bench/go_accuracy.py --warm            # engine analyses into the cache (resumable; hours at full size)
-    python bench/go_accuracy.py --fit --write     # fit the c -> rank calibration on candidating, write it
+    python bench/go_accuracy.py --fit --write     # fit the calibration on candidating, write it
     python bench/go_accuracy.py                   # the tables on testing (nothing fitted there)
     python bench/go_accuracy.py --ogs 40 --plies 80 --test-games 0   # another server: does anything separate its players?
+
+    # the same with KataGo's network (deploy/katago/setup.sh; 0.9 s a position on two cores):
+    python bench/analyses.py import --cache .cache/go-katago.sqlite --shards bench/analyses/katago   # shipped answers
+    python bench/go_accuracy.py --engine katago --plies 80 --warm --fit-games 12 --test-games 24
+    python bench/go_accuracy.py --engine katago --plies 80 --fit-games 12 --fit --write
+    python bench/go_accuracy.py --engine katago --plies 80 --test-games 24 [--cost]
 
 ``--ogs N`` takes N even, ranked games of ../shared/data/sgf/ogs_2014_scored (OGS, 9k-6d: a weaker, wider range than
 Fox's) and prints how the evidence (the posterior over c, the mean points lost, the share of GNU Go's first choice)
@@ -12,7 +18,11 @@ fitted for that server could say anything.
 
 Data: ../shared/data/sgf/fox_ranked_5k-9d (Kuboki et al. 2025's selection): 11 rank groups (3-5k, 1-2k, 1d ... 9d),
 both players of a game in the same group. Calibration uses `candidating` only; `testing` is held out.
-Engine: GNU Go at --level (default 1) through kibitz's Go engine pool, the first --plies moves of each game.
+Engine: GNU Go at --level (default 1) through kibitz's Go engine pool, or (``--engine katago``) KataGo's network at
+--visits (default 1: one evaluation a position, no search), the first --plies moves of each game. KataGo's answers
+for the games bench/go_katago_probe.py evaluated are read from its shipped answers (the same network, configuration and
+queries) instead of being searched again. ``--warm`` takes the fitting and held-out games interleaved, so that an
+interrupted run leaves both balanced.
 """
 
 from __future__ import annotations
