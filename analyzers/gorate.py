@@ -34,7 +34,7 @@ import numpy as np
 
 from .calibration import Calibration
 from .calibrations import read_fitted
-from .engine.katago import POLICY_FLOOR
+from .engine.gtp import POLICY_FLOOR
 from .errors import CalibrationError
 from .gain import GainHistogram
 from .gorank import rank_label

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from analyzers.engine.adapter import GO
 from analyzers.engine.gtp import GoAnalysis
-from analyzers.engine.katago import POLICY_FLOOR, GoEngineLimits
+from analyzers.engine.katago import GoEngineLimits
 from analyzers.engine.pool import EnginePool
 from analyzers.errors import EngineError, IllegalMove, InputError
 from analyzers.goboard import SIDES, GoPosition
@@ -45,14 +45,9 @@ def judge(game_id: str, pos: GoPosition, colour: str, move: str, analysis: GoAna
           after: GoAnalysis | None = None) -> GoMove:
     """The move against the search of the position before it; for a network's evaluation (``analysis.lead`` set) also
     against ``after``, the evaluation of the position after it: values (lead before, minus the lead after), played 1."""
-    best = analysis.candidates[0][0] if analysis.candidates else "pass"
-    if analysis.lead is not None:
-        if after is None or after.lead is None:
-            raise ValueError("a network's evaluation judges a move with the evaluation of the position after it")
-        return GoMove(game_id, pos.ply, colour, move, (analysis.lead, -after.lead), 1, best,
-                      analysis.prior(move, POLICY_FLOOR))
-    values, played = analysis.values(move)
-    return GoMove(game_id, pos.ply, colour, move, tuple(values), played, best)
+    values, played, prior = analysis.judged(move, after)
+    return GoMove(game_id, pos.ply, colour, move, tuple(values), played,
+                  analysis.candidates[0][0] if analysis.candidates else "pass", prior)
 
 
 async def go_moves(game: GoGame, pool: EnginePool, limits: GoEngineLimits, *,

@@ -21,7 +21,6 @@ from typing import Any
 
 from analyzers.calibration import Calibration
 from analyzers.engine.gtp import GoAnalysis
-from analyzers.engine.katago import POLICY_FLOOR
 from analyzers.gain import GainHistogram
 from analyzers.gorate import GoSkill, NetworkEvidence, RankModel, go_gain, rank_range
 from analyzers.posterior import SkillPosterior
@@ -36,17 +35,10 @@ def go_assessment(ev: MoveEvent, *, mover: PlayerInfo, colour: str, side: int, e
     A network's evaluation (``analysis.lead`` set) values the position, so the move is judged with ``after``, the
     evaluation of the position after it: the candidates are the policy's first choice at the mover's lead before and
     the played move at minus the opponent's lead after, and ``prior`` is the network's prior of the move."""
-    prior = None
-    if analysis.lead is not None:
-        if after is None or after.lead is None:
-            raise ValueError("a network's evaluation judges a move with the evaluation of the position after it")
-        candidates = [(analysis.candidates[0][0], analysis.lead), (ev.uci, -after.lead)]
-        values, idx, listed = [v for _, v in candidates], 1, True
-        prior = analysis.prior(ev.uci, POLICY_FLOOR)
-    else:
-        candidates = list(analysis.candidates)
-        values, idx = analysis.values(ev.uci)
-        listed = idx < len(analysis.candidates)
+    values, idx, prior = analysis.judged(ev.uci, after)
+    # a network's two values are the policy's first choice before the move and the played move after it
+    candidates = list(analysis.candidates) if prior is None else [(analysis.candidates[0][0], values[0]), (ev.uci, values[1])]
+    listed = idx < len(candidates)
     black_view = 1 if side == 0 else -1
     return MoveAssessment(
         game="go", game_id=ev.game_id, ply=ev.ply, player_id=mover.id, color=colour, uci=ev.uci, event=event,

@@ -74,7 +74,7 @@ def test_katago_evaluations_are_reproducible_on_fresh_processes():
         priors = [p for _, p in a.policy]
         assert priors == sorted(priors, reverse=True) and min(priors) >= POLICY_FLOOR and 0.5 < sum(priors) <= 1.0001
         assert a.candidates == ((a.policy[0][0], a.lead),)
-    assert forward[0].prior("A1", POLICY_FLOOR) == POLICY_FLOOR  # a corner point on an empty board: below the floor
+    assert forward[0].prior("A1") == POLICY_FLOOR  # a corner point on an empty board: below the floor
 
 
 def test_the_cache_key_is_what_the_network_reads():

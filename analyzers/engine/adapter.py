@@ -77,7 +77,6 @@ GO = GameAdapter(
 GO_KATAGO = replace(GO, default_engine=str(KATAGO_HOME / "katago"), engine_env="KIBITZ_KATAGO", make_engine=KataGoEngine, key=katago_key)
 
 
-
 def go_adapter(limits: object) -> GameAdapter:
     """The Go adapter whose engine searches to ``limits``: :data:`GO_KATAGO` for KataGo's visits, else :data:`GO`."""
     return GO_KATAGO if isinstance(limits, KataGoLimits) else GO

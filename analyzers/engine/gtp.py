@@ -29,6 +29,8 @@ GNUGO_ARGS = ("--mode", "gtp", "--chinese-rules")
 SEED = 1
 #: Longest answer line accepted from an engine: a hostile or broken process cannot make us buffer without bound.
 MAX_LINE = 1 << 16
+#: A network's policy is kept down to this prior (:mod:`.katago`); a move below it is read at it.
+POLICY_FLOOR = 1e-4
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +63,23 @@ class GoAnalysis:
     lead: float | None = None
     policy: tuple[tuple[str, float], ...] = ()
 
-    def prior(self, move: str, floor: float) -> float:
-        """The policy's prior of ``move``; ``floor`` for a move the policy does not list."""
+    def prior(self, move: str) -> float:
+        """The policy's prior of ``move``; :data:`POLICY_FLOOR` for a move the policy does not list."""
         m = move.upper()
-        return next((p for c, p in self.policy if c.upper() == m), floor)
+        return next((p for c, p in self.policy if c.upper() == m), POLICY_FLOOR)
+
+    def judged(self, played: str, after: GoAnalysis | None = None) -> tuple[list[float], int, float | None]:
+        """The move ``played`` judged: (candidate values in points, its index among them, a network's prior of it).
+
+        A search's candidates (GNU Go) value moves: :meth:`values`, no prior. A network's evaluation values the
+        position, so the move is judged with ``after``, the evaluation of the position after it: (the mover's lead
+        before, minus the opponent's lead after), index 1, and the policy's prior of the move."""
+        if self.lead is None:
+            values, index = self.values(played)
+            return values, index, None
+        if after is None or after.lead is None:
+            raise ValueError("a network's evaluation judges a move with the evaluation of the position after it")
+        return [self.lead, -after.lead], 1, self.prior(played)
 
     def values(self, played: str) -> tuple[list[float], int]:
         """Candidate values and the index of ``played`` among them (appended at 0 points when not listed)."""

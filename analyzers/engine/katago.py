@@ -6,9 +6,10 @@ Chinese (area) rules, evaluated with ``maxVisits`` visits (:class:`KataGoLimits`
 no search, about 0.9 s on two CPU cores with OpenCL on the CPU, docs/go.md). The answer kept
 (:class:`~.gtp.GoAnalysis`) is
 
-- ``lead``: the score lead of the side to move in points (KataGo's ``rawLead``: the network's own estimate);
-- ``policy``: the network's prior over the moves, every move with at least :data:`POLICY_FLOOR` (a move below it is read
-  at the floor), best first;
+- ``lead``: the score lead of the side to move in points (KataGo's ``rawLead``, the network's own estimate, at one
+  visit; the search's ``scoreLead`` at more);
+- ``policy``: the network's prior over the moves, every move with at least ``POLICY_FLOOR`` (10^-4: a move below it is
+  read at the floor; the policy of a position in a few hundred bytes instead of 362 numbers), best first;
 - ``candidates``: the policy's first choice with the lead, the one candidate a network evaluation values.
 
 What a move is worth is read from two answers, the position before it and the position after (docs/models.md s. 11):
@@ -33,13 +34,10 @@ from typing import Any
 
 from ..errors import EngineCrashed, EngineError
 from ..goboard import PASS, GoPosition, from_gtp, to_gtp
-from .gtp import GoAnalysis, GoLimits, kill_process
+from .gtp import POLICY_FLOOR, GoAnalysis, GoLimits, kill_process
 
 #: Where ``deploy/katago/setup.sh`` puts KataGo, its network and its configuration (``KIBITZ_KATAGO_HOME`` overrides it).
 KATAGO_HOME = Path(os.environ.get("KIBITZ_KATAGO_HOME", Path(__file__).resolve().parents[2] / ".cache" / "katago"))
-#: Moves the network gives less prior than this are not kept (and read at it): the policy of a position in a few hundred
-#: bytes instead of 362 numbers.
-POLICY_FLOOR = 1e-4
 #: Moves of history the network reads (KataGo's input features): part of the cache key.
 HISTORY = 5
 #: Longest answer line accepted (a 19x19 policy is about 5 KB of JSON).
@@ -110,7 +108,8 @@ def read_answer(answer: Mapping[str, Any], pos: GoPosition, engine: str, limits:
     """A :class:`GoAnalysis` from KataGo's answer to :func:`query`; :class:`EngineCrashed` when it is not one."""
     try:
         root = answer["rootInfo"]
-        lead = float(root.get("rawLead", root["scoreLead"]))
+        # one visit: the network's own estimate; a search's: what the search made of it
+        lead = float(root["scoreLead"] if limits.visits > 1 or "rawLead" not in root else root["rawLead"])
         prior = [float(p) for p in answer["policy"]]
     except (KeyError, TypeError, ValueError) as e:
         raise EngineCrashed(f"KataGo answered without a score lead and a policy: {str(answer)[:200]!r}") from e
