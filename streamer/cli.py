@@ -644,8 +644,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("replay", help="replay PGN (chess) or SGF (Go) games, live", description=
                        "Replay PGN games at accelerated live speed through the embedded runtime (no broker): a live "
                        "table per board, then perceived rating vs Elo per player. Without PGN files: the demo, round 1 "
-                       "of the London Chess Classic 2011. SGF files (Go) are rated through GNU Go: a perceived rank "
-                       "per move for both players, Glicko-2 at each game's end.")
+                       "of the London Chess Classic 2011. SGF files (Go) are rated through the Go calibration's engine "
+                       "(KataGo by default, GNU Go with --go-profile go-fox-gnugo-l1): a perceived rank per move for "
+                       "both players, Glicko-2 at each game's end.")
     r.add_argument("pgn", nargs="*", help="PGN or SGF files (default: the London 2011 round-1 demo)")
     r.add_argument("--demo", action="store_true", help="replay the shipped demo (the default when no PGN is given)")
     sp = r.add_mutually_exclusive_group()
@@ -738,9 +739,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_options(w)
     add_review_option(w)
     go = add_go_options(w, "Go (transactional runtime)")
-    go.add_argument("--go", action="store_true", help="rate Go games too (events with game \"go\"): a GTP engine pool "
-                    "in the analyse stage and the Go calibration in the rate stage; without it they are dead-lettered")
-    go.add_argument("--go-engines", type=int, default=1, help="GTP engine processes with --go (default %(default)s)")
+    go.add_argument("--go", action="store_true", help="rate Go games too (events with game \"go\"): a pool of the Go "
+                    "calibration's engine (KataGo or GNU Go) in the analyse stage and the calibration in the rate stage; "
+                    "without it they are dead-lettered")
+    go.add_argument("--go-engines", type=int, default=1, help="Go engine processes with --go (default %(default)s; one "
+                    "KataGo process already uses every core)")
     w.set_defaults(func=_worker)
 
     pr = sub.add_parser("produce", help="replay PGN games into the input topic", description=

@@ -4,8 +4,8 @@ Game step (keyed by game_id): :func:`start_game`, :func:`apply_move`, :func:`ass
 :class:`GameState` and turn moves into :class:`~schemas.MoveAssessment` (one engine search per position, shared by the
 gain, the posterior and fair play) and game ends into one :class:`~schemas.GameResult` per player. Positions are
 handled only through the game's adapter (:mod:`analyzers.engine.adapter`); a Go game (``game`` "go") is assessed
-and rated by the Go half of the pipeline (:mod:`streamer.gopipeline`: GNU Go's values in points, the posterior over c
-read on the GoR scale) when the configuration has a Go calibration and the runtime a Go engine pool, and refused
+and rated by the Go half of the pipeline (:mod:`streamer.gopipeline`: KataGo's evaluations or GNU Go's values in
+points, read on the GoR scale) when the configuration has a Go calibration and the runtime a Go engine pool, and refused
 with :class:`~analyzers.errors.UnsupportedGame` otherwise.
 
 Player step (keyed by player_id): :func:`apply_player_event` updates a :class:`PlayerState` (gain histograms,
