@@ -47,7 +47,6 @@ from analyzers.engine.gtp import GoLimits, GtpEngine
 from analyzers.engine.katago import POLICY_FLOOR, GoEngineLimits, KataGoEngine, KataGoLimits, query
 from analyzers.engine.pool import EnginePool
 from analyzers.engine.uci import find_engine
-from analyzers.goboard import GoPosition
 from analyzers.gorank import rank_label
 from analyzers.gorate import (
     GNUGO_PROFILE,
@@ -437,21 +436,12 @@ def transfer(pgs: list[PlayerGame], cal: Calibration, label: str) -> None:
 
 
 # -- engine cost ----------------------------------------------------------------------------------------
-def positions_of(game: GoGame, plies: int) -> list[GoPosition]:
-    """The position before each of ``game``'s first ``plies`` moves."""
-    positions, pos = [], GoPosition(size=game.size, komi=game.komi)
-    for colour, move in game.moves[:plies]:
-        positions.append(pos.copy())
-        pos.play(move, colour=colour)
-    return positions
-
-
 async def katago_cost(game: GoGame, args: argparse.Namespace) -> None:
     """s per position: kibitz's KataGo pool (one query per position, the answer read into a GoAnalysis, no cache)
     against the raw engine on the same positions and visits (one query for all the turns, the answers only parsed)."""
     limits = KataGoLimits(args.visits)
     moves = game.moves[: args.plies]
-    positions = positions_of(game, args.plies)
+    positions = game.positions(args.plies)
     async with EnginePool(size=1, game=GO_KATAGO, timeout=args.timeout) as pool:
         await pool.analyse_limits(positions[0], limits)  # the first query compiles the OpenCL kernels: not timed
         t0 = time.perf_counter()
@@ -483,7 +473,7 @@ async def engine_cost(game: GoGame, args: argparse.Namespace) -> None:
     engine on the same positions and level (one process playing the game on, the same three GTP commands a move)."""
     limits = GoLimits(args.level)
     moves = game.moves[: args.plies]
-    positions = positions_of(game, args.plies)
+    positions = game.positions(args.plies)
     async with EnginePool(size=1, game=GO) as pool:
         t0 = time.perf_counter()
         for p in positions:

@@ -2,7 +2,6 @@
 
     bash deploy/katago/setup.sh                       # once: KataGo on the CPU (docs/go.md, "KataGo on the CPU")
     python bench/go_katago_probe.py [--per-group 3] [--plies 80] [--fit-per-group 3]
-    python bench/go_katago_probe.py --per-group 24 --fit-per-group 12 --warm   # KataGo answers only (resumable; hours)
 
 The first ``--per-group`` games of each rank group of bench/go_accuracy.py's held-out sample (fox_ranked_5k-9d
 `testing`, seed 0: the same games in the same order as that benchmark's), the first ``--plies`` moves of each. KataGo's
@@ -167,19 +166,9 @@ def main() -> None:
                     help="also fit a least-squares calibration on this many `candidating` games per rank group and "
                          "judge it on the held-out games (default 0: correlations only)")
     ap.add_argument("--engines", type=int, default=2, help="GNU Go processes for its side of the comparison")
-    ap.add_argument("--warm", action="store_true",
-                    help="only run KataGo over the held-out and fitting games into the cache, the two interleaved so "
-                         "that an interrupted run leaves both balanced, and stop")
     add_data_argument(ap)
     args = ap.parse_args()
     games = sample(data_dir(args), "testing", args.per_group, args.seed)
-    if args.warm:
-        fit_games = sample(data_dir(args), "candidating", args.fit_per_group, args.seed)
-        # each list is round robin over the rank groups; merged by the share of its list done
-        order = sorted([(i / len(games), g) for i, (_, g) in enumerate(games)]
-                       + [(i / len(fit_games), g) for i, (_, g) in enumerate(fit_games)], key=lambda x: x[0])
-        katago_evidence([g for _, g in order], args.plies)
-        return
     kg = katago_evidence([g for _, g in games], args.plies)
     args.engine, args.level, args.progress, args.timeout = "gnugo", 1, False, 60.0
     gnugo = asyncio.run(analyse_all(games, args))

@@ -23,7 +23,7 @@ from pathlib import Path
 from sgfmill import sgf
 
 from analyzers.errors import InputError, MalformedRecord, UnsupportedGame
-from analyzers.goboard import SUPPORTED_SIZES, to_gtp
+from analyzers.goboard import SUPPORTED_SIZES, GoPosition, to_gtp
 from analyzers.gorank import parse_rank
 from schemas.messages import PlayerInfo
 
@@ -47,6 +47,15 @@ class GoGame:
     source: str = ""                 # "file.sgf#index"
     error: InputError | None = None
     record: bytes = b""              # the SGF record as read, for a dead letter
+
+    def positions(self, plies: int | None = None) -> list[GoPosition]:
+        """The position before each of the game's first ``plies`` moves (all of them when None), as the record plays
+        them (a side moving twice included)."""
+        pos, out = GoPosition(size=self.size, komi=self.komi), []
+        for colour, move in self.moves[:plies]:
+            out.append(pos.copy())
+            pos.play(move, colour=colour)
+        return out
 
     @property
     def black_score(self) -> float | None:

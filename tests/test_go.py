@@ -174,17 +174,8 @@ def test_go_searches_get_their_own_deadline_not_the_chess_profiles():
 
 
 # -- GNU Go through the pool -----------------------------------------------------------------------------
-def _positions(n: int) -> list[GoPosition]:
-    game = read_sgf_games(FOX)[0]
-    pos, out = GoPosition(komi=game.komi), []
-    for colour, move in game.moves[:n]:
-        out.append(pos.copy())
-        pos.play(move, colour=colour)
-    return out
-
-
 def test_gnugo_values_are_reproducible_whatever_was_searched_before():
-    positions = _positions(24)
+    positions = read_sgf_games(FOX)[0].positions(24)
 
     async def run() -> tuple[list, list]:
         async with EnginePool(gnugo(), size=1, game=GO) as pool:

@@ -46,18 +46,9 @@ def katago() -> str:
     return str(path)
 
 
-def positions(n: int) -> list[GoPosition]:
-    game = read_sgf_games(FOX)[0]
-    pos, out = GoPosition(size=game.size, komi=game.komi), []
-    for colour, move in game.moves[:n]:
-        out.append(pos.copy())
-        pos.play(move, colour=colour)
-    return out
-
-
 # -- the engine -------------------------------------------------------------------------------------------
 def test_katago_evaluations_are_reproducible_on_fresh_processes():
-    todo = positions(6)
+    todo = read_sgf_games(FOX)[0].positions(6)
 
     async def run() -> tuple[list[GoAnalysis], list[GoAnalysis], str]:
         async with EnginePool(katago(), size=1, game=GO_KATAGO, timeout=300) as pool:
