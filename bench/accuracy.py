@@ -27,6 +27,12 @@ A gains-only profile (``deep``: one PV, so no move is counted for the posterior)
 rows; its tables by family, by moves seen (all moves, the histogram's count) and its outcome predictions use
 Algorithm 4's rating instead.
 
+``--context event`` reads the event prior as a live service does, from every rated game of the sampled games' events
+(the split's rated games, in file order, which is round order): the sampled games are scored, and the others only feed
+the pool step (their moves and results), so a game's prior comes from every game of its event played before it. Without
+it the prior comes from the sampled games alone (the random sample replays them in file order too). The context games
+need their analyses as the sampled ones do: ``--warm --context event`` fills the cache for both.
+
 ``--fit-interval-scale`` (rated-dev only) fits step 4 of the event pooling (docs/models.md s. 12): the factor on the
 published interval under the event prior, by counted moves seen, that makes its 95 % interval cover 95 % of the
 sample's FIDE ratings, from every player-game at its end and every player-event at each of FIT_MOVES_SEEN and at its
@@ -59,7 +65,7 @@ from analyzers.perceived import RatingEstimate
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, MoveModel, Prior, load_move_model
 from schemas import MoveAssessment
-from streamer.batch import assess_games, sample_player_events, sample_rated_games
+from streamer.batch import assess_games, rated_games, sample_player_events, sample_rated_games
 from streamer.ingest import PgnGame
 from streamer.pipeline import PipelineConfig, ScopeStats, model_estimates
 
@@ -401,6 +407,9 @@ def main() -> None:
     ap.add_argument("--fit-interval-scale", action="store_true", help="rated-dev only: fit the event pooling's interval "
                     "scale by counted moves seen (step 4) and print it instead of the tables")
     ap.add_argument("--write", action="store_true", help="with --fit-interval-scale: store it in the profile's eventpool.json")
+    ap.add_argument("--context", choices=("sample", "event"), default="sample", help="where the event prior reads the "
+                    "event's other games from: the sampled games only, or every rated game of the sampled games' events "
+                    "(as a live service does; the others are not scored)")
     ap.add_argument("--warm", action="store_true", help="only fill the analysis cache (no calibration needed); an "
                     "interrupted run keeps every finished search")
     add_data_argument(ap)
@@ -416,12 +425,16 @@ def main() -> None:
     pool = None if args.no_model or args.no_event_pool else load_event_pool(profile.name)
     config = PipelineConfig(profile, cal)
     sampler = sample_player_events if args.sample == "events" else sample_rated_games
-    games = sampler(data / "pgn" / SPLITS[args.split], args.games, seed=args.seed)
+    folder = data / "pgn" / SPLITS[args.split]
+    order = {g.game_id: i for i, g in enumerate(rated_games(folder))}
+    # file order is round order: the pool step sees an event's games as they were played
+    games = sorted(sampler(folder, args.games, seed=args.seed), key=lambda g: order[g.game_id])
+    context = event_context(folder, games) if args.context == "event" else games
     t = time.time()
 
     async def run():
         async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
-            res = await assess_games(games, pool, config, progress=lambda i, n: print(f"\r{i}/{n} games", end="", file=sys.stderr))
+            res = await assess_games(context, pool, config, progress=lambda i, n: print(f"\r{i}/{n} games", end="", file=sys.stderr))
             return res, pool.stats
 
     results, stats = asyncio.run(run())
@@ -429,15 +442,15 @@ def main() -> None:
     if args.strip_clocks:
         results = {gid: [without_clocks(a) for a in moves] for gid, moves in results.items()}
     if args.warm:
-        print(f"warm: profile {profile.name}, {len(games)} games, {stats.searches} searches ({stats.search_seconds:.0f} "
+        print(f"warm: profile {profile.name}, {len(context)} games, {stats.searches} searches ({stats.search_seconds:.0f} "
               f"engine-s), {stats.cache_hits} cache hits")
         return
     if pool is not None:
         if COMB is None and pool.evidence == "combination":  # --no-combination: the event level from the model's evidence
             pool = replace(pool, evidence="model")
-        PRIORS = event_priors(games, results, PipelineConfig(profile, cal, model=MODEL, combination=COMB, event_pool=pool))
+        PRIORS = event_priors(context, results, PipelineConfig(profile, cal, model=MODEL, combination=COMB, event_pool=pool))
         if pool.results_scale > 0:  # for the comparison: the event's level from the moves alone
-            PRIORS_MOVES = event_priors(games, results, PipelineConfig(profile, cal, model=MODEL, combination=COMB,
+            PRIORS_MOVES = event_priors(context, results, PipelineConfig(profile, cal, model=MODEL, combination=COMB,
                                                                        event_pool=replace(pool, results_scale=0.0)))
         POOL = pool
     if args.fit_interval_scale:
@@ -448,8 +461,9 @@ def main() -> None:
     game_rows = per_player_game(games, results, cal)
     event_rows, seen = per_player_event(games, results, cal)
     truth = np.array([e.truth for e in game_rows])
+    source = "the sample" if context is games else f"{len(context)} games of their events"
     print(f"accuracy: profile {profile.name} ({profile.limits.key}), split {SPLITS[args.split]}, sample {args.sample} "
-          f"(seed {args.seed}), {len(games)} games, {len(game_rows)} player-games, {len(event_rows)} player-events; "
+          f"(seed {args.seed}), {len(games)} games (event prior from {source}), {len(game_rows)} player-games, {len(event_rows)} player-events; "
           f"calibration {'PROVISIONAL' if cal.provisional else 'final'} ({cal.fitted_on}); {stats.searches} searches "
           f"({stats.search_seconds:.0f} engine-s), {stats.cache_hits} cache hits, {time.time() - t:.0f} s")
     print(f"FIDE ratings (per player-game): mean {truth.mean():.0f}, sd {truth.std():.0f}")
@@ -507,6 +521,12 @@ def main() -> None:
             print(f"| {label} | {len(ll[key][names[0]])} | " + " | ".join(f"{np.mean(ll[key][n]):.4f}" for n in names) + " |")
     if args.plots:
         print("\nplots: " + ", ".join(plots(profile.name, method, game_rows, event_rows, seen)))
+
+
+def event_context(folder, games: list[PgnGame]) -> list[PgnGame]:  # noqa: ANN001
+    """Every rated game of ``folder`` in the events of ``games``, in file order (the sampled games among them)."""
+    events = {g.event for g in games}
+    return [g for g in rated_games(folder) if g.event in events]
 
 
 def fit_interval_scale(games: list[PgnGame], results, cal: Calibration, pool: EventPoolModel, args) -> None:  # noqa: ANN001
