@@ -28,8 +28,9 @@ rows; its tables by family, by moves seen (all moves, the histogram's count) and
 Algorithm 4's rating instead.
 
 ``--context event`` reads the event prior as a live service does, from every rated game of the sampled games' events
-(the split's rated games, in file order, which is round order): the sampled games are scored, and the others only feed
-the pool step (their moves and results), so a game's prior comes from every game of its event played before it. Without
+(the split's rated games, in file order, which is round order, up to each event's last sampled game): the sampled games
+are scored, and the others only feed the pool step (their moves and results), so a game's prior comes from every game of
+its event played before it. Without
 it the prior comes from the sampled games alone (the random sample replays them in file order too). The context games
 need their analyses as the sampled ones do: ``--warm --context event`` fills the cache for both.
 
@@ -524,9 +525,12 @@ def main() -> None:
 
 
 def event_context(folder, games: list[PgnGame]) -> list[PgnGame]:  # noqa: ANN001
-    """Every rated game of ``folder`` in the events of ``games``, in file order (the sampled games among them)."""
-    events = {g.event for g in games}
-    return [g for g in rated_games(folder) if g.event in events]
+    """Every rated game of ``folder`` in the events of ``games`` up to the last sampled game of its event, in file
+    order (the sampled games among them): a game's event prior reads only the games before it."""
+    everything = rated_games(folder)
+    ids = {g.game_id for g in games}
+    last = {g.event: i for i, g in enumerate(everything) if g.game_id in ids}
+    return [g for i, g in enumerate(everything) if i <= last.get(g.event, -1)]
 
 
 def fit_interval_scale(games: list[PgnGame], results, cal: Calibration, pool: EventPoolModel, args) -> None:  # noqa: ANN001
