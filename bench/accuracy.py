@@ -30,9 +30,9 @@ Algorithm 4's rating instead.
 ``--context event`` reads the event prior as a live service does, from every rated game of the sampled games' events
 (the split's rated games, in file order, which is round order, up to each event's last sampled game): the sampled games
 are scored, and the others only feed the pool step (their moves and results), so a game's prior comes from every game of
-its event played before it. Without
-it the prior comes from the sampled games alone (the random sample replays them in file order too). The context games
-need their analyses as the sampled ones do: ``--warm --context event`` fills the cache for both.
+its event played before it. Without it the prior comes from the sampled games alone (the random sample replays them in
+file order too). The context games need their analyses as the sampled ones do: ``--warm --context event`` fills the
+cache for both.
 
 ``--fit-interval-scale`` (rated-dev only) fits step 4 of the event pooling (docs/models.md s. 12): the factor on the
 published interval under the event prior, by counted moves seen, that makes its 95 % interval cover 95 % of the
