@@ -462,7 +462,7 @@ def main() -> None:
     game_rows = per_player_game(games, results, cal)
     event_rows, seen = per_player_event(games, results, cal)
     truth = np.array([e.truth for e in game_rows])
-    source = "the sample" if context is games else f"{len(context)} games of their events"
+    source = f"{len(context)} games of their events" if args.context == "event" else "the sample"
     print(f"accuracy: profile {profile.name} ({profile.limits.key}), split {SPLITS[args.split]}, sample {args.sample} "
           f"(seed {args.seed}), {len(games)} games (event prior from {source}), {len(game_rows)} player-games, {len(event_rows)} player-events; "
           f"calibration {'PROVISIONAL' if cal.provisional else 'final'} ({cal.fitted_on}); {stats.searches} searches "

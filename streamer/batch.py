@@ -47,11 +47,15 @@ async def assess_games(games: Sequence[PgnGame], pool: EnginePool, config: Pipel
     return results
 
 
-@functools.lru_cache(maxsize=4)
 def rated_games(folder: Path, *, min_plies: int = 30) -> list[PgnGame]:
     """Every game of a folder of PGNs with both players rated and ``min_plies``+ plies, in file order, without
-    duplicates (same players and first 40 plies: some events are published twice). Remembered per folder (parsing
-    rated-dev takes minutes); treat the list as read-only."""
+    duplicates (same players and first 40 plies: some events are published twice). Remembered per (folder,
+    min_plies), however the call spells them (parsing rated-dev takes minutes); treat the list as read-only."""
+    return _rated_games(Path(folder), min_plies)
+
+
+@functools.lru_cache(maxsize=4)
+def _rated_games(folder: Path, min_plies: int) -> list[PgnGame]:
     games: list[PgnGame] = []
     seen: set[tuple] = set()
     for path in sorted(folder.glob("*.pgn")):
