@@ -54,7 +54,7 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
-from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir, event_priors, follow_player_events
+from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir, event_context, event_priors, follow_player_events
 
 from analyzers.calibration import Calibration, load_calibration
 from analyzers.combination import Combination, load_combination
@@ -524,15 +524,6 @@ def main() -> None:
         print("\nplots: " + ", ".join(plots(profile.name, method, game_rows, event_rows, seen)))
 
 
-def event_context(folder, games: list[PgnGame]) -> list[PgnGame]:  # noqa: ANN001
-    """Every rated game of ``folder`` in the events of ``games`` up to the last sampled game of its event, in file
-    order (the sampled games among them): a game's event prior reads only the games before it."""
-    everything = rated_games(folder)
-    ids = {g.game_id for g in games}
-    last = {g.event: i for i, g in enumerate(everything) if g.game_id in ids}
-    return [g for i, g in enumerate(everything) if i <= last.get(g.event, -1)]
-
-
 def fit_interval_scale(games: list[PgnGame], results, cal: Calibration, pool: EventPoolModel, args) -> None:  # noqa: ANN001
     """Step 4 of the event pooling, fitted on this (rated-dev) sample: per bucket of counted moves, the factor f on the
     published interval's distances to the estimate that puts 95 % of the FIDE ratings inside, i.e. the 95th percentile
@@ -561,7 +552,7 @@ def fit_interval_scale(games: list[PgnGame], results, cal: Calibration, pool: Ev
         print(f"| {f'{lo:.0f}+' if hi == math.inf else f'{lo:.0f}-{hi - 1:.0f}'} | {m.sum()} | {np.mean(ratio[m] <= 1):.1%} | {factor:.3f} | {knot:.1f} |")
     fitted = replace(pool, interval_scale=tuple(knots), interval_command=(
         f"python bench/accuracy.py --profile {args.profile} --split dev --sample {args.sample} --games {args.games} "
-        f"--seed {args.seed} --fit-interval-scale --write"))
+        f"--seed {args.seed}{' --context event' if args.context == 'event' else ''} --fit-interval-scale --write"))
     inside = [(e := est.scaled(fitted.scale_at(est.n))).low <= t <= e.high for est, t in rows]
     print(f"in 95 % with the scale, these rows: {np.mean(inside):.1%}")
     if args.write:

@@ -100,6 +100,17 @@ def follow_player_events(games, results, checkpoints, at, *, counted_only: bool 
     return scopes
 
 
+def event_context(folder, games):  # noqa: ANN001, ANN201
+    """Every rated game of ``folder`` in the events of ``games`` up to the last sampled game of its event, in file
+    order (the sampled games among them): a game's event prior reads only the games before it."""
+    from streamer.batch import rated_games
+
+    everything = rated_games(folder)
+    ids = {g.game_id for g in games}
+    last = {g.event: i for i, g in enumerate(everything) if g.game_id in ids}
+    return [g for i, g in enumerate(everything) if i <= last.get(g.event, -1)]
+
+
 def event_priors(games, results, config) -> dict:  # noqa: ANN001
     """The event prior the pool step attaches to each assessment (docs/models.md s. 12), replaying the sample's games
     in their order (round order) through :func:`streamer.pipeline.pool_event`, one game after another: a live event

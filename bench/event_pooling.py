@@ -1,6 +1,7 @@
 """Fit and measure event pooling (docs/models.md s. 12) on rated-dev, the fitting set. Never on rated-holdout.
 
-    python bench/event_pooling.py [--profile fast] [--dev 1000] [--seed 0] [--evidence combination] [--rule mae] [--write]
+    python bench/event_pooling.py [--profile fast] [--dev 1000] [--seed 0] [--evidence combination] [--rule mae]
+                                  [--context event] [--write]
 
 Players of one event are of a similar level, and the moves of everyone else in the event say where that level is.
 The pool step (streamer.pipeline.pool_event) turns them into each player's prior; this fits its numbers and
@@ -24,6 +25,11 @@ shows what it does, per player-game of the rated-dev player-events sample (whole
 3. For comparison on the same rows: the move model with its class prior, the combination (fitted on rated-dev,
    these games included, so flattered here), and an oracle prior at the event's true mean FIDE rating.
 
+``--context event`` replays every rated game of the sample's events up to each event's last sampled game (in file
+order, bench/common.event_context) through the pool step, as a live service reads an event; only the sample is scored.
+Without it (``sample``) the prior comes from the sampled games alone. The context's games need their analyses:
+``python bench/accuracy.py --split dev --sample events --games N --context event --warm`` fills the cache for them.
+
 ``--write`` saves analyzers/calibrations/<profile>.eventpool.json with the command.
 """
 
@@ -36,7 +42,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from common import ROOT, add_data_argument, data_dir, event_priors
+from common import ROOT, add_data_argument, data_dir, event_context, event_priors
 from fit_model import analysed
 
 from analyzers.combination import load_combination
@@ -105,6 +111,8 @@ def main() -> None:
     ap.add_argument("--rule", choices=("mae", "coverage"), default="mae",
                     help="how (e, kappa) are chosen: the lowest MAE per player-game (step 4 then calibrates the interval), "
                     "or the highest log density among those covering 95 %%")
+    ap.add_argument("--context", choices=("sample", "event"), default="sample", help="what the pool step reads an event "
+                    "from: the sampled games, or every rated game of their events up to the last sampled one (as live)")
     ap.add_argument("--write", action="store_true", help="write analyzers/calibrations/<profile>.eventpool.json")
     add_data_argument(ap)
     args = ap.parse_args()
@@ -114,8 +122,11 @@ def main() -> None:
     model, comb = load_move_model(profile.name), load_combination(profile.name)
     assert model is not None, f"profile {profile.name} has no move model"
     sample = sample_player_events(data / "pgn" / "rated-dev", args.dev, seed=args.seed)
-    complete, results = analysed([(g, False) for g in sample], profile)
-    games = [g for g, _ in complete]
+    replay = event_context(data / "pgn" / "rated-dev", sample) if args.context == "event" else sample
+    complete, results = analysed([(g, False) for g in replay], profile)
+    done = {g.game_id for g, _ in complete}
+    games = [g for g in sample if g.game_id in done]  # scored: the sample's fully analysed games
+    context = [g for g in replay if g.game_id in done]  # replayed through the pool step: these and, as live, the rest
 
     # 1. hyper-parameters from the sample's headers
     ratings = defaultdict(list)
@@ -127,7 +138,8 @@ def main() -> None:
     mean0, tau = round(float(means.mean()), 1), round(float(means.std()), 1)
     # whether a player's opponents say more than the event's level: the correlation of opponents' ratings about it
     dev = np.array([[g.white.rating - event_mean[g.event], g.black.rating - event_mean[g.event]] for g in sample])
-    print(f"{len(games)} rated-dev games fully analysed ({len(sample)} drawn), {len(ratings)} events; 1. within-event sd "
+    print(f"{len(games)} rated-dev games fully analysed ({len(sample)} drawn), {len(ratings)} events, the event prior "
+          f"from {len(context)} games ({args.context} context); 1. within-event sd "
           f"w {within:.0f}; event means mu_0 {means.mean():.0f}, tau {means.std():.0f}; opponents' ratings about their "
           f"event's mean correlate {np.corrcoef(dev[:, 0], dev[:, 1])[0, 1]:+.2f}")
 
@@ -199,7 +211,7 @@ def main() -> None:
             continue
         for scale in EVIDENCE_SCALES if evidence == "combination" else (1.0,):
             pool = EventPoolModel(within, mean0, tau, 0.0, evidence=evidence, evidence_scale=scale)
-            priors = event_priors(games, results, PipelineConfig(profile, model=model, combination=comb, event_pool=pool))
+            priors = event_priors(context, results, PipelineConfig(profile, model=model, combination=comb, event_pool=pool))
             for e_sd in EVENT_SDS:
                 measure((evidence, scale, e_sd, 0.0),
                         f"event prior from the other players' {WHAT[evidence]}, f {scale:g}, event sd {e_sd:.0f}",
@@ -210,7 +222,7 @@ def main() -> None:
             for e_sd in RESULTS_EVENT_SDS:
                 pool = EventPoolModel(within, mean0, tau, e_sd, evidence=args.evidence, evidence_scale=f_best,
                                       results_scale=kappa)
-                priors = event_priors(games, results, PipelineConfig(profile, model=model, combination=comb, event_pool=pool))
+                priors = event_priors(context, results, PipelineConfig(profile, model=model, combination=comb, event_pool=pool))
                 measure((args.evidence, f_best, e_sd, kappa),
                         f"event prior from the other players' {WHAT[args.evidence]} and the results, f {f_best:g}, "
                         f"event sd {e_sd:.0f}, kappa {kappa:g}", published(priors), published(priors, per_event=True))
@@ -237,16 +249,17 @@ def main() -> None:
     if args.write:
         out = EventPoolModel(
             within, mean0, tau, e_sd, evidence=args.evidence, evidence_scale=f_sd, results_scale=kappa, profile=profile.name,
-            fitted_on=f"{len(games)} rated-dev games (player-events, seed {args.seed}), {len(ratings)} events; move model: "
-                      f"{model.fitted_on}",
+            fitted_on=f"{len(games)} rated-dev games (player-events, seed {args.seed}), {len(ratings)} events, the event "
+                      f"prior from {len(context)} games of them ({args.context} context); move model: {model.fitted_on}",
             command=f"python bench/event_pooling.py --profile {profile.name} --dev {args.dev} --seed {args.seed} "
-                    f"--evidence {args.evidence} --rule {args.rule} --write",
+                    f"--evidence {args.evidence} --rule {args.rule}{' --context event' if args.context == 'event' else ''} --write",
             provisional=model.provisional or (args.evidence == "combination" and comb is not None and comb.provisional),
         )
         dest = ROOT / "analyzers" / "calibrations" / f"{profile.name}.eventpool.json"
         out.save(dest)
         print(f"written {dest}, without an interval scale (step 4): fit it next with python bench/accuracy.py --profile "
-              f"{profile.name} --split dev --sample events --games 3200 --fit-interval-scale --write")
+              f"{profile.name} --split dev --sample events --games 3200{' --context event' if args.context == 'event' else ''} "
+              "--fit-interval-scale --write")
 
 
 if __name__ == "__main__":
