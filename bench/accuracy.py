@@ -202,10 +202,12 @@ def row(name: str, est, truth, low=None, high=None) -> str:
     est, truth = np.asarray(est, float), np.asarray(truth, float)
     err = est - truth
     cover = f"{np.mean((truth >= np.asarray(low)) & (truth <= np.asarray(high))):6.1%}" if low is not None else "     -"
-    r = np.corrcoef(est, truth)[0, 1] if np.std(est) > 0 else float("nan")
-    tau = kendall_tau_a(est, truth) if np.std(est) > 0 else float("nan")
+    # a constant has no correlation: "-" (np.std of equal floats can be a rounding residue, not 0, so test the range)
+    varies = bool(np.ptp(est) > 0)
+    r = f"{np.corrcoef(est, truth)[0, 1]:5.2f}" if varies else "    -"
+    tau = f"{kendall_tau_a(est, truth):5.2f}" if varies else "    -"
     mae, const = np.mean(np.abs(err)), np.mean(np.abs(truth - truth.mean()))
-    return (f"| {name:<36} | {mae:5.0f} | {1 - mae / const:+6.1%} | {np.mean(err):+6.0f} | {r:5.2f} | {tau:5.2f} | {cover} |")
+    return (f"| {name:<36} | {mae:5.0f} | {1 - mae / const:+6.1%} | {np.mean(err):+6.0f} | {r} | {tau} | {cover} |")
 
 
 def table(title: str, rows: list[Estimates]) -> None:
