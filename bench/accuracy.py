@@ -54,7 +54,7 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
-from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir, event_context, event_priors, follow_player_events
+from common import ANALYSIS_CACHE, ROOT, add_context_argument, add_data_argument, context_flag, data_dir, event_context, event_priors, follow_player_events
 
 from analyzers.calibration import Calibration, load_calibration
 from analyzers.combination import Combination, load_combination
@@ -410,9 +410,7 @@ def main() -> None:
     ap.add_argument("--fit-interval-scale", action="store_true", help="rated-dev only: fit the event pooling's interval "
                     "scale by counted moves seen (step 4) and print it instead of the tables")
     ap.add_argument("--write", action="store_true", help="with --fit-interval-scale: store it in the profile's eventpool.json")
-    ap.add_argument("--context", choices=("sample", "event"), default="sample", help="where the event prior reads the "
-                    "event's other games from: the sampled games only, or every rated game of the sampled games' events "
-                    "(as a live service does; the others are not scored)")
+    add_context_argument(ap)
     ap.add_argument("--warm", action="store_true", help="only fill the analysis cache (no calibration needed); an "
                     "interrupted run keeps every finished search")
     add_data_argument(ap)
@@ -554,7 +552,7 @@ def fit_interval_scale(games: list[PgnGame], results, cal: Calibration, pool: Ev
         print(f"| {f'{lo:.0f}+' if hi == math.inf else f'{lo:.0f}-{hi - 1:.0f}'} | {m.sum()} | {np.mean(ratio[m] <= 1):.1%} | {factor:.3f} | {knot:.1f} |")
     fitted = replace(pool, interval_scale=tuple(knots), interval_command=(
         f"python bench/accuracy.py --profile {args.profile} --split dev --sample {args.sample} --games {args.games} "
-        f"--seed {args.seed}{' --context event' if args.context == 'event' else ''} --fit-interval-scale --write"))
+        f"--seed {args.seed}{context_flag(args)} --fit-interval-scale --write"))
     inside = [(e := est.scaled(fitted.scale_at(est.n))).low <= t <= e.high for est, t in rows]
     print(f"in 95 % with the scale, these rows: {np.mean(inside):.1%}")
     if args.write:

@@ -100,6 +100,18 @@ def follow_player_events(games, results, checkpoints, at, *, counted_only: bool 
     return scopes
 
 
+def add_context_argument(ap: argparse.ArgumentParser) -> None:
+    """``--context``: what the pool step reads an event from (:func:`event_context`)."""
+    ap.add_argument("--context", choices=("sample", "event"), default="sample", help="where the event prior reads the "
+                    "event's other games from: the sampled games only, or every rated game of the sampled games' events "
+                    "up to the last sampled one (as a live service does; the others are not scored)")
+
+
+def context_flag(args: argparse.Namespace) -> str:
+    """``--context`` as a recorded command spells it: " --context event", or "" for the default."""
+    return " --context event" if args.context == "event" else ""
+
+
 def event_context(folder, games):  # noqa: ANN001, ANN201
     """Every rated game of ``folder`` in the events of ``games`` up to the last sampled game of its event, in file
     order (the sampled games among them): a game's event prior reads only the games before it."""

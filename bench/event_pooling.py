@@ -42,7 +42,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from common import ROOT, add_data_argument, data_dir, event_context, event_priors
+from common import ROOT, add_context_argument, add_data_argument, context_flag, data_dir, event_context, event_priors
 from fit_model import analysed
 
 from analyzers.combination import load_combination
@@ -111,8 +111,7 @@ def main() -> None:
     ap.add_argument("--rule", choices=("mae", "coverage"), default="mae",
                     help="how (e, kappa) are chosen: the lowest MAE per player-game (step 4 then calibrates the interval), "
                     "or the highest log density among those covering 95 %%")
-    ap.add_argument("--context", choices=("sample", "event"), default="sample", help="what the pool step reads an event "
-                    "from: the sampled games, or every rated game of their events up to the last sampled one (as live)")
+    add_context_argument(ap)
     ap.add_argument("--write", action="store_true", help="write analyzers/calibrations/<profile>.eventpool.json")
     add_data_argument(ap)
     args = ap.parse_args()
@@ -252,13 +251,13 @@ def main() -> None:
             fitted_on=f"{len(games)} rated-dev games (player-events, seed {args.seed}), {len(ratings)} events, the event "
                       f"prior from {len(context)} games of them ({args.context} context); move model: {model.fitted_on}",
             command=f"python bench/event_pooling.py --profile {profile.name} --dev {args.dev} --seed {args.seed} "
-                    f"--evidence {args.evidence} --rule {args.rule}{' --context event' if args.context == 'event' else ''} --write",
+                    f"--evidence {args.evidence} --rule {args.rule}{context_flag(args)} --write",
             provisional=model.provisional or (args.evidence == "combination" and comb is not None and comb.provisional),
         )
         dest = ROOT / "analyzers" / "calibrations" / f"{profile.name}.eventpool.json"
         out.save(dest)
         print(f"written {dest}, without an interval scale (step 4): fit it next with python bench/accuracy.py --profile "
-              f"{profile.name} --split dev --sample events --games 3200{' --context event' if args.context == 'event' else ''} "
+              f"{profile.name} --split dev --sample events --games 3200{context_flag(args)} "
               "--fit-interval-scale --write")
 
 
