@@ -257,7 +257,7 @@ def main() -> None:
         dest = ROOT / "analyzers" / "calibrations" / f"{profile.name}.eventpool.json"
         out.save(dest)
         print(f"written {dest}, without an interval scale (step 4): fit it next with python bench/accuracy.py --profile "
-              f"{profile.name} --split dev --sample events --games 3200{context_flag(args)} "
+              f"{profile.name} --split dev --sample events --games 3200 --seed {args.seed}{context_flag(args)} "
               "--fit-interval-scale --write")
 
 
