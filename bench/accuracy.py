@@ -55,6 +55,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from common import ANALYSIS_CACHE, ROOT, add_context_argument, add_data_argument, context_flag, data_dir, event_context, event_priors, follow_player_events
+from scipy.stats import t as student_t
 
 from analyzers.calibration import Calibration, load_calibration
 from analyzers.combination import Combination, load_combination
@@ -374,15 +375,33 @@ def grouped_table(method: str, label: str, key, rows: list[Estimates]) -> None: 
     """The published estimate's accuracy by group (family, time-control class), against the constant guess of the
     whole sample's mean on the same rows."""
     mean = np.mean([e.truth for e in rows])
-    print(f"\n| {method} by {label} | n | FIDE mean (sd) | MAE | constant's MAE | bias | r | in 95 % |")
+    print(f"\n| {method} by {label} | n | FIDE mean (sd) | MAE | constant's MAE | bias (95 %, events) | r | in 95 % |")
     print("|---|---|---|---|---|---|---|---|")
     for group in sorted({key(e) for e in rows}):
         rs = [e for e in rows if key(e) == group]
         t_, p_ = np.array([e.truth for e in rs]), np.array([e.main.rating for e in rs])
         cover = np.mean([e.main.low <= e.truth <= e.main.high for e in rs])
         r = np.corrcoef(p_, t_)[0, 1] if len(rs) > 2 else float("nan")
+        bias, half, events = clustered_mean(p_ - t_, [e.event for e in rs])
+        interval = f"{bias - half:+.0f}, {bias + half:+.0f}; {events}" if events > 1 else "one event"
         print(f"| {group} | {len(rs)} | {t_.mean():.0f} ({t_.std():.0f}) | {np.mean(np.abs(p_ - t_)):.0f} | "
-              f"{np.mean(np.abs(t_ - mean)):.0f} | {np.mean(p_ - t_):+.0f} | {r:.2f} | {cover:.1%} |")
+              f"{np.mean(np.abs(t_ - mean)):.0f} | {bias:+.0f} ({interval}) | {r:.2f} | {cover:.1%} |")
+
+
+def clustered_mean(x: np.ndarray, clusters: list[str]) -> tuple[float, float, int]:
+    """(mean of ``x``, the half-width of its 95 % interval, number of clusters). The rows of one event share its
+    prior's error (event pooling reads the event's level from everyone's moves), so the interval treats each event as
+    one draw: the cluster-robust (sandwich) standard error with the small-sample factor G / (G - 1) and Student's t
+    on G - 1 degrees of freedom; nan with a single event."""
+    m = float(np.mean(x))
+    sums: dict[str, float] = {}
+    for v, c in zip(x.tolist(), clusters):
+        sums[c] = sums.get(c, 0.0) + (v - m)
+    g = len(sums)
+    if g < 2:
+        return m, float("nan"), g
+    se = math.sqrt(g / (g - 1) * sum(v * v for v in sums.values())) / len(x)
+    return m, float(student_t.ppf(0.975, g - 1)) * se, g
 
 
 def without_clocks(a: MoveAssessment) -> MoveAssessment:
