@@ -29,6 +29,7 @@ from fairplay_data import (
     player_event_units,
     whole_player_events,
 )
+from scipy.stats import binomtest
 
 from analyzers import fairplay
 from analyzers.engine import EnginePool, Limits
@@ -424,7 +425,7 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
     pes = sorted(whole_player_events(samples.events).items())
     print(f"whole player-events, share replaced by the depth-{assist_depth} first choice, each replayed alone: flagged by a "
           "review verdict")
-    print("fraction  events (5-11 games) flagged   events of 9+ games flagged   reviewed (9+)")
+    print("fraction  events (5-11 games) flagged   events of 9+ games flagged (count; 95 % Wilson interval)   reviewed (9+)")
     best_z: dict[float, list[tuple[int, float]]] = {}  # per share: (games, the highest review z of the player-event)
     for frac in (0.0, *FRACTIONS):
         rows = []
@@ -439,9 +440,21 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
             best_z.setdefault(frac, []).append((len(games), top))
         long_rows = [r for r in rows if r[0] >= LONG_EVENT]
         if rows and long_rows:
+            k = sum(h for _, h, _ in long_rows)
+            lo, hi = proportion_interval(k, len(long_rows))
             print(f"{frac:>8.0%}  {len(rows):>6} {np.mean([h for _, h, _ in rows]):>14.0%}   {len(long_rows):>6} "
-                  f"{np.mean([h for _, h, _ in long_rows]):>20.0%}   {np.mean([q for _, _, q in long_rows]):>12.0%}")
+                  f"{k / len(long_rows):>20.0%} ({k}/{len(long_rows)}; {lo:.0%}-{hi:.0%})   "
+                  f"{np.mean([q for _, _, q in long_rows]):>12.0%}")
     review_threshold_table(honest_z, crossing_z, pevents, best_z)
+
+
+def proportion_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a share ``k`` / ``n``: a detection rate over a few dozen player-events is known
+    only to within 10-15 points either way, which the table says next to it."""
+    if n <= 0:
+        return math.nan, math.nan
+    ci = binomtest(k, n).proportion_ci(level, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 #: The review's action tiers the table below tries (the service's default is fairplay.DEFAULT_REVIEW_Z).
