@@ -375,7 +375,7 @@ def grouped_table(method: str, label: str, key, rows: list[Estimates]) -> None: 
     """The published estimate's accuracy by group (family, time-control class), against the constant guess of the
     whole sample's mean on the same rows."""
     mean = np.mean([e.truth for e in rows])
-    print(f"\n| {method} by {label} | n | FIDE mean (sd) | MAE | constant's MAE | bias (95 %, events) | r | in 95 % |")
+    print(f"\n| {method} by {label} | n | FIDE mean (sd) | MAE | constant's MAE | bias (95 %; events) | r | in 95 % |")
     print("|---|---|---|---|---|---|---|---|")
     for group in sorted({key(e) for e in rows}):
         rs = [e for e in rows if key(e) == group]
