@@ -394,13 +394,12 @@ def clustered_mean(x: np.ndarray, clusters: list[str]) -> tuple[float, float, in
     one draw: the cluster-robust (sandwich) standard error with the small-sample factor G / (G - 1) and Student's t
     on G - 1 degrees of freedom; nan with a single event."""
     m = float(np.mean(x))
-    sums: dict[str, float] = {}
-    for v, c in zip(x.tolist(), clusters):
-        sums[c] = sums.get(c, 0.0) + (v - m)
-    g = len(sums)
+    _, cluster = np.unique(clusters, return_inverse=True)
+    sums = np.bincount(cluster, weights=x - m)  # each event's summed deviation from the mean
+    g = sums.size
     if g < 2:
         return m, float("nan"), g
-    se = math.sqrt(g / (g - 1) * sum(v * v for v in sums.values())) / len(x)
+    se = math.sqrt(g / (g - 1) * float(sums @ sums)) / len(x)
     return m, float(student_t.ppf(0.975, g - 1)) * se, g
 
 

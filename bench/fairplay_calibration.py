@@ -486,22 +486,27 @@ def review_threshold_table(honest_z: list[float], crossing_z: dict[tuple[str, st
     half, full = best_z.get(0.5, []), best_z.get(1.0, [])
     long_half = [z for n, z in half if n >= LONG_EVENT]
     long_full = [z for n, z in full if n >= LONG_EVENT]
-    # the unit that alarms is a crossing (its verdict: the highest of its reviews), so the same normal model fitted to
-    # each crossing's highest review z, times crossings per player-event, counts a crossing's correlated reviews once
     tops = list(crossing_z.values())
     per_crossing = len(tops) / max(pevents, 1)
-    cmean, csd, _ = normal_tail_per_1000(tops, REVIEW_THRESHOLDS[-1]) if len(tops) > 1 else (math.nan, math.nan, 0.0)
+
+    def by_crossing(t: float) -> tuple[float, float, float]:
+        """(mean, sd, rate per 1,000 player-events) of the normal model per crossing; nan for a single crossing."""
+        if len(tops) < 2:
+            return math.nan, math.nan, math.nan
+        m, s, rate = normal_tail_per_1000(tops, t)
+        return m, s, per_crossing * rate
+
+    cmean, csd, _ = by_crossing(REVIEW_THRESHOLDS[-1])
     print(f"crossings: {len(tops)} ({per_crossing:.3f} per player-event), highest review z mean {cmean:+.2f}, sd {csd:.2f}")
     supported = None
     for t in REVIEW_THRESHOLDS:
         honest = sum(1 for z in tops if z >= t)
         bound = looks * normal_tail_per_1000(honest_z, t)[2]  # per review, times reviews per player-event
-        by_crossing = per_crossing * normal_tail_per_1000(tops, t)[2] if len(tops) > 1 else math.nan
         if supported is None and bound <= REVIEW_BOUND_TARGET:
             supported = t
         det = f"{np.mean([z >= t for _, z in half]):.0%} / {np.mean([z >= t for z in long_half]):.0%}" if long_half else "-"
         print(f"{t:>11.2f}   {honest:>6} ({1000 * honest / max(pevents, 1):.1f}){'':>24}{bound:>8.2f} "
-              f"(per crossing {by_crossing:.2f})   {det:>24}   "
+              f"(per crossing {by_crossing(t)[2]:.2f})   {det:>24}   "
               f"{np.mean([z >= t for z in long_full]) if long_full else float('nan'):>8.0%}")
     print(f"the lowest tier whose union bound is at most {REVIEW_BOUND_TARGET:g} per 1,000 player-events: "
           f"{supported if supported is not None else f'none up to {REVIEW_THRESHOLDS[-1]}'} (the service's default, "
