@@ -44,25 +44,42 @@ def cli(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "streamer.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-def embedded_outputs(pgn: Path, tmp_path: Path):
-    """Start the embedded runtime on the same input and limits (a subprocess, so it can run beside the worker)."""
+@pytest.fixture(scope="module")
+def london_searches(london, tmp_path_factory) -> Path:
+    """An analysis cache holding Stockfish's searches of every London 2011 position at :data:`LIMITS`, made once by
+    the embedded runtime. The embedded runtime that a streaming test compares the worker with reads its searches from
+    here, so that it does not take the CPU from the worker under test (whose searches are its own, except where a
+    test says so); a search is deterministic (docs/models.md), so a cached one equals a fresh one, and the tests that
+    compare a fresh-searching worker with this reference check that too."""
+    cache = tmp_path_factory.mktemp("searches") / "london.sqlite"
+    r = cli("replay", str(london), "--max-speed", "--no-ui", *LIMITS, "--engines", "2", "--cache", str(cache))
+    assert r.returncode == 0, r.stderr
+    return cache
+
+
+def embedded_outputs(pgn: Path, tmp_path: Path, cache: Path | None = None):
+    """Start the embedded runtime on the same input and limits (a subprocess, so it can run beside the worker),
+    with its searches from ``cache`` where it holds them."""
     out = tmp_path / f"embedded-{pgn.stem}.jsonl"
+    searches = ["--cache", str(cache)] if cache else []
     proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "replay", str(pgn), "--max-speed", "--no-ui",
-                             "--out", str(out), *LIMITS, "--engines", "1"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                             "--out", str(out), *LIMITS, "--engines", "1", *searches], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     return proc, out
 
 
 @contextmanager
-def worker_beside_embedded(broker: str, pgn: Path, tmp_path: Path, runtime: str = "transactional"):
-    """A real worker on fresh topics, and the embedded runtime on the same PGN and limits running beside it.
+def worker_beside_embedded(broker: str, pgn: Path, tmp_path: Path, runtime: str = "transactional",
+                           cache: Path | None = None):
+    """A real worker on fresh topics, and the embedded runtime on the same PGN and limits running beside it, both with
+    their searches from ``cache`` where it holds them.
 
     Yields (topics, embedded process, its output file, the worker processes); the workers are stopped on exit.
     """
     prefix = fresh_prefix()
-    args = [*LIMITS, "--engines", "1", "--runtime", runtime.removesuffix("-split")]
+    args = [*LIMITS, "--engines", "1", "--runtime", runtime.removesuffix("-split"), *(["--cache", str(cache)] if cache else [])]
     workers = start_workers(broker, prefix, *args, split=runtime.endswith("-split"))
-    emb, emb_out = embedded_outputs(pgn, tmp_path)
+    emb, emb_out = embedded_outputs(pgn, tmp_path, cache)
     try:
         yield Topics(prefix=prefix), emb, emb_out, workers
     finally:
@@ -78,11 +95,14 @@ def summarise(records):
     return msgs, perceived, glicko
 
 
-def test_london_2011_end_to_end_matches_the_embedded_runtime(broker, london, tmp_path):
+def test_london_2011_end_to_end_matches_the_embedded_runtime(broker, london, london_searches, tmp_path):
+    """London 2011 (36 games, 9 players) through a worker and through the embedded runtime, both with their searches
+    from the same cache (what is compared is the two runtimes' steps; the fault tests below compare a worker that
+    searches afresh): every output once, equal ratings."""
     pgn = london
     games = list(read_pgn_games(pgn))
     plies = sum(len(g.moves) for g in games)
-    with worker_beside_embedded(broker, pgn, tmp_path) as (t, emb, emb_out, workers):
+    with worker_beside_embedded(broker, pgn, tmp_path, cache=london_searches) as (t, emb, emb_out, workers):
         r = cli("produce", str(pgn), "--max-speed", "--broker", broker, "--topic-prefix", t.prefix)
         assert r.returncode == 0, r.stderr
 
@@ -110,15 +130,16 @@ def test_london_2011_end_to_end_matches_the_embedded_runtime(broker, london, tmp
               f"{len(live)} keys, {sum(map(len, live)) / 1e3:.0f} KB")
 
 
-def test_event_pooling_runs_through_the_pool_stage_exactly_once(broker, london):
+def test_event_pooling_runs_through_the_pool_stage_exactly_once(broker, london, london_searches):
     """With event pooling on (the default), London 2011's assessments go by way of the pool stage: every ply still
     gets exactly one assessment and one game-scope rating, the ratings after the event's first moves start from the
-    event prior, and the pool stage keeps its evidence in its changelog."""
+    event prior, and the pool stage keeps its evidence in its changelog. (The searches come from the cache: event
+    pooling does not change them.)"""
     games = list(read_pgn_games(london))
     plies = sum(len(g.moves) for g in games)
     prefix = fresh_prefix()
     t = Topics(prefix=prefix)
-    workers = start_workers(broker, prefix, *POOLED, "--engines", "2")
+    workers = start_workers(broker, prefix, *POOLED, "--engines", "2", "--cache", str(london_searches))
     try:
         r = cli("produce", str(london), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
         assert r.returncode == 0, r.stderr
@@ -305,10 +326,11 @@ def assert_exactly_once_and_equal_to_embedded(out, t: Topics, games, emb_out: Pa
         assert c == pytest.approx(theirs[player][2], abs=0.02), player
 
 
-def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[str, ...] = ()):
+def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[str, ...] = (), cache: Path | None = None):
     """London 2011 into a fresh set of topics served by ``workers`` (instance ids); the first is SIGKILLed once a
     ``kill_at`` share of the plies has its rating, then (with one worker) restarted under the same instance id.
-    ``store``: extra worker arguments choosing the state store."""
+    The workers search afresh (the engine paces the stream, so the kill falls mid-stream); the embedded runtime they
+    are compared with reads ``cache``. ``store``: extra worker arguments choosing the state store."""
     pgn = london
     games = list(read_pgn_games(pgn))
     plies = sum(len(g.moves) for g in games)
@@ -322,7 +344,7 @@ def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[s
         while time.time() < deadline and '"msg": "restored"' not in Path(procs[0].log.name).read_text():
             time.sleep(0.2)
         procs += [WorkerProcess(broker, prefix, *extra, "--instance-id", w) for w in workers[1:]]
-    emb, emb_out = embedded_outputs(pgn, tmp_path)
+    emb, emb_out = embedded_outputs(pgn, tmp_path, cache)
     try:
         r = cli("produce", str(pgn), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
         assert r.returncode == 0, r.stderr
@@ -356,11 +378,12 @@ def restored(p):  # (time, stage, partition, (changelog offsets read from, to)) 
 
 
 @pytest.mark.parametrize("store", ["memory", "rocksdb"])
-def test_worker_killed_mid_stream_and_restarted_loses_and_repeats_nothing(broker, london_rounds_1_to_4, tmp_path, monkeypatch,
-                                                                          store):
+def test_worker_killed_mid_stream_and_restarted_loses_and_repeats_nothing(broker, london_rounds_1_to_4, london_searches,
+                                                                          tmp_path, monkeypatch, store):
     monkeypatch.setenv("KIBITZ_WORKER_LOG", "info")  # the logs say where each restore started
     out, t, games, emb_out, procs, _ = london_run(broker, london_rounds_1_to_4, tmp_path, ["w1"], kill_at=0.3,
-                                                  store=("--store", store, "--data-dir", str(tmp_path / "data")))
+                                                  store=("--store", store, "--data-dir", str(tmp_path / "data")),
+                                                  cache=london_searches)
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
     after_restart = restored(procs[1])
     assert len(after_restart) == 4 * len(RUNNING), "the restarted worker restored every partition of every stage"
@@ -371,10 +394,11 @@ def test_worker_killed_mid_stream_and_restarted_loses_and_repeats_nothing(broker
         assert all(start == 0 for start, _ in spans), spans
 
 
-def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_killed(broker, london_rounds_1_to_4, tmp_path,
-                                                                                  monkeypatch):
+def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_killed(broker, london_rounds_1_to_4, london_searches,
+                                                                                  tmp_path, monkeypatch):
     monkeypatch.setenv("KIBITZ_WORKER_LOG", "info")  # the logs say which partitions each worker restored
-    out, t, games, emb_out, procs, killed_at = london_run(broker, london_rounds_1_to_4, tmp_path, ["a", "b"], kill_at=0.3)
+    out, t, games, emb_out, procs, killed_at = london_run(broker, london_rounds_1_to_4, tmp_path, ["a", "b"], kill_at=0.3,
+                                                          cache=london_searches)
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
 
     survivor = restored(procs[1])
@@ -458,9 +482,9 @@ def test_an_engine_that_hangs_every_50th_search_holds_up_only_its_own_game(broke
     wrapper.chmod(0o755)
     prefix = fresh_prefix()
     t = Topics(prefix=prefix)
-    games = list(read_pgn_games(london))  # each game's first 36 plies, and no end: 36 games side by side
+    games = list(read_pgn_games(london))  # each game's first 24 plies, and no end: 36 games side by side
     for g in games:
-        g.moves, g.clocks, g.result = g.moves[:36], g.clocks[:36], "*"
+        g.moves, g.clocks, g.result = g.moves[:24], g.clocks[:24], "*"
     # shallow searches (depth 4), so that one engine alone carries the load while the other is hung or restarting
     (worker,) = start_workers(broker, prefix, "--depth", "4", "--multipv", "3", "--engines", "2", "--engine", str(wrapper), "--search-timeout", "0.5",
                               "--store", "memory")
@@ -581,8 +605,8 @@ def test_a_player_with_1000_open_games_does_not_stop_the_rate_stage(broker):
     assert sizes and max(sizes) < PLAYER_STATE_BOUND, (len(sizes), max(sizes or [0]))
 
 
-def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(broker, london_rounds_1_to_4, tmp_path,
-                                                                              monkeypatch):
+def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(broker, london_rounds_1_to_4, london_searches,
+                                                                              tmp_path, monkeypatch):
     """Worker a is frozen (SIGSTOP) mid-stream, past its 10 s session timeout, with transactions open (their timeout is
     60 s, so the broker does not abort them for it); worker b takes over every partition; then a is resumed. Nothing
     a held open may commit (b re-did those records), and a rejoins and takes its share again: no gap, no duplicate."""
@@ -603,7 +627,7 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
 
     a = WorkerProcess(broker, prefix, *extra, "--instance-id", "a")
     procs = [a]
-    emb, emb_out = embedded_outputs(pgn, tmp_path)
+    emb, emb_out = embedded_outputs(pgn, tmp_path, london_searches)
     try:
         wait_restored(a, 8)
         b = WorkerProcess(broker, prefix, *extra, "--instance-id", "b")
@@ -646,7 +670,8 @@ def cluster():
     c.stop()
 
 
-def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(cluster, london_rounds_1_to_4, tmp_path):
+def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(cluster, london_rounds_1_to_4, london_searches,
+                                                                            tmp_path):
     """The end-to-end test (on rounds 1-4 of London 2011) on three KRaft brokers (replication factor 3, min.insync.replicas 2): one broker
     is SIGKILLed once 30 % of the plies are rated. The worker rides through the leader elections: every output once,
     no dead letter, ratings equal the embedded runtime's."""
@@ -658,7 +683,7 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
     prefix = fresh_prefix()
     t = Topics(prefix=prefix)
     worker = WorkerProcess(cluster.address, prefix, *LIMITS, "--engines", "1", "--replication-factor", "3")
-    emb, emb_out = embedded_outputs(pgn, tmp_path)
+    emb, emb_out = embedded_outputs(pgn, tmp_path, london_searches)
     try:
         r = cli("produce", str(pgn), "--max-speed", "--broker", cluster.address, "--topic-prefix", prefix)
         assert r.returncode == 0, r.stderr
