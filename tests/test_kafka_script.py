@@ -6,6 +6,7 @@ import asyncio
 import base64
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -78,7 +79,14 @@ def test_worker_and_producer_started_before_the_broker_wait_for_it_and_lose_noth
                                 "--broker", broker, "--topic-prefix", prefix, "--max-speed"],
                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(20)  # both are up and waiting; nothing answers on the port yet
+        # both up and waiting (nothing answers on the port yet): the worker, the slower to start, has said so, and
+        # both have retried for a few seconds since
+        deadline = time.monotonic() + 60
+        while "waiting for the Kafka broker" not in Path(worker.log.name).read_text():
+            worker.check()
+            assert time.monotonic() < deadline, "the worker never said it was waiting for the broker"
+            time.sleep(0.2)
+        time.sleep(5)
         worker.check()
         assert produce.poll() is None
         kafka_sh("start")
