@@ -352,10 +352,11 @@ def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[s
         def game_scope(o):
             return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
 
-        asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= kill_at * plies, timeout=300,
-                                  workers=procs))
+        seen = asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= kill_at * plies, timeout=300,
+                                         workers=procs))
         killed_at = time.time()
         procs[0].stop(signal.SIGKILL)
+        assert game_scope(seen) < plies, "the kill fell mid-stream (the rest of the stream is the restart's)"
         if len(workers) == 1:
             procs.append(WorkerProcess(broker, prefix, *extra, "--instance-id", workers[0]))
 
@@ -639,9 +640,10 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
         def game_scope(o):
             return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
 
-        asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= 0.3 * plies, timeout=300, workers=procs))
+        seen = asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= 0.3 * plies, timeout=300, workers=procs))
         os.killpg(a.proc.pid, signal.SIGSTOP)
         frozen_at = time.time()
+        assert game_scope(seen) < plies, "a froze mid-stream"
         wait_restored(b, 8, since=frozen_at, timeout=120)  # b owns every partition of both stages
         time.sleep(3)  # and works on them for a while
         os.killpg(a.proc.pid, signal.SIGCONT)
@@ -700,11 +702,12 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
                 await admin.close()
             return {len(p["replicas"]) for d in described for p in d["partitions"]}
 
-        asyncio.run(consume_until(cluster.address, [t.perceived], lambda o: game_scope(o) >= 0.3 * plies, timeout=300,
-                                  workers=[worker]))
+        seen = asyncio.run(consume_until(cluster.address, [t.perceived], lambda o: game_scope(o) >= 0.3 * plies, timeout=300,
+                                         workers=[worker]))
         assert asyncio.run(replicas()) == {3}
         cluster.kill(0)
         killed_at = time.time()
+        assert game_scope(seen) < plies, "the broker died mid-stream"
 
         def done(o):
             return game_scope(o) >= plies and len(o[t.glicko2]) >= 2 * len(games)
