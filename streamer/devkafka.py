@@ -11,12 +11,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from .kafka_config import STAGES, running_stages
 
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 TEST_PORT = 19092
 
 
@@ -140,6 +142,21 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
+
+
+def poll(fn: Callable[[], T], timeout: float, what: str) -> T:
+    """fn() until it returns something truthy (OSError counts as not yet: a port not open yet); AssertionError naming
+    ``what`` after ``timeout`` seconds. Other errors, such as :meth:`WorkerProcess.check`'s, end the wait at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = fn()
+            if got:
+                return got
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.25)
 
 
 def start_workers(broker: str, prefix: str, *extra: str, split: bool = False) -> list[WorkerProcess]:

@@ -18,7 +18,7 @@ import chess
 import pytest
 
 from streamer.devbrowser import free_port
-from streamer.devkafka import ROOT, Broker, Cluster, WorkerProcess, consume_until, fresh_prefix, produce, read_topic, start_workers
+from streamer.devkafka import ROOT, Broker, Cluster, WorkerProcess, consume_until, fresh_prefix, poll, produce, read_topic, start_workers
 from streamer.ingest import DEMO_PGN, read_pgn_games
 from streamer.kafka_config import STAGES, Topics, running_stages
 
@@ -57,13 +57,17 @@ def london_searches(london, tmp_path_factory) -> Path:
     return cache
 
 
+def cache_args(cache: Path | None) -> list[str]:
+    """The command-line option that reads searches from ``cache`` (none without one)."""
+    return ["--cache", str(cache)] if cache else []
+
+
 def embedded_outputs(pgn: Path, tmp_path: Path, cache: Path | None = None):
     """Start the embedded runtime on the same input and limits (a subprocess, so it can run beside the worker),
     with its searches from ``cache`` where it holds them."""
     out = tmp_path / f"embedded-{pgn.stem}.jsonl"
-    searches = ["--cache", str(cache)] if cache else []
     proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "replay", str(pgn), "--max-speed", "--no-ui",
-                             "--out", str(out), *LIMITS, "--engines", "1", *searches], cwd=ROOT,
+                             "--out", str(out), *LIMITS, "--engines", "1", *cache_args(cache)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     return proc, out
 
@@ -77,7 +81,7 @@ def worker_beside_embedded(broker: str, pgn: Path, tmp_path: Path, runtime: str 
     Yields (topics, embedded process, its output file, the worker processes); the workers are stopped on exit.
     """
     prefix = fresh_prefix()
-    args = [*LIMITS, "--engines", "1", "--runtime", runtime.removesuffix("-split"), *(["--cache", str(cache)] if cache else [])]
+    args = [*LIMITS, "--engines", "1", "--runtime", runtime.removesuffix("-split"), *cache_args(cache)]
     workers = start_workers(broker, prefix, *args, split=runtime.endswith("-split"))
     emb, emb_out = embedded_outputs(pgn, tmp_path, cache)
     try:
@@ -139,7 +143,7 @@ def test_event_pooling_runs_through_the_pool_stage_exactly_once(broker, london, 
     plies = sum(len(g.moves) for g in games)
     prefix = fresh_prefix()
     t = Topics(prefix=prefix)
-    workers = start_workers(broker, prefix, *POOLED, "--engines", "2", "--cache", str(london_searches))
+    workers = start_workers(broker, prefix, *POOLED, "--engines", "2", *cache_args(london_searches))
     try:
         r = cli("produce", str(london), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
         assert r.returncode == 0, r.stderr
@@ -743,20 +747,6 @@ def http_json(url: str):
     import urllib.request
 
     return json.loads(urllib.request.urlopen(url, timeout=5).read())
-
-
-def poll(fn, timeout: float, what: str):
-    """fn() until it returns something truthy (errors count as not yet); AssertionError naming ``what`` after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            got = fn()
-            if got:
-                return got
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.25)
 
 
 def test_follow_produce_worker_metrics_prometheus_and_serve(broker, tmp_path):

@@ -69,7 +69,7 @@ def test_worker_and_producer_started_before_the_broker_wait_for_it_and_lose_noth
     import sys
     import time
 
-    from streamer.devkafka import WorkerProcess, consume_until, fresh_prefix
+    from streamer.devkafka import WorkerProcess, consume_until, fresh_prefix, poll
     from streamer.kafka_config import Topics
 
     broker, prefix = f"127.0.0.1:{PORT}", fresh_prefix()
@@ -81,11 +81,8 @@ def test_worker_and_producer_started_before_the_broker_wait_for_it_and_lose_noth
     try:
         # both up and waiting (nothing answers on the port yet): the worker, the slower to start, has said so, and
         # both have retried for a few seconds since
-        deadline = time.monotonic() + 60
-        while "waiting for the Kafka broker" not in Path(worker.log.name).read_text():
-            worker.check()
-            assert time.monotonic() < deadline, "the worker never said it was waiting for the broker"
-            time.sleep(0.2)
+        poll(lambda: worker.check() or "waiting for the Kafka broker" in Path(worker.log.name).read_text(), 60,
+             "the worker to say it waits for the broker")
         time.sleep(5)
         worker.check()
         assert produce.poll() is None
