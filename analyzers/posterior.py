@@ -72,6 +72,20 @@ def with_played_move(values: Sequence[float], played_value: float | None = None)
     return vals, len(vals) - 1
 
 
+def _exp_neg_outer(d: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """exp(-d_i c) for every entry of ``d`` and every point c of a uniform ``grid`` (a linspace, or a stack of them
+    one per row), shape ``d.shape + grid.shape``. Exponentials are the costly part of a posterior's update (numpy's
+    float64 exp is scalar without AVX-512, ~10 ns each), and on a uniform grid c_{Bj+l} = c_{Bj} + (c_l - c_0), so
+    exp(-d c) is a product of one of ~sqrt(n) coarse and one of ~sqrt(n) fine exponentials: 2 sqrt(n) of them per
+    entry instead of n, and one multiplication per point (two roundings: relative error under 1e-15)."""
+    n = grid.shape[-1]
+    b = math.isqrt(n - 1) + 1                                       # fine steps per coarse step; b * b >= n
+    coarse = np.exp(np.multiply.outer(-d, grid[..., ::b]))          # at c_0, c_b, c_2b, ...
+    fine = np.exp(np.multiply.outer(-d, grid[..., :b] - grid[..., :1]))  # at c_l - c_0, l < b
+    out = coarse[..., :, None] * fine[..., None, :]
+    return out.reshape(*out.shape[:-2], -1)[..., :n]
+
+
 def _batch_loglik(grid: np.ndarray, moves: Sequence[tuple[np.ndarray, int]]) -> np.ndarray:
     """Sum over ``moves`` of log P(played | c) at every point of one grid; each move is (d, played) with d_i =
     log(delta_i + k) - min_j log(delta_j + k) as in :func:`_move_loglik`, whose numbers it gives move by move."""
@@ -81,11 +95,14 @@ def _batch_loglik(grid: np.ndarray, moves: Sequence[tuple[np.ndarray, int]]) -> 
     for i, (d, _) in enumerate(moves):
         d_all[i, :d.size] = d
         pads[i] = m - d.size
-    s = np.exp(np.multiply.outer(-d_all, grid)).sum(axis=1)
+    s = _exp_neg_outer(d_all, grid).sum(axis=1)
     if pads.any():
         s -= pads[:, None]                 # ... each of which added exp(0) = 1
     chosen = sum(float(d[played]) for d, played in moves)
-    return -grid * chosen - np.log(s).sum(axis=0)
+    # each move's sum is in [1, m], so a product of DEFER_BATCH of them stays far from overflow: one log per grid
+    # point and batch of moves, not per move
+    products = np.multiply.reduceat(s, np.arange(0, len(moves), DEFER_BATCH), axis=0)
+    return -grid * chosen - np.log(products).sum(axis=0)
 
 
 class MoveTerm(NamedTuple):
@@ -119,7 +136,7 @@ def _move_loglik(grid: np.ndarray, d: np.ndarray, played: int) -> np.ndarray:
     without a max pass."""
     # candidates on the first axis: the sum over them adds whole contiguous rows (summing a short last axis costs
     # ~3x more); grid may be a stack of grids (one row per posterior)
-    s = np.exp(np.multiply.outer(-d, grid)).sum(axis=0)
+    s = _exp_neg_outer(d, grid).sum(axis=0)
     return -grid * d[played] - np.log(s)
 
 

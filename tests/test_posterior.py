@@ -133,3 +133,28 @@ def test_a_stored_deferred_move_outside_its_candidates_is_damage():
     d["pending"][0][0] = 7
     with pytest.raises(ValueError, match="played index"):
         SkillPosterior.from_dict(d)
+
+
+def test_grid_exponentials_and_batches_give_the_direct_formula():
+    """The posterior evaluates exp(-d c) on its uniform grid as coarse x fine exponentials and a batch's log-likelihood
+    through products of its moves' sums: both equal the direct formula (one exp per point, one log per move)."""
+    from analyzers.posterior import _batch_loglik, _exp_neg_outer, _move_loglik
+
+    rng = np.random.default_rng(7)
+    for n in (3, 7, 101, 301, 302):
+        lo = rng.uniform(0, 3)
+        grid = np.linspace(lo, lo + rng.uniform(0.1, 3), n)
+        stacked = np.array([np.linspace(0, 6, n), grid])
+        d = np.concatenate([[0.0], rng.uniform(0, 7, 6)])
+        for g in (grid, stacked):
+            direct = np.exp(np.multiply.outer(-d, g))
+            assert _exp_neg_outer(d, g).shape == direct.shape
+            np.testing.assert_allclose(_exp_neg_outer(d, g), direct, rtol=1e-13, atol=0)
+        moves = [(np.concatenate([[0.0], rng.uniform(0, 7, rng.integers(1, 9))]), 0) for _ in range(40)]
+        moves = [(d, int(rng.integers(0, d.size))) for d, _ in moves]
+
+        def direct_loglik(d, played, grid=grid):
+            return -grid * d[played] - np.log(np.exp(np.multiply.outer(-d, grid)).sum(axis=0))
+
+        np.testing.assert_allclose(_move_loglik(grid, *moves[0]), direct_loglik(*moves[0]), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(_batch_loglik(grid, moves), sum(direct_loglik(d, p) for d, p in moves), rtol=0, atol=1e-9)
