@@ -48,9 +48,10 @@ def cli(*args, timeout=600):
 def london_searches(london, tmp_path_factory) -> Path:
     """An analysis cache holding Stockfish's searches of every London 2011 position at :data:`LIMITS`, made once by
     the embedded runtime. The embedded runtime that a streaming test compares the worker with reads its searches from
-    here, so that it does not take the CPU from the worker under test (whose searches are its own, except where a
-    test says so); a search is deterministic (docs/models.md), so a cached one equals a fresh one, and the tests that
-    compare a fresh-searching worker with this reference check that too."""
+    here, so that it does not take the CPU from the worker under test; the workers of the tests whose subject is the
+    runtime (end to end, event pooling, the fault tests) read them too, and the fault tests pace their producer so
+    that the fault still falls mid-stream. A search is deterministic (docs/models.md), so a cached one equals a fresh
+    one (tests/test_embedded.py replays with and without a cache and compares)."""
     cache = tmp_path_factory.mktemp("searches") / "london.sqlite"
     r = cli("replay", str(london), "--max-speed", "--no-ui", *LIMITS, "--engines", "2", "--cache", str(cache))
     assert r.returncode == 0, r.stderr
@@ -330,28 +331,37 @@ def assert_exactly_once_and_equal_to_embedded(out, t: Topics, games, emb_out: Pa
         assert c == pytest.approx(theirs[player][2], abs=0.02), player
 
 
+#: The fault tests' producer plays London 2011 rounds 1-4 at this multiple of live speed (no clocks: a nominal minute a
+#: ply), so its longest game, 166 plies, arrives over 15 s: the fault falls mid-stream however fast the workers are.
+FAULT_PACE = "660"
+
+
 def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[str, ...] = (), cache: Path | None = None):
     """London 2011 into a fresh set of topics served by ``workers`` (instance ids); the first is SIGKILLed once a
     ``kill_at`` share of the plies has its rating, then (with one worker) restarted under the same instance id.
-    The workers search afresh (the engine paces the stream, so the kill falls mid-stream); the embedded runtime they
-    are compared with reads ``cache``. ``store``: extra worker arguments choosing the state store."""
+    The workers and the embedded runtime they are compared with read their searches from ``cache``; the producer
+    starts once every worker owns partitions and paces the stream (:data:`FAULT_PACE`), so the kill falls while
+    records are still arriving and in flight, and the rest comes while the worker is down or restoring. The workers
+    log at info (``KIBITZ_WORKER_LOG``): their restores say when they own partitions. ``store``: extra worker
+    arguments choosing the state store."""
     pgn = london
     games = list(read_pgn_games(pgn))
     plies = sum(len(g.moves) for g in games)
     prefix = fresh_prefix()
     t = Topics(prefix=prefix)
-    extra = [*LIMITS, "--engines", "1", "--transaction-timeout", "8", *store]
+    extra = [*LIMITS, "--engines", "1", "--transaction-timeout", "8", *store, *cache_args(cache)]
     procs = [WorkerProcess(broker, prefix, *extra, "--instance-id", workers[0])]
-    if len(workers) > 1:
-        # the others join once the first owns every partition, so the rebalance that shares them is observable
-        deadline = time.time() + 60
-        while time.time() < deadline and '"msg": "restored"' not in Path(procs[0].log.name).read_text():
-            time.sleep(0.2)
-        procs += [WorkerProcess(broker, prefix, *extra, "--instance-id", w) for w in workers[1:]]
     emb, emb_out = embedded_outputs(pgn, tmp_path, cache)
+    producer = None
     try:
-        r = cli("produce", str(pgn), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
-        assert r.returncode == 0, r.stderr
+        # the others join once the first owns every partition, so the rebalance that shares them is observable
+        poll(lambda: owns_partitions(procs[0]), 60, f"worker {workers[0]} to own partitions")
+        procs += [WorkerProcess(broker, prefix, *extra, "--instance-id", w) for w in workers[1:]]
+        for p, w in zip(procs[1:], workers[1:]):
+            poll(lambda p=p: owns_partitions(p), 60, f"worker {w} to own partitions")
+        producer = subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(pgn), "--speed", FAULT_PACE,
+                                     "--broker", broker, "--topic-prefix", prefix], cwd=ROOT,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
         def game_scope(o):
             return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
@@ -360,7 +370,7 @@ def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[s
                                          workers=procs))
         killed_at = time.time()
         procs[0].stop(signal.SIGKILL)
-        assert game_scope(seen) < plies, "the kill fell mid-stream (the rest of the stream is the restart's)"
+        assert game_scope(seen) < plies and producer.poll() is None, "the kill fell mid-stream, records still arriving"
         if len(workers) == 1:
             procs.append(WorkerProcess(broker, prefix, *extra, "--instance-id", workers[0]))
 
@@ -370,9 +380,12 @@ def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[s
         out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420,
                                         workers=procs[1:]))  # the first was killed
         assert game_scope(out) >= plies, f"only {game_scope(out)} of {plies} plies rated"
+        assert producer.wait(60) == 0, producer.stderr.read() if producer.stderr else ""
     finally:
         for p in procs:
             p.stop()
+        if producer is not None and producer.poll() is None:
+            producer.kill()
     assert emb.wait(420) == 0, emb.stderr.read()
     return out, t, games, emb_out, procs, killed_at
 
@@ -380,6 +393,12 @@ def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[s
 def restored(p):  # (time, stage, partition, (changelog offsets read from, to)) of every partition state rebuilt
     found = re.findall(r'^\{.*"msg": "restored".*\}$', Path(p.log.name).read_text(), re.M)
     return [(d["ts"], d["stage"], d["partition"], (d["from_offset"], d["to_offset"])) for d in map(json.loads, found)]
+
+
+def owns_partitions(p: WorkerProcess) -> bool:
+    """Whether worker ``p`` (logging at info) has restored a partition's state, i.e. owns one; raises if it exited."""
+    p.check()
+    return bool(restored(p))
 
 
 @pytest.mark.parametrize("store", ["memory", "rocksdb"])
@@ -621,7 +640,7 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
     plies = sum(len(g.moves) for g in games)
     prefix = fresh_prefix()
     t = Topics(prefix=prefix)
-    extra = [*LIMITS, "--engines", "1", "--transaction-timeout", "60"]
+    extra = [*LIMITS, "--engines", "1", "--transaction-timeout", "60", *cache_args(london_searches)]
 
     def wait_restored(proc, count=1, since=0.0, timeout=90.0):
         deadline = time.time() + timeout
@@ -633,13 +652,15 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
     a = WorkerProcess(broker, prefix, *extra, "--instance-id", "a")
     procs = [a]
     emb, emb_out = embedded_outputs(pgn, tmp_path, london_searches)
+    producer = None
     try:
         wait_restored(a, 8)
         b = WorkerProcess(broker, prefix, *extra, "--instance-id", "b")
         procs.append(b)
         wait_restored(b)  # the group shared the partitions
-        r = cli("produce", str(pgn), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
-        assert r.returncode == 0, r.stderr
+        producer = subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(pgn), "--speed", FAULT_PACE,
+                                     "--broker", broker, "--topic-prefix", prefix], cwd=ROOT,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
         def game_scope(o):
             return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
@@ -647,7 +668,7 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
         seen = asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= 0.3 * plies, timeout=300, workers=procs))
         os.killpg(a.proc.pid, signal.SIGSTOP)
         frozen_at = time.time()
-        assert game_scope(seen) < plies, "a froze mid-stream"
+        assert game_scope(seen) < plies and producer.poll() is None, "a froze mid-stream, records still arriving"
         wait_restored(b, 8, since=frozen_at, timeout=120)  # b owns every partition of both stages
         time.sleep(3)  # and works on them for a while
         os.killpg(a.proc.pid, signal.SIGCONT)
@@ -659,9 +680,12 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
         out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420,
                                         workers=procs))
         a_back = [r for r in restored(a) if r[0] > frozen_at]
+        assert producer.wait(60) == 0, producer.stderr.read() if producer.stderr else ""
     finally:
         for p in procs:
             p.stop()
+        if producer is not None and producer.poll() is None:
+            producer.kill()
     assert emb.wait(420) == 0, emb.stderr.read()
     print(f"a frozen {frozen:.1f} s; after it resumed a restored {len(a_back)} partitions")
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
@@ -677,22 +701,28 @@ def cluster():
 
 
 def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(cluster, london_rounds_1_to_4, london_searches,
-                                                                            tmp_path):
+                                                                            tmp_path, monkeypatch):
     """The end-to-end test (on rounds 1-4 of London 2011) on three KRaft brokers (replication factor 3, min.insync.replicas 2): one broker
-    is SIGKILLed once 30 % of the plies are rated. The worker rides through the leader elections: every output once,
-    no dead letter, ratings equal the embedded runtime's."""
+    is SIGKILLed once 30 % of the plies are rated, while the producer is still sending the paced stream
+    (:data:`FAULT_PACE`). The worker and the producer ride through the leader elections: every output once, no dead
+    letter, ratings equal the embedded runtime's."""
     from aiokafka.admin import AIOKafkaAdminClient
 
+    monkeypatch.setenv("KIBITZ_WORKER_LOG", "info")  # its restores say when it owns partitions
     pgn = london_rounds_1_to_4
     games = list(read_pgn_games(pgn))
     plies = sum(len(g.moves) for g in games)
     prefix = fresh_prefix()
     t = Topics(prefix=prefix)
-    worker = WorkerProcess(cluster.address, prefix, *LIMITS, "--engines", "1", "--replication-factor", "3")
+    worker = WorkerProcess(cluster.address, prefix, *LIMITS, "--engines", "1", "--replication-factor", "3",
+                           *cache_args(london_searches))
     emb, emb_out = embedded_outputs(pgn, tmp_path, london_searches)
+    producer = None
     try:
-        r = cli("produce", str(pgn), "--max-speed", "--broker", cluster.address, "--topic-prefix", prefix)
-        assert r.returncode == 0, r.stderr
+        poll(lambda: owns_partitions(worker), 90, "the worker to own partitions")
+        producer = subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(pgn), "--speed", FAULT_PACE,
+                                     "--broker", cluster.address, "--topic-prefix", prefix], cwd=ROOT,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
         def game_scope(o):
             return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
@@ -711,7 +741,7 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
         assert asyncio.run(replicas()) == {3}
         cluster.kill(0)
         killed_at = time.time()
-        assert game_scope(seen) < plies, "the broker died mid-stream"
+        assert game_scope(seen) < plies and producer.poll() is None, "the broker died mid-stream, records still arriving"
 
         def done(o):
             return game_scope(o) >= plies and len(o[t.glicko2]) >= 2 * len(games)
@@ -719,8 +749,11 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
         out = asyncio.run(consume_until(cluster.address, [t.assessments, t.perceived, t.glicko2, t.deadletter], done,
                                         timeout=600, workers=[worker]))
         finished = time.time() - killed_at
+        assert producer.wait(60) == 0, producer.stderr.read() if producer.stderr else ""
     finally:
         worker.stop()
+        if producer is not None and producer.poll() is None:
+            producer.kill()
     assert emb.wait(420) == 0, emb.stderr.read()
     print(f"after the kill the rest of the stream took {finished:.0f} s")
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
