@@ -125,14 +125,14 @@ async def test_second_replay_with_persistent_cache_makes_no_engine_calls_and_met
 
 
 async def test_games_that_never_end_stay_under_the_memory_bound_and_later_games_are_rated(stockfish):
-    """10,000 games that start, move and never end, through a runtime limited to 2,000 games and players: state
+    """5,000 games that start, move and never end, through a runtime limited to 1,000 games and players: state
     memory stays under the stated bound, the evictions are counted, and a game after them is rated."""
     import tracemalloc
 
     from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
     from streamer.embedded import STATE_BYTES_PER_GAME
 
-    limit, n = 2_000, 10_000
+    limit, n = 1_000, 5_000
     profile = EngineProfile("test", depth=2, multipv=4, skip_plies=0)
     config = PipelineConfig(profile, CAL)
     out, dead = [], []
@@ -145,7 +145,7 @@ async def test_games_that_never_end_stay_under_the_memory_bound_and_later_games_
             for i in range(n):
                 rt.submit(GameStarted(game_id=f"open{i}", white=PlayerInfo(id=f"w{i}"), black=PlayerInfo(id=f"b{i}")))
                 rt.submit(MoveEvent(game_id=f"open{i}", ply=0, uci="e2e4", clock=180.0))
-                if i % 1000 == 999:
+                if i % 500 == 499:
                     await rt.drain()
                     peak = max(peak, tracemalloc.get_traced_memory()[0] - base)
             tracemalloc.stop()
