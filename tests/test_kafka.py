@@ -332,8 +332,13 @@ def assert_exactly_once_and_equal_to_embedded(out, t: Topics, games, emb_out: Pa
 
 
 #: The fault tests' producer plays London 2011 rounds 1-4 at this multiple of live speed (no clocks: a nominal minute a
-#: ply), so its longest game, 166 plies, arrives over 15 s: the fault falls mid-stream however fast the workers are.
-FAULT_PACE = "660"
+#: ply), so its longest game, 166 plies, arrives over 22 s: the fault falls mid-stream however fast the workers are
+#: (here the 30 % trigger, read from the output topic, fired 7 s in) ...
+FAULT_PACE = "440"
+#: ... and over 45 s on the three-broker cluster, where a worker rated 50-70 plies a second here (every write
+#: replicated by three brokers on the same cores), fewer than FAULT_PACE brings at first: the kill at 30 % came 21 s
+#: into the stream (15 s into a 30 s one).
+CLUSTER_PACE = "220"
 
 
 def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[str, ...] = (), cache: Path | None = None):
@@ -362,6 +367,7 @@ def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[s
         producer = subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(pgn), "--speed", FAULT_PACE,
                                      "--broker", broker, "--topic-prefix", prefix], cwd=ROOT,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        producing_from = time.time()
 
         def game_scope(o):
             return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
@@ -369,6 +375,7 @@ def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[s
         seen = asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= kill_at * plies, timeout=300,
                                          workers=procs))
         killed_at = time.time()
+        print(f"worker killed {killed_at - producing_from:.0f} s into the paced stream, {game_scope(seen)} of {plies} plies rated")
         procs[0].stop(signal.SIGKILL)
         assert game_scope(seen) < plies and producer.poll() is None, "the kill fell mid-stream, records still arriving"
         if len(workers) == 1:
@@ -661,6 +668,7 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
         producer = subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(pgn), "--speed", FAULT_PACE,
                                      "--broker", broker, "--topic-prefix", prefix], cwd=ROOT,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        producing_from = time.time()
 
         def game_scope(o):
             return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
@@ -668,6 +676,7 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
         seen = asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= 0.3 * plies, timeout=300, workers=procs))
         os.killpg(a.proc.pid, signal.SIGSTOP)
         frozen_at = time.time()
+        print(f"a frozen {frozen_at - producing_from:.0f} s into the paced stream, {game_scope(seen)} of {plies} plies rated")
         assert game_scope(seen) < plies and producer.poll() is None, "a froze mid-stream, records still arriving"
         wait_restored(b, 8, since=frozen_at, timeout=120)  # b owns every partition of both stages
         time.sleep(3)  # and works on them for a while
@@ -704,7 +713,7 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
                                                                             tmp_path, monkeypatch):
     """The end-to-end test (on rounds 1-4 of London 2011) on three KRaft brokers (replication factor 3, min.insync.replicas 2): one broker
     is SIGKILLed once 30 % of the plies are rated, while the producer is still sending the paced stream
-    (:data:`FAULT_PACE`). The worker and the producer ride through the leader elections: every output once, no dead
+    (:data:`CLUSTER_PACE`). The worker and the producer ride through the leader elections: every output once, no dead
     letter, ratings equal the embedded runtime's."""
     from aiokafka.admin import AIOKafkaAdminClient
 
@@ -720,9 +729,10 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
     producer = None
     try:
         poll(lambda: owns_partitions(worker), 90, "the worker to own partitions")
-        producer = subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(pgn), "--speed", FAULT_PACE,
+        producer = subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(pgn), "--speed", CLUSTER_PACE,
                                      "--broker", cluster.address, "--topic-prefix", prefix], cwd=ROOT,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        producing_from = time.time()
 
         def game_scope(o):
             return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
@@ -741,6 +751,7 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
         assert asyncio.run(replicas()) == {3}
         cluster.kill(0)
         killed_at = time.time()
+        print(f"broker killed {killed_at - producing_from:.0f} s into the paced stream, {game_scope(seen)} of {plies} plies rated")
         assert game_scope(seen) < plies and producer.poll() is None, "the broker died mid-stream, records still arriving"
 
         def done(o):
