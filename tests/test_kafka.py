@@ -341,6 +341,12 @@ FAULT_PACE = "440"
 CLUSTER_PACE = "220"
 
 
+def paced_producer(broker: str, prefix: str, pgn: Path, pace: str) -> subprocess.Popen[str]:
+    """`kibitz produce` of ``pgn`` at ``pace`` times live speed, in the background (its stderr kept for the test)."""
+    return subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(pgn), "--speed", pace, "--broker", broker,
+                             "--topic-prefix", prefix], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
 def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[str, ...] = (), cache: Path | None = None):
     """London 2011 into a fresh set of topics served by ``workers`` (instance ids); the first is SIGKILLed once a
     ``kill_at`` share of the plies has its rating, then (with one worker) restarted under the same instance id.
@@ -364,9 +370,7 @@ def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[s
         procs += [WorkerProcess(broker, prefix, *extra, "--instance-id", w) for w in workers[1:]]
         for p, w in zip(procs[1:], workers[1:]):
             poll(lambda p=p: owns_partitions(p), 60, f"worker {w} to own partitions")
-        producer = subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(pgn), "--speed", FAULT_PACE,
-                                     "--broker", broker, "--topic-prefix", prefix], cwd=ROOT,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        producer = paced_producer(broker, prefix, pgn, FAULT_PACE)
         producing_from = time.time()
 
         def game_scope(o):
@@ -387,7 +391,7 @@ def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[s
         out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420,
                                         workers=procs[1:]))  # the first was killed
         assert game_scope(out) >= plies, f"only {game_scope(out)} of {plies} plies rated"
-        assert producer.wait(60) == 0, producer.stderr.read() if producer.stderr else ""
+        assert producer.wait(60) == 0, producer.stderr.read()
     finally:
         for p in procs:
             p.stop()
@@ -665,9 +669,7 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
         b = WorkerProcess(broker, prefix, *extra, "--instance-id", "b")
         procs.append(b)
         wait_restored(b)  # the group shared the partitions
-        producer = subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(pgn), "--speed", FAULT_PACE,
-                                     "--broker", broker, "--topic-prefix", prefix], cwd=ROOT,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        producer = paced_producer(broker, prefix, pgn, FAULT_PACE)
         producing_from = time.time()
 
         def game_scope(o):
@@ -689,7 +691,7 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
         out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420,
                                         workers=procs))
         a_back = [r for r in restored(a) if r[0] > frozen_at]
-        assert producer.wait(60) == 0, producer.stderr.read() if producer.stderr else ""
+        assert producer.wait(60) == 0, producer.stderr.read()
     finally:
         for p in procs:
             p.stop()
@@ -729,9 +731,7 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
     producer = None
     try:
         poll(lambda: owns_partitions(worker), 90, "the worker to own partitions")
-        producer = subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(pgn), "--speed", CLUSTER_PACE,
-                                     "--broker", cluster.address, "--topic-prefix", prefix], cwd=ROOT,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        producer = paced_producer(cluster.address, prefix, pgn, CLUSTER_PACE)
         producing_from = time.time()
 
         def game_scope(o):
@@ -760,7 +760,7 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
         out = asyncio.run(consume_until(cluster.address, [t.assessments, t.perceived, t.glicko2, t.deadletter], done,
                                         timeout=600, workers=[worker]))
         finished = time.time() - killed_at
-        assert producer.wait(60) == 0, producer.stderr.read() if producer.stderr else ""
+        assert producer.wait(60) == 0, producer.stderr.read()
     finally:
         worker.stop()
         if producer is not None and producer.poll() is None:
@@ -887,13 +887,13 @@ def test_a_go_game_rated_by_katago_runs_through_the_worker_as_through_the_replay
 
     root, *nodes = (ROOT / "tests/fixtures/fox_5d_testing.sgf").read_text().strip().removeprefix("(;").removesuffix(")").split(";")
     fox = tmp_path / "fox_opening.sgf"
-    fox.write_text("(;" + ";".join([root, *nodes[:16]]) + ")\n")
+    fox.write_text("(;" + ";".join([root, *nodes[:8]]) + ")\n")
     # one cache for both: the replay reads the worker's evaluations (KataGo's answers are deterministic; tested in
     # test_katago.py) and what is compared is the two runtimes' steps
     go = ("--go-engine", str(KATAGO_HOME / "katago"), "--cache", str(tmp_path / "go.sqlite"))  # the default calibration
     rated, replayed = go_through_worker_and_replay(broker, tmp_path, [fox], go, results=2)
     game = [m for m in rated if m["type"] == "perceived" and m["scope"] == "game"]
-    assert len(game) == 16 and all(m["method"] == "network" for m in game)
+    assert len(game) == 8 and all(m["method"] == "network" for m in game)
     assert sorted(map(go_key, rated)) == sorted(map(go_key, replayed))
 
 
