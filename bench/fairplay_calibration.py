@@ -27,6 +27,7 @@ from fairplay_data import (
     analyse,
     load_samples,
     player_event_units,
+    review_move_values,
     whole_player_events,
 )
 from scipy.stats import binomtest
@@ -140,6 +141,9 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--split", choices=("rated-holdout", "rated-dev"), default="rated-holdout",
                     help="where the games come from: rated-holdout (the measurement) or rated-dev (for choosing a method)")
     ap.add_argument("--warm", action="store_true", help="only run the engine searches into the cache")
+    ap.add_argument("--review-values", action="store_true", help="also search, at the review's limits, the position "
+                    "after every move the review counts that is not its first choice (the player's and the assistant's): "
+                    "the inputs of a loss statistic at the review's depth (fairplay_data.review_move_values)")
     add_review_statistic_argument(ap)
     add_data_argument(ap)
     return ap.parse_args()
@@ -171,7 +175,10 @@ def main() -> None:
             outs = service_outputs(samples.honest, results, deployed)
             units = review_units(samples, results, model) + request_units(outs, samples)
             units = list({(g.game_id, c): (g, c) for g, c in units}.values())
-            return results, assisted, outs, await first_choices(pool, units, results, get_profile(REVIEW_PROFILE).limits)
+            firsts = await first_choices(pool, units, results, get_profile(REVIEW_PROFILE).limits)
+            if args.review_values:
+                await review_move_values(pool, units, assisted, firsts, get_profile(REVIEW_PROFILE).limits)
+            return results, assisted, outs, firsts
 
     results, assisted, deployed_outs, firsts = asyncio.run(run())
     if args.warm:

@@ -146,3 +146,47 @@ async def analyse(pool: EnginePool, config: PipelineConfig, samples: Samples, *,
         print(f"\n{pool.stats.searches} searches, {pool.stats.cache_hits} cache hits, {time.time() - t:.0f} s",
               file=sys.stderr, flush=True)
     return results, assisted
+
+
+async def review_move_values(pool: EnginePool, units: Sequence[tuple[PgnGame, str]], assisted: Assisted,
+                             firsts: dict[tuple[str, str], dict[int, str]],
+                             limits: Limits) -> dict[tuple[str, str], dict[int, dict[str, int]]]:
+    """(game id, color) -> {ply: {move: its value at ``limits``, centipawns for the mover}} for every move the review
+    counts (``firsts`` holds its first choices) in ``units``: the player's own move and, where ``assisted`` has one,
+    the assistant's. A move that is the review's first choice is not searched again (its value is that search's); any
+    other is valued by a search of the position after it, as the assistant's unlisted moves are. These are the inputs
+    of a loss statistic at the review's depth (how much a move gives up against the deeper search), beside its match
+    count; every search goes to the pool's cache, so ``--warm --review-values`` prepares them once."""
+    sem = asyncio.Semaphore(pool.size * 2)
+    out: dict[tuple[str, str], dict[int, dict[str, int]]] = {}
+
+    async def one(key: tuple[str, str], ply: int, board, uci: str) -> None:  # noqa: ANN001
+        after = board.copy(stack=False)
+        after.push_uci(uci)
+        async with sem:
+            value = -(await pool.analyse_limits(after, limits)).best_cp
+        out.setdefault(key, {}).setdefault(ply, {})[uci] = value
+
+    todo = []
+    for g, color in units:
+        key = (g.game_id, color)
+        counted = firsts.get(key, {})
+        if not counted:
+            continue
+        alt = assisted.get(key, {})
+        boards = dict(positions(g, color))
+        for ply, first in counted.items():
+            moves = {g.moves[ply]} | ({alt[ply].uci} if ply in alt else set())
+            todo += [(key, ply, boards[ply], uci) for uci in sorted(moves - {first})]
+    done = 0
+
+    async def counted_one(*args) -> None:  # noqa: ANN002
+        nonlocal done
+        await one(*args)
+        done += 1
+        if done % 200 == 0 or done == len(todo):
+            print(f"\rreview values: {done}/{len(todo)} positions after a move", end="", file=sys.stderr, flush=True)
+
+    await asyncio.gather(*(counted_one(*t) for t in todo))
+    print(file=sys.stderr)
+    return out
