@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import chess
+
 from analyzers.engine import EnginePool, Limits
 from schemas import MoveAssessment
 from streamer.batch import assess_games, sample_player_events, sample_rated_games
@@ -157,36 +159,30 @@ async def review_move_values(pool: EnginePool, units: Sequence[tuple[PgnGame, st
     other is valued by a search of the position after it, as the assistant's unlisted moves are. These are the inputs
     of a loss statistic at the review's depth (how much a move gives up against the deeper search), beside its match
     count; every search goes to the pool's cache, so ``--warm --review-values`` prepares them once."""
+    todo: list[tuple[tuple[str, str], int, chess.Board, str]] = []
+    for g, color in units:
+        key = (g.game_id, color)
+        counted = firsts.get(key, {})
+        alt = assisted.get(key, {})
+        boards = dict(positions(g, color)) if counted else {}
+        for ply, first in counted.items():
+            moves = {g.moves[ply]} | ({alt[ply].uci} if ply in alt else set())
+            todo += [(key, ply, boards[ply], uci) for uci in sorted(moves - {first})]
     sem = asyncio.Semaphore(pool.size * 2)
     out: dict[tuple[str, str], dict[int, dict[str, int]]] = {}
+    done = 0
 
-    async def one(key: tuple[str, str], ply: int, board, uci: str) -> None:  # noqa: ANN001
+    async def one(key: tuple[str, str], ply: int, board: chess.Board, uci: str) -> None:
+        nonlocal done
         after = board.copy(stack=False)
         after.push_uci(uci)
         async with sem:
             value = -(await pool.analyse_limits(after, limits)).best_cp
         out.setdefault(key, {}).setdefault(ply, {})[uci] = value
-
-    todo = []
-    for g, color in units:
-        key = (g.game_id, color)
-        counted = firsts.get(key, {})
-        if not counted:
-            continue
-        alt = assisted.get(key, {})
-        boards = dict(positions(g, color))
-        for ply, first in counted.items():
-            moves = {g.moves[ply]} | ({alt[ply].uci} if ply in alt else set())
-            todo += [(key, ply, boards[ply], uci) for uci in sorted(moves - {first})]
-    done = 0
-
-    async def counted_one(*args) -> None:  # noqa: ANN002
-        nonlocal done
-        await one(*args)
         done += 1
         if done % 200 == 0 or done == len(todo):
             print(f"\rreview values: {done}/{len(todo)} positions after a move", end="", file=sys.stderr, flush=True)
 
-    await asyncio.gather(*(counted_one(*t) for t in todo))
+    await asyncio.gather(*(one(*t) for t in todo))
     print(file=sys.stderr)
     return out
