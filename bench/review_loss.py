@@ -76,7 +76,7 @@ def main() -> None:
     calibration = ReviewCalibration.load("fast")
     assert model is not None
     limits = get_profile(REVIEW_PROFILE).limits
-    pes = sorted(whole_player_events(samples.events, MIN_EVENT_GAMES).items())
+    pes = sorted(whole_player_events(samples.events).items())
     units = [(g, "white" if g.white.id == pid else "black") for (_, pid), games in pes for g in games]
 
     async def searches():  # noqa: ANN202

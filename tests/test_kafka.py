@@ -406,10 +406,11 @@ def restored(p):  # (time, stage, partition, (changelog offsets read from, to)) 
     return [(d["ts"], d["stage"], d["partition"], (d["from_offset"], d["to_offset"])) for d in map(json.loads, found)]
 
 
-def owns_partitions(p: WorkerProcess) -> bool:
-    """Whether worker ``p`` (logging at info) has restored a partition's state, i.e. owns one; raises if it exited."""
+def owns_partitions(p: WorkerProcess, count: int = 1, since: float = 0.0) -> bool:
+    """Whether worker ``p`` (logging at info) has restored ``count`` partitions' state since time ``since``, i.e. owns
+    them; raises if it exited."""
     p.check()
-    return bool(restored(p))
+    return len([r for r in restored(p) if r[0] > since]) >= count
 
 
 @pytest.mark.parametrize("store", ["memory", "rocksdb"])
@@ -653,22 +654,15 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
     t = Topics(prefix=prefix)
     extra = [*LIMITS, "--engines", "1", "--transaction-timeout", "60", *cache_args(london_searches)]
 
-    def wait_restored(proc, count=1, since=0.0, timeout=90.0):
-        deadline = time.time() + timeout
-        while len([r for r in restored(proc) if r[0] > since]) < count:
-            proc.check()
-            assert time.time() < deadline, f"{proc.log.name}: fewer than {count} partitions restored in {timeout} s"
-            time.sleep(0.2)
-
     a = WorkerProcess(broker, prefix, *extra, "--instance-id", "a")
     procs = [a]
     emb, emb_out = embedded_outputs(pgn, tmp_path, london_searches)
     producer = None
     try:
-        wait_restored(a, 8)
+        poll(lambda: owns_partitions(a, 8), 90, "a to own every partition")
         b = WorkerProcess(broker, prefix, *extra, "--instance-id", "b")
         procs.append(b)
-        wait_restored(b)  # the group shared the partitions
+        poll(lambda: owns_partitions(b), 90, "b to own partitions")  # the group shared the partitions
         producer = paced_producer(broker, prefix, pgn, FAULT_PACE)
         producing_from = time.time()
 
@@ -680,7 +674,7 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
         frozen_at = time.time()
         print(f"a frozen {frozen_at - producing_from:.0f} s into the paced stream, {game_scope(seen)} of {plies} plies rated")
         assert game_scope(seen) < plies and producer.poll() is None, "a froze mid-stream, records still arriving"
-        wait_restored(b, 8, since=frozen_at, timeout=120)  # b owns every partition of both stages
+        poll(lambda: owns_partitions(b, 8, since=frozen_at), 120, "b to own every partition")  # of both stages
         time.sleep(3)  # and works on them for a while
         os.killpg(a.proc.pid, signal.SIGCONT)
         frozen = time.time() - frozen_at
