@@ -22,6 +22,13 @@ T = TypeVar("T")
 TEST_PORT = 19092
 
 
+def worker_port(base: int) -> int:
+    """A test broker's port: ``base`` in a plain pytest run, ``base + 1000 * N`` in pytest-xdist's worker ``gwN``, so
+    that parallel test processes each start their own brokers (a broker's data lives under its port, kafka.sh)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return base + 1000 * int(worker.removeprefix("gw")) if worker.startswith("gw") else base
+
+
 def reachable(hostport: str, timeout: float = 1.0) -> bool:
     host, _, port = hostport.rpartition(":")
     try:
@@ -32,28 +39,30 @@ def reachable(hostport: str, timeout: float = 1.0) -> bool:
 
 
 class Broker:
-    """A broker at $KIBITZ_KAFKA if one answers there, else one started on 127.0.0.1:19092 by deploy/kafka/kafka.sh."""
+    """A broker at $KIBITZ_KAFKA if one answers there, else one started on 127.0.0.1:19092 by deploy/kafka/kafka.sh
+    (:func:`worker_port`: another port in each parallel test process)."""
 
     def __init__(self) -> None:
         self.address = os.environ.get("KIBITZ_KAFKA", "")
         self.started = False
+        self.port = worker_port(TEST_PORT)
 
     def start(self) -> str:
         if self.address and reachable(self.address):
             return self.address
-        env = {**os.environ, "KIBITZ_KAFKA_PORT": str(TEST_PORT), "KIBITZ_KAFKA_CONTROLLER_PORT": str(TEST_PORT + 1)}
+        env = {**os.environ, "KIBITZ_KAFKA_PORT": str(self.port), "KIBITZ_KAFKA_CONTROLLER_PORT": str(self.port + 1)}
         # a test broker starts empty (kafka.sh keeps data across starts; tests want none of an earlier run's topics)
         subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "reset"], env=env, capture_output=True, timeout=120)
         r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "start"], env=env, capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             raise RuntimeError(f"could not start the Kafka broker:\n{r.stdout}\n{r.stderr}")
         self.started = True
-        self.address = f"127.0.0.1:{TEST_PORT}"
+        self.address = f"127.0.0.1:{self.port}"
         return self.address
 
     def stop(self) -> None:
         if self.started:
-            env = {**os.environ, "KIBITZ_KAFKA_PORT": str(TEST_PORT)}
+            env = {**os.environ, "KIBITZ_KAFKA_PORT": str(self.port)}
             subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "stop"], env=env, capture_output=True, timeout=120)
 
 
@@ -68,10 +77,11 @@ def new_cluster_id() -> str:
 
 class Cluster:
     """A KRaft cluster of ``nodes`` brokers on loopback (each node broker and controller, started by
-    deploy/kafka/kafka.sh with its own ports: 19200 + 10 * i and the next one), replication factor 3 and
-    min.insync.replicas 2 for internal topics; the fault tests kill one node with :meth:`kill`."""
+    deploy/kafka/kafka.sh with its own ports: 19200 + 10 * i and the next one, :func:`worker_port`), replication
+    factor 3 and min.insync.replicas 2 for internal topics; the fault tests kill one node with :meth:`kill`."""
 
     def __init__(self, nodes: int = 3, base_port: int = 19200) -> None:
+        base_port = worker_port(base_port)
         self.ports = [base_port + 10 * i for i in range(nodes)]
         voters = ",".join(f"{i + 1}@127.0.0.1:{p + 1}" for i, p in enumerate(self.ports))
         cluster_id = new_cluster_id()

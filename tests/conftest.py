@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,60 @@ def stockfish_path() -> str:
     path = os.environ.get("KIBITZ_ENGINE") or shutil.which("stockfish") or "/usr/games/stockfish"
     if not Path(path).exists():
         raise RuntimeError("Stockfish not found: `make setup` installs it (apt-get install stockfish)")
+    return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "solo: its assertions time the service (a latency bound, a fault that must fall "
+                            "mid-stream), so under pytest-xdist it runs while no other test does (conftest.py)")
+
+
+@contextmanager
+def _file_lock(path: Path, mode: int) -> Iterator[None]:
+    with open(path, "a") as f:
+        fcntl.flock(f, mode)  # released when the file closes
+        yield
+
+
+@contextmanager
+def machine_share(run: str, solo: bool) -> Iterator[None]:
+    """One test's share of the machine among the parallel test processes of run ``run``: a solo test holds the run's
+    lock exclusively, every other test shares it. The turnstile gives a waiting solo test precedence: while it waits,
+    the other processes start no new test (flock alone would let shared holders take turns ahead of it forever)."""
+    base = Path(tempfile.gettempdir()) / f"kibitz-tests-{run}"
+    with ExitStack() as held:
+        turnstile = held.enter_context(ExitStack())
+        turnstile.enter_context(_file_lock(base.with_suffix(".turnstile"), fcntl.LOCK_EX))
+        held.enter_context(_file_lock(base.with_suffix(".lock"), fcntl.LOCK_EX if solo else fcntl.LOCK_SH))
+        if not solo:
+            turnstile.close()
+        yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Under pytest-xdist, each test (its setup, which may start a broker, its call and its teardown) runs within its
+    :func:`machine_share`; in a plain run tests run one at a time anyway."""
+    run = getattr(item.config, "workerinput", {}).get("testrunuid")
+    if run is None:
+        return (yield)
+    with machine_share(run, item.get_closest_marker("solo") is not None):
+        return (yield)
+
+
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """The file ``name`` made by ``make(path)`` once per test run, however many pytest-xdist workers ask for it: the
+    first takes a lock in the temporary directory they share and makes it, the others wait for the lock and read the
+    same file. A marker written after ``make`` returns tells a finished file from one a failed ``make`` left."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # each worker's base directory sits in the run's one
+    path, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            make(path)
+            done.touch()
     return path
 
 

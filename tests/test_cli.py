@@ -116,6 +116,7 @@ def test_stream_dead_letters_any_bytes_and_rates_what_follows(stockfish):
     assert sum(m["type"] == "glicko2" for m in out) == 2
 
 
+@pytest.mark.solo
 def test_stream_answers_each_line_as_it_arrives(stockfish):
     import time
 

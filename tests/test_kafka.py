@@ -16,6 +16,7 @@ from pathlib import Path
 
 import chess
 import pytest
+from conftest import made_once
 
 from streamer.devbrowser import free_port
 from streamer.devkafka import ROOT, Broker, Cluster, WorkerProcess, consume_until, fresh_prefix, poll, produce, read_topic, start_workers
@@ -32,8 +33,9 @@ POOLED = ["--depth", "6", "--multipv", "4"]
 LIMITS = [*POOLED, "--no-event-pool"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def broker():
+    """One broker per test process (its own port in each parallel one), started before its first Kafka test."""
     b = Broker()
     address = b.start()
     yield address
@@ -44,18 +46,20 @@ def cli(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "streamer.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def london_searches(london, tmp_path_factory) -> Path:
     """An analysis cache holding Stockfish's searches of every London 2011 position at :data:`LIMITS`, made once by
     the embedded runtime. The embedded runtime that a streaming test compares the worker with reads its searches from
     here, so that it does not take the CPU from the worker under test; the workers of the tests whose subject is the
     runtime (end to end, event pooling, the fault tests) read them too, and the fault tests pace their producer so
     that the fault still falls mid-stream. A search is deterministic (docs/models.md), so a cached one equals a fresh
-    one (tests/test_embedded.py replays with and without a cache and compares)."""
-    cache = tmp_path_factory.mktemp("searches") / "london.sqlite"
-    r = cli("replay", str(london), "--max-speed", "--no-ui", *LIMITS, "--engines", "2", "--cache", str(cache))
-    assert r.returncode == 0, r.stderr
-    return cache
+    one (tests/test_embedded.py replays with and without a cache and compares). Made once per run when the tests run
+    in parallel too."""
+    def make(cache: Path) -> None:
+        r = cli("replay", str(london), "--max-speed", "--no-ui", *LIMITS, "--engines", "2", "--cache", str(cache))
+        assert r.returncode == 0, r.stderr
+
+    return made_once(tmp_path_factory, "london_searches.sqlite", make)
 
 
 def cache_args(cache: Path | None) -> list[str]:
@@ -413,6 +417,7 @@ def owns_partitions(p: WorkerProcess, count: int = 1, since: float = 0.0) -> boo
     return len([r for r in restored(p) if r[0] > since]) >= count
 
 
+@pytest.mark.solo
 @pytest.mark.parametrize("store", ["memory", "rocksdb"])
 def test_worker_killed_mid_stream_and_restarted_loses_and_repeats_nothing(broker, london_rounds_1_to_4, london_searches,
                                                                           tmp_path, monkeypatch, store):
@@ -430,6 +435,7 @@ def test_worker_killed_mid_stream_and_restarted_loses_and_repeats_nothing(broker
         assert all(start == 0 for start, _ in spans), spans
 
 
+@pytest.mark.solo
 def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_killed(broker, london_rounds_1_to_4, london_searches,
                                                                                   tmp_path, monkeypatch):
     monkeypatch.setenv("KIBITZ_WORKER_LOG", "info")  # the logs say which partitions each worker restored
@@ -504,6 +510,7 @@ def test_a_poison_record_is_dead_lettered_after_max_aborts_and_the_partition_mov
     assert stage.poisoned == 1 and calls["poison"] == 1 + 3
 
 
+@pytest.mark.solo
 def test_an_engine_that_hangs_every_50th_search_holds_up_only_its_own_game(broker, london, tmp_path, stockfish):
     """Every 50th search of each engine never answers (the engine is killed at the 0.5 s deadline, 25x a depth-4
     search's cost, and the search retried). Every move is rated once or dead-lettered (engine_timeout, when both tries
@@ -641,6 +648,7 @@ def test_a_player_with_1000_open_games_does_not_stop_the_rate_stage(broker):
     assert sizes and max(sizes) < PLAYER_STATE_BOUND, (len(sizes), max(sizes or [0]))
 
 
+@pytest.mark.solo
 def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(broker, london_rounds_1_to_4, london_searches,
                                                                               tmp_path, monkeypatch):
     """Worker a is frozen (SIGSTOP) mid-stream, past its 10 s session timeout, with transactions open (their timeout is
@@ -705,6 +713,7 @@ def cluster():
     c.stop()
 
 
+@pytest.mark.solo
 def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(cluster, london_rounds_1_to_4, london_searches,
                                                                             tmp_path, monkeypatch):
     """The end-to-end test (on rounds 1-4 of London 2011) on three KRaft brokers (replication factor 3, min.insync.replicas 2): one broker
@@ -811,8 +820,13 @@ def test_follow_produce_worker_metrics_prometheus_and_serve(broker, tmp_path):
         out = asyncio.run(consume_until(broker, [t.perceived], lambda o: sum(b'"scope":"game"' in x for x in o[t.perceived]) >= plies,
                                         timeout=300, workers=[worker]))
         assert out[t.perceived]
-        samples = poll(lambda: (s := scrape(f"http://127.0.0.1:{mport}/metrics")).get('kibitz_events_total{type="move"}') == plies and s,
-                       30, "the worker's move counter")
+        scraped: list[dict[str, float]] = [{}]
+        counter = 'kibitz_events_total{type="move"}'
+        try:
+            samples = poll(lambda: scraped.append(scrape(f"http://127.0.0.1:{mport}/metrics")) or scraped[-1].get(counter) == plies
+                           and scraped[-1], 30, "the worker's move counter")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {counter} is {scraped[-1].get(counter)}, {plies} moves were rated") from None
         names = {k.split("{")[0] for k in samples}
         for metric in panel_metrics():
             assert metric in names, f"the dashboard queries {metric}, the worker does not export it"

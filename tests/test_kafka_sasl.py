@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from streamer.devkafka import ROOT, fresh_prefix
+from streamer.devkafka import ROOT, fresh_prefix, worker_port
 from streamer.kafka_config import KafkaSettings, Topics
 
 pytestmark = pytest.mark.kafka
-PORT = 19292
+PORT = worker_port(19292)
 PASSWORD = "kbz-" + secrets.token_hex(12)
 BROKER_ENV = {**os.environ, "KIBITZ_KAFKA_PORT": str(PORT), "KIBITZ_KAFKA_CONTROLLER_PORT": str(PORT + 1),
               "KIBITZ_KAFKA_SASL_USERS": f"kibitz:{PASSWORD}"}

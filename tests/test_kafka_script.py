@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from streamer.devkafka import ROOT
+from streamer.devkafka import ROOT, worker_port
 
 pytestmark = pytest.mark.kafka
-PORT = 19192
+PORT = worker_port(19192)
 ENV = {**os.environ, "KIBITZ_KAFKA_PORT": str(PORT), "KIBITZ_KAFKA_CONTROLLER_PORT": str(PORT + 1)}
 
 

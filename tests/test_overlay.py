@@ -45,6 +45,7 @@ def follow(tmp_path, warm_cache):
         yield feed, url, gid
 
 
+@pytest.mark.solo
 async def test_overlay_follows_a_growing_file_ply_by_ply_in_chromium(follow, tmp_path):
     feed, url, gid = follow
     plies = 49

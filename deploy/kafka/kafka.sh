@@ -27,6 +27,11 @@ die() { echo "kafka.sh: $*" >&2; exit 1; }
 
 fetch() {
   [ -f "$libs/.complete" ] && return 0
+  # brokers started at once (a cluster's nodes, parallel test processes) fetch one at a time; the later ones find the
+  # jars there (flock is util-linux's, on every Debian)
+  exec 9>"$cache/.fetch.lock"
+  flock 9
+  [ -f "$libs/.complete" ] && { exec 9>&-; return 0; }
   command -v mvn >/dev/null || die "Maven (mvn) is needed to fetch Kafka $version from Maven Central"
   command -v java >/dev/null || die "Java 17 is needed to run the broker"
   echo "fetching Apache Kafka $version from Maven Central into $libs" >&2
@@ -36,6 +41,7 @@ fetch() {
   fi
   touch "$libs.tmp/.complete"
   rm -rf "$libs"; mv "$libs.tmp" "$libs"
+  exec 9>&-
 }
 
 accepting() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
