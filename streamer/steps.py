@@ -221,11 +221,16 @@ class Steps:
         except Exception as e:  # noqa: BLE001
             return self._internal(e, _raw(raw, ev), source, key)
 
-    async def _game(self, games: StateMap, ev: GameEvent, raw: bytes | str | None, source: str, key: Key) -> list[Output]:
+    def _count(self, ev: GameEvent) -> None:
+        """Count ``ev`` in ``kibitz_events_total`` once its step has run through: a step cancelled while it waits for
+        its search (the transactional runtime undoes a slow record and runs it again in the next transaction) is
+        counted when it runs again, not twice."""
         counter = self._events.get(ev.type)
         if counter is None:
             counter = self._events[ev.type] = self.metrics.events.labels(ev.type)
         counter.inc()
+
+    async def _game(self, games: StateMap, ev: GameEvent, raw: bytes | str | None, source: str, key: Key) -> list[Output]:
         started = time.monotonic()
         gid = ev.game_id
         state: GameState | None = games.get(gid)
@@ -249,11 +254,13 @@ class Steps:
                 # after the move's assessment, so the player step sees the last move before the result
                 out += [self._to_player(r) for r in applied.results]
         except InputError as e:
+            self._count(ev)
             return [self.reject(e, _raw(raw, ev), source, key)]
         if state is not None:
             # an ended game stays as a small end marker (GameState.to_dict) until swept: see sweep_games
             state.touched = time.time()
             games[gid] = state
+        self._count(ev)
         return out
 
     def _pool(self, game: str, game_id: str, ply: int | None = None) -> EnginePool:

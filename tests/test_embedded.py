@@ -188,3 +188,28 @@ def test_sweep_drops_idle_games_and_old_end_markers_and_counts_them():
     assert steps.sweep_games(games, now=1000) == (1, 1)
     assert sorted(games) == ["ended", "fresh"]
     assert steps.metrics.evicted.labels("idle_game")._value.get() == 1
+
+
+async def test_a_step_cancelled_while_it_waits_for_its_search_is_counted_once_when_it_runs_again(stockfish):
+    """The transactional runtime undoes a record whose search is slow (cancels its step, puts its state back) and
+    runs it again in the next transaction: kibitz_events_total counts the move once, as the dashboard shows it."""
+    import asyncio
+
+    from schemas import GameStarted, MoveEvent, PlayerInfo
+    from streamer.steps import Steps
+
+    async with EnginePool(stockfish, size=1) as pool:
+        steps = Steps(CONFIG, pool)
+        games: dict = {}
+        await steps.game(games, GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b")))
+        move, before = MoveEvent(game_id="g", ply=0, uci="e2e4"), games["g"].copy()  # the runtime's snapshot
+        slow = asyncio.create_task(steps.game(games, move))
+        await asyncio.sleep(0.01)  # the step is waiting for its search now (a depth-6 search takes longer)
+        assert not slow.done()
+        slow.cancel()
+        await asyncio.gather(slow, return_exceptions=True)
+        games["g"] = before  # undone: the state put back as it was
+        (assessment,) = [o.message for o in await steps.game(games, move)]
+    assert assessment.type == "assessment" and assessment.ply == 0
+    assert steps.metrics.registry.get_sample_value("kibitz_events_total", {"type": "move"}) == 1
+    assert steps.metrics.registry.get_sample_value("kibitz_events_total", {"type": "game_started"}) == 1
