@@ -56,8 +56,8 @@ run: setup
 	$(VENV)/bin/kibitz replay --demo --speed 60
 
 # static checks first (seconds), then the tests (real Stockfish, real Kafka broker)
-# the suite in parallel processes (pytest-xdist; each Kafka test process starts its own broker): most of its time is
-# spent waiting on brokers, workers and paced streams, so two processes halve it on two cores
+# the suite in parallel processes (pytest-xdist; each Kafka test process starts its own broker): much of its time is
+# spent waiting on brokers, workers and paced streams; the tests marked solo run alone (tests/conftest.py)
 TEST_PROCESSES ?= 2
 test: setup lint
 	$(PY) -m pytest -q --durations=10 -n $(TEST_PROCESSES) --dist worksteal
