@@ -36,11 +36,11 @@ def _file_lock(path: Path, mode: int) -> Iterator[None]:
 
 
 @contextmanager
-def machine_share(run: str, solo: bool) -> Iterator[None]:
-    """One test's share of the machine among the parallel test processes of run ``run``: a solo test holds the run's
-    lock exclusively, every other test shares it. The turnstile gives a waiting solo test precedence: while it waits,
-    the other processes start no new test (flock alone would let shared holders take turns ahead of it forever)."""
-    base = Path(tempfile.gettempdir()) / f"kibitz-tests-{run}"
+def machine_share(base: Path, solo: bool) -> Iterator[None]:
+    """One test's share of the machine among parallel test processes that share the lock files ``base``.lock and
+    ``base``.turnstile: a solo test holds the lock exclusively, every other test shares it. The turnstile gives a
+    waiting solo test precedence: while it waits, the other processes start no new test (flock alone would let
+    shared holders take turns ahead of it forever)."""
     with ExitStack() as held:
         turnstile = held.enter_context(ExitStack())
         turnstile.enter_context(_file_lock(base.with_suffix(".turnstile"), fcntl.LOCK_EX))
@@ -57,7 +57,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     run = getattr(item.config, "workerinput", {}).get("testrunuid")
     if run is None:
         return (yield)
-    with machine_share(run, item.get_closest_marker("solo") is not None):
+    with machine_share(Path(tempfile.gettempdir()) / f"kibitz-tests-{run}", item.get_closest_marker("solo") is not None):
         return (yield)
 
 
