@@ -213,22 +213,22 @@ class Steps:
     async def game(self, games: StateMap, ev: GameEvent, raw: bytes | str | None = None, source: str = "api",
                    key: Key = None) -> list[Output]:
         """Apply one game event: assessments and game results keyed by player, or the dead letter of ``raw`` (the
-        event's JSON when not given, made only then). An ended game's state shrinks to an end marker."""
-        try:
-            return await self._game(games, ev, raw, source, key)
-        except CorruptState as e:  # the game's stored state, read before the event's own checks
-            return [self.reject(e, _raw(raw, ev), source, key)]
-        except Exception as e:  # noqa: BLE001
-            return self._internal(e, _raw(raw, ev), source, key)
+        event's JSON when not given, made only then). An ended game's state shrinks to an end marker.
 
-    def _count(self, ev: GameEvent) -> None:
-        """Count ``ev`` in ``kibitz_events_total`` once its step has run through: a step cancelled while it waits for
-        its search (the transactional runtime undoes a slow record and runs it again in the next transaction) is
-        counted when it runs again, not twice."""
+        The event counts in ``kibitz_events_total`` once its step has run through, whatever the outcome: a step
+        cancelled while it waits for its search (the transactional runtime undoes a slow record and runs it again in
+        the next transaction) counts when it runs again, not twice."""
+        try:
+            out = await self._game(games, ev, raw, source, key)
+        except CorruptState as e:  # the game's stored state, read before the event's own checks
+            out = [self.reject(e, _raw(raw, ev), source, key)]
+        except Exception as e:  # noqa: BLE001
+            out = self._internal(e, _raw(raw, ev), source, key)
         counter = self._events.get(ev.type)
         if counter is None:
             counter = self._events[ev.type] = self.metrics.events.labels(ev.type)
         counter.inc()
+        return out
 
     async def _game(self, games: StateMap, ev: GameEvent, raw: bytes | str | None, source: str, key: Key) -> list[Output]:
         started = time.monotonic()
@@ -254,13 +254,11 @@ class Steps:
                 # after the move's assessment, so the player step sees the last move before the result
                 out += [self._to_player(r) for r in applied.results]
         except InputError as e:
-            self._count(ev)
             return [self.reject(e, _raw(raw, ev), source, key)]
         if state is not None:
             # an ended game stays as a small end marker (GameState.to_dict) until swept: see sweep_games
             state.touched = time.time()
             games[gid] = state
-        self._count(ev)
         return out
 
     def _pool(self, game: str, game_id: str, ply: int | None = None) -> EnginePool:

@@ -41,13 +41,12 @@ def machine_share(base: Path, solo: bool) -> Iterator[None]:
     ``base``.turnstile: a solo test holds the lock exclusively, every other test shares it. The turnstile gives a
     waiting solo test precedence: while it waits, the other processes start no new test (flock alone would let
     shared holders take turns ahead of it forever)."""
-    with ExitStack() as held:
-        turnstile = held.enter_context(ExitStack())
+    with ExitStack() as turnstile:
         turnstile.enter_context(_file_lock(base.with_suffix(".turnstile"), fcntl.LOCK_EX))
-        held.enter_context(_file_lock(base.with_suffix(".lock"), fcntl.LOCK_EX if solo else fcntl.LOCK_SH))
-        if not solo:
-            turnstile.close()
-        yield
+        with _file_lock(base.with_suffix(".lock"), fcntl.LOCK_EX if solo else fcntl.LOCK_SH):
+            if not solo:
+                turnstile.close()  # a sharer is in: let the next test through
+            yield
 
 
 @pytest.hookimpl(wrapper=True)
@@ -69,8 +68,7 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # each worker's base directory sits in the run's one
     path, done = root / name, root / f"{name}.done"
-    with open(root / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    with _file_lock(root / f"{name}.lock", fcntl.LOCK_EX):
         if not done.exists():
             make(path)
             done.touch()

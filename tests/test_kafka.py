@@ -820,13 +820,16 @@ def test_follow_produce_worker_metrics_prometheus_and_serve(broker, tmp_path):
         out = asyncio.run(consume_until(broker, [t.perceived], lambda o: sum(b'"scope":"game"' in x for x in o[t.perceived]) >= plies,
                                         timeout=300, workers=[worker]))
         assert out[t.perceived]
-        scraped: list[dict[str, float]] = [{}]
-        counter = 'kibitz_events_total{type="move"}'
+        counter, last = 'kibitz_events_total{type="move"}', dict[str, float]()
+
+        def counted() -> dict[str, float] | None:
+            last.update(scrape(f"http://127.0.0.1:{mport}/metrics"))
+            return dict(last) if last.get(counter) == plies else None
+
         try:
-            samples = poll(lambda: scraped.append(scrape(f"http://127.0.0.1:{mport}/metrics")) or scraped[-1].get(counter) == plies
-                           and scraped[-1], 30, "the worker's move counter")
+            samples = poll(counted, 30, "the worker's move counter")
         except AssertionError as e:
-            raise AssertionError(f"{e}: {counter} is {scraped[-1].get(counter)}, {plies} moves were rated") from None
+            raise AssertionError(f"{e}: {counter} is {last.get(counter)}, {plies} moves were rated") from None
         names = {k.split("{")[0] for k in samples}
         for metric in panel_metrics():
             assert metric in names, f"the dashboard queries {metric}, the worker does not export it"
