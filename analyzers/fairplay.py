@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .calibrations import read_fitted
+from .errors import CalibrationError
 from .posterior import K_PAWNS
 from .ratingmodel import rating_z
 
@@ -271,34 +272,57 @@ class ReviewCalibration:
     (docs/models.md s. 7, the review; fitted on rated-dev and elite-otb by ``bench/fit_review.py``):
 
         P(match) = sigmoid(b0 + b1 logit(p) + b2 top + b3 z),   top = 1 when it is also the service's first candidate,
-                                                                 z = (R - 1800) / 400, R the reference rating.
+                                                                 z = (R - 1800) / 400, R the reference rating;
+
+    and for a move in a decided position (the service does not count it; the review does with its own term, ``d``):
+
+        P(match) = sigmoid(d0 + d1 logit(p) + d2 top + d3 z + d4 ahead),   ahead = 1 when the mover is the side winning.
 
     The model prices every move from the service's shallower values, in which the deeper choice is often not the
     best; honest players find it more often than those values say, and the stronger they are the more often (b3:
-    an elite classical player finds the deeper move that the shallow search misses). A calibration without b3
-    (earlier files) reads it as 0."""
+    an elite classical player finds the deeper move that the shallow search misses). In a decided position every
+    candidate's loss in win probability is small, so p says less and the winning side finds the deeper move more
+    often than the losing side. A calibration without b3 (earlier files) reads it as 0; one without ``d`` counts no
+    move in a decided position."""
 
     b0: float
     b1: float
     b2: float
     b3: float = 0.0
     command: str = ""
+    d: tuple[float, ...] = ()  # (d0, d1, d2, d3, d4), or () without the decided-position term
 
     @staticmethod
     def features(p: float, top: bool, rating: float | None = None) -> tuple[float, float, float]:
-        """(logit p, top, z): what b1, b2, b3 weigh (bench/fit_review.py fits on these columns); ``rating`` None or 0
-        (unknown) counts as the centre of the scale (z = 0)."""
+        """(logit p, top, z): what b1, b2, b3 (and d1, d2, d3) weigh (bench/fit_review.py fits on these columns);
+        ``rating`` None or 0 (unknown) counts as the centre of the scale (z = 0)."""
         p = min(max(p, 1e-6), 1.0 - 1e-6)
         return math.log(p / (1.0 - p)), float(top), float(rating_z(float(rating))) if rating else 0.0
 
-    def probability(self, p: float, top: bool, rating: float | None = None) -> float:
-        """P(match) for a move the model gives probability ``p``."""
+    @property
+    def counts_decided(self) -> bool:
+        """Whether the review counts moves in decided positions (the calibration has their term)."""
+        return len(self.d) == 5
+
+    def probability(self, p: float, top: bool, rating: float | None = None, ahead: bool | None = None) -> float:
+        """P(match) for a move the model gives probability ``p``; ``ahead`` None for a move the service counts, else
+        a move in a decided position whose mover is (True) or is not (False) the side winning."""
         logit, t, z = self.features(p, top, rating)
-        x = self.b0 + self.b1 * logit + self.b2 * t + self.b3 * z
+        if ahead is None:
+            x = self.b0 + self.b1 * logit + self.b2 * t + self.b3 * z
+        elif self.counts_decided:
+            d0, d1, d2, d3, d4 = self.d
+            x = d0 + d1 * logit + d2 * t + d3 * z + d4 * float(ahead)
+        else:
+            raise ValueError("this review calibration has no term for moves in decided positions")
         return 1.0 / (1.0 + math.exp(-x))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["d"] = list(self.d)
+        if not self.d:
+            del d["d"]
+        return d
 
     @classmethod
     def load(cls, profile: str, path: str | Path | None = None) -> ReviewCalibration | None:
@@ -306,4 +330,8 @@ class ReviewCalibration:
         d = read_fitted(f"{profile}.review.json", path)
         if not d:
             return None
-        return cls(float(d["b0"]), float(d["b1"]), float(d["b2"]), float(d.get("b3", 0.0)), str(d.get("command", "")))
+        decided = tuple(float(x) for x in d.get("d", ()))
+        if decided and len(decided) != 5:
+            raise CalibrationError(f"review calibration: the decided-position term has {len(decided)} coefficients, not 5")
+        return cls(float(d["b0"]), float(d["b1"]), float(d["b2"]), float(d.get("b3", 0.0)), str(d.get("command", "")),
+                   decided)

@@ -43,7 +43,7 @@ from analyzers.fairplay import (
     ReviewCalibration,
     exclusion,
 )
-from analyzers.profiles import get_profile
+from analyzers.profiles import EngineProfile, get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
 from schemas import FairPlayAlert, GameResult, MoveAssessment, ReviewRequest
 from streamer.cli import build_config
@@ -144,6 +144,8 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--review-values", action="store_true", help="also search, at the review's limits, the position "
                     "after every move the review counts that is not its first choice (the player's and the assistant's): "
                     "the inputs of a loss statistic at the review's depth (fairplay_data.review_move_values)")
+    ap.add_argument("--no-decided", action="store_true", help="the review counts only the moves the service's statistic "
+                    "counts, not those in decided positions (the comparison that chose to count them)")
     add_review_statistic_argument(ap)
     add_data_argument(ap)
     return ap.parse_args()
@@ -151,14 +153,18 @@ def arguments() -> argparse.Namespace:
 
 #: The review statistic the tables read (``--statistic``).
 REVIEW_STATISTIC = "match"
+#: The service's profile, whose decided positions the review counts where its calibration prices them; None with
+#: ``--no-decided`` (the review of the service's counted moves only).
+REVIEW_DECIDED: EngineProfile | None = None
 
 
 def main() -> None:
-    global REVIEW_STATISTIC
+    global REVIEW_STATISTIC, REVIEW_DECIDED
     args = arguments()
     REVIEW_STATISTIC = args.statistic
     data = data_dir(args, f"pgn/{args.split}", *(["pgn/engine-tcec"] if args.tcec else []))
     config = PipelineConfig(get_profile(args.profile))
+    REVIEW_DECIDED = None if args.no_decided else config.profile
     samples = load_samples(data, args.events, args.honest_events, args.random, args.tcec, args.seed, args.split)
 
     model = load_move_model(args.profile)
@@ -175,7 +181,7 @@ def main() -> None:
             outs = service_outputs(samples.honest, results, deployed)
             units = review_units(samples, results, model) + request_units(outs, samples)
             units = list({(g.game_id, c): (g, c) for g, c in units}.values())
-            firsts = await first_choices(pool, units, results, get_profile(REVIEW_PROFILE).limits)
+            firsts = await first_choices(pool, units, results, get_profile(REVIEW_PROFILE).limits, config.profile)
             if args.review_values:
                 await review_move_values(pool, units, assisted, firsts, get_profile(REVIEW_PROFILE).limits)
             return results, assisted, outs, firsts
@@ -330,7 +336,7 @@ def reviewed_z(moves: list[MoveAssessment], firsts: dict[tuple[str, str], dict[i
     """The review's z over one scope's moves (-inf under the alerts' minimum of counted moves): its match count's, or
     with ``--statistic weighted`` the weighted count's (analyzers.fairplay.ReviewStats)."""
     deep = [(a, firsts.get((a.game_id, a.color), {}).get(a.ply)) for a in moves]
-    f = review_stats([(a, d) for a, d in deep if d is not None], model, calibration)
+    f = review_stats([(a, d) for a, d in deep if d is not None], model, calibration, REVIEW_DECIDED)
     return f.z_of(REVIEW_STATISTIC) if f.n >= DEFAULT_MIN_MOVES else float("-inf")
 
 
@@ -429,6 +435,10 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
           f"{len({(r.player_id, r.crossing) for r in requests})} crossings (scopes {dict(Counter(r.alert.scope for r in requests))}), "
           f"{len(verdicts)} verdicts at the action tier ({len({p for p, _ in verdicts})} players); the service's own alerts "
           f"(screening only with the review): {len(published)}")
+    for r, z in zip(requests, honest_z):  # each honest verdict's review: who, where, what it read
+        if z >= action and crossing_z[(r.player_id, r.crossing)] == z:
+            print(f"  honest verdict: player {r.player_id} (reference {r.alert.reference_rating}), {r.alert.scope} "
+                  f"{r.alert.scope_id}, {len(r.games)} games, review z {z:+.2f} (service z {r.alert.z:+.2f})")
     pes = sorted(whole_player_events(samples.events).items())
     print(f"whole player-events, share replaced by the depth-{assist_depth} first choice, each replayed alone: flagged by a "
           "review verdict")
@@ -465,7 +475,7 @@ def proportion_interval(k: int, n: int, level: float = 0.95) -> tuple[float, flo
 
 
 #: The review's action tiers the table below tries (the service's default is fairplay.DEFAULT_REVIEW_Z).
-REVIEW_THRESHOLDS = (3.25, 3.5, 3.75, 4.0, 4.25, 4.5, 4.75)
+REVIEW_THRESHOLDS = (3.25, 3.5, 3.75, 4.0, 4.25, 4.5, 4.75, 5.0, 5.25, 5.5)
 #: The false alarms the review's action tier is chosen for: the lowest tier whose normal bound per 1,000 honest
 #: player-events is at most this (on rated-dev).
 REVIEW_BOUND_TARGET = 1.0
@@ -485,7 +495,7 @@ def review_threshold_table(honest_z: list[float], crossing_z: dict[tuple[str, st
     if len(honest_z) < 2:
         return
     looks = len(honest_z) / max(pevents, 1)
-    mean, sd, _ = normal_tail_per_1000(honest_z, REVIEW_THRESHOLDS[-1])
+    mean, sd, _ = normal_tail_per_1000(honest_z, DEFAULT_REVIEW_Z)
     print(f"honest reviews: {len(honest_z)} ({looks:.2f} per player-event), review z mean {mean:+.2f}, sd {sd:.2f}, "
           f"max {max(honest_z):+.2f}")
     print("review tier   honest verdicts (per 1,000 player-events)   union bound per 1,000 (per crossing)   50 %: flagged 5-11 / 9+ games"
@@ -503,7 +513,7 @@ def review_threshold_table(honest_z: list[float], crossing_z: dict[tuple[str, st
         m, s, rate = normal_tail_per_1000(tops, t)
         return m, s, per_crossing * rate
 
-    cmean, csd, _ = by_crossing(REVIEW_THRESHOLDS[-1])
+    cmean, csd, _ = by_crossing(DEFAULT_REVIEW_Z)
     print(f"crossings: {len(tops)} ({per_crossing:.3f} per player-event), highest review z mean {cmean:+.2f}, sd {csd:.2f}")
     supported = None
     for t in REVIEW_THRESHOLDS:

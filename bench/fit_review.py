@@ -46,7 +46,7 @@ from schemas import MoveAssessment, PlayerInfo
 from streamer.batch import assess_games, sample_player_events, sample_rated_games_from_file
 from streamer.ingest import PgnGame, read_pgn_games
 from streamer.pipeline import PipelineConfig
-from streamer.review import REVIEW_PROFILE, first_choices, review_move
+from streamer.review import REVIEW_PROFILE, first_choices, review_move, review_terms
 
 #: One row per counted move: (scope, fold group, player id, the service's assessment, the deeper search's first
 #: choice). A scope is what a z is computed over (a rated-dev player-event; an elite player's games in runs of
@@ -84,7 +84,7 @@ async def searched_rows(args: argparse.Namespace, config: PipelineConfig, games:
     async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
         assessed = await assess_games(games, pool, config)
         units = [(g, color) for g in games for color in ("white", "black")]
-        firsts = await first_choices(pool, units, assessed, get_profile(REVIEW_PROFILE).limits)
+        firsts = await first_choices(pool, units, assessed, get_profile(REVIEW_PROFILE).limits, config.profile)
     out: list[Row] = []
     for g, color in units:
         deep = firsts.get((g.game_id, color), {})
@@ -122,41 +122,59 @@ def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return lr.coef_[0]
 
 
-#: One counted move's columns, (logit p, top, z) as ReviewCalibration.features makes them, and whether it matched.
-Term = tuple[float, float, float, int]
+#: One counted move's columns, (logit p, top, z) as ReviewCalibration.features makes them, whether it matched, and
+#: for a move in a decided position whether its mover is ahead (-1 for a move the service counts).
+Term = tuple[float, float, float, int, int]
 
 
-def terms(data: list[Row], model) -> list[tuple[Row, Term]]:  # noqa: ANN001
-    """Each row with its columns under the raw model p (rows the review does not count left out)."""
+def terms(data: list[Row], model, profile) -> list[tuple[Row, Term]]:  # noqa: ANN001
+    """Each row with its columns under the raw model p (rows the review does not count left out; moves in decided
+    positions by ``profile``'s rule)."""
     out = []
     for r in data:
         _, _, _, a, deep = r
-        m = review_move(a, deep, model)
+        m = review_move(a, deep, model, None, profile)
         if m is not None:
-            out.append((r, (*ReviewCalibration.features(m.p_top, deep == a.candidates[0].uci, a.reference_rating), m.matched)))
+            kind = review_terms(a, profile)[2]  # type: ignore[index]
+            out.append((r, (*ReviewCalibration.features(m.p_top, deep == a.candidates[0].uci, a.reference_rating),
+                            m.matched, -1 if kind is None else int(kind))))
     return out
 
 
 def design(raw: list[Term], rating: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The columns (1, logit p, top[, z]) and the outcomes (matched) of ``raw``."""
-    t = np.array(raw, dtype=float).reshape(-1, 4)
+    """The columns (1, logit p, top[, z]) and the outcomes (matched) of the counted moves of ``raw``."""
+    t = np.array([x for x in raw if x[4] < 0], dtype=float).reshape(-1, 5)
     return np.column_stack([np.ones(len(t)), t[:, :3] if rating else t[:, :2]]), t[:, 3]
 
 
-def calibration_of(b: np.ndarray, command: str = "") -> ReviewCalibration:
-    return ReviewCalibration(*map(float, b[:3]), float(b[3]) if len(b) > 3 else 0.0, command=command)
+def design_decided(raw: list[Term]) -> tuple[np.ndarray, np.ndarray]:
+    """The columns (1, logit p, top, z, ahead) and the outcomes of the moves in decided positions of ``raw``."""
+    t = np.array([x for x in raw if x[4] >= 0], dtype=float).reshape(-1, 5)
+    return np.column_stack([np.ones(len(t)), t[:, :3], t[:, 4]]), t[:, 3]
+
+
+def calibration_of(b: np.ndarray, d: np.ndarray | None = None, command: str = "") -> ReviewCalibration:
+    return ReviewCalibration(*map(float, b[:3]), float(b[3]) if len(b) > 3 else 0.0, command=command,
+                             d=tuple(map(float, d)) if d is not None else ())
+
+
+def mean_loglik(x: np.ndarray, y: np.ndarray, b: np.ndarray) -> tuple[float, int]:
+    """(summed log-likelihood, moves) of outcomes ``y`` under the logistic fit ``b``."""
+    q = np.clip(1 / (1 + np.exp(-x @ b)), 1e-12, 1 - 1e-12)
+    return float(np.sum(y * np.log(q) + (1 - y) * np.log(1 - q))), len(y)
 
 
 #: The statistic the z tables read (``--statistic``).
 REVIEW_STATISTIC = "match"
 
 
-def scope_z(data: list[Row], model, calibration: ReviewCalibration | None) -> dict[str, float]:  # noqa: ANN001
+def scope_z(data: list[Row], model, calibration: ReviewCalibration | None, profile=None) -> dict[str, float]:  # noqa: ANN001
     """The review's z per (scope, player) with DEFAULT_MIN_MOVES+ counted moves, keyed "scope|player": its match
-    count's, or with ``--statistic weighted`` the weighted count's (analyzers.fairplay.ReviewStats)."""
+    count's, or with ``--statistic weighted`` the weighted count's (analyzers.fairplay.ReviewStats); moves in decided
+    positions count where ``calibration`` has their term."""
     scopes: dict[str, ReviewStats] = defaultdict(ReviewStats)
     for scope, _, pid, a, deep in data:
-        scopes[f"{scope}|{pid}"].add(review_move(a, deep, model, calibration))
+        scopes[f"{scope}|{pid}"].add(review_move(a, deep, model, calibration, profile))
     return {key: s.z_of(REVIEW_STATISTIC) for key, s in scopes.items() if s.n >= DEFAULT_MIN_MOVES}
 
 
@@ -188,9 +206,10 @@ async def check_rows(args: argparse.Namespace, config: PipelineConfig) -> list[R
     return await searched_rows(args, config, [g for _, g in games], scope_of)
 
 
-def check_table(data: list[Row], model, calibrations: dict[str, ReviewCalibration | None]) -> None:  # noqa: ANN001
-    """Per ferreira-2012 player-event of 40+ counted moves: the review's z under each calibration."""
-    zs = {name: scope_z(data, model, cal) for name, cal in calibrations.items()}
+def check_table(data: list[Row], model, calibrations: dict[str, ReviewCalibration | None], profile) -> None:  # noqa: ANN001
+    """Per ferreira-2012 player-event of 40+ counted moves: the review's z under each calibration (moves in decided
+    positions where it has their term)."""
+    zs = {name: scope_z(data, model, cal, profile if cal is not None else None) for name, cal in calibrations.items()}
     scopes = sorted(next(iter(zs.values())), key=lambda k: -max(z[k] for z in zs.values()))
     print(f"\nhonest elite classical check, ferreira-2012 (not fitted on): {len(scopes)} player-events of 40+ counted moves")
     print("| calibration | player-events | mean z | sd | >= 3.0 | >= 4.0 | >= 4.75 | max |")
@@ -223,45 +242,69 @@ def main() -> None:
         raise SystemExit(f"profile {args.profile} has no move model")
     data = asyncio.run(rows(args, config))
 
-    rows_terms = terms(data, model)
+    rows_terms = terms(data, model, config.profile)
 
     groups = sorted({r[1] for r in data})
     fold_of = {e: i % 2 for i, e in enumerate(groups)}
     cv_z: dict[str, dict[str, float]] = {}
     cv_ll: dict[str, float] = {}
+    cv_fits: dict[str, list[np.ndarray]] = {}
     for name, rating in FITS.items():
-        cv_z[name], ll, n = {}, 0.0, 0
+        cv_z[name], ll, n, cv_fits[name] = {}, 0.0, 0, []
         for k in (0, 1):
             b = fit(*design([t for r, t in rows_terms if fold_of[r[1]] != k], rating))
             held = [r for r in data if fold_of[r[1]] == k]
-            x, y = design([t for r, t in rows_terms if fold_of[r[1]] == k], rating)
-            q = np.clip(1 / (1 + np.exp(-x @ b)), 1e-12, 1 - 1e-12)
-            ll, n = ll + float(np.sum(y * np.log(q) + (1 - y) * np.log(1 - q))), n + len(y)
+            fold_ll, fold_n = mean_loglik(*design([t for r, t in rows_terms if fold_of[r[1]] == k], rating), b)
+            ll, n = ll + fold_ll, n + fold_n
+            cv_fits[name].append(b)
             cv_z[name].update(scope_z(held, model, calibration_of(b)))
         cv_ll[name] = ll / n
     chosen = max(FITS, key=lambda k: cv_ll[k])
+    # the decided-position term, cross-validated the same way beside the counted moves' chosen fit
+    cv_decided: dict[str, float] = {}
+    dll = dn = cll = 0.0
+    for k in (0, 1):
+        xt, yt = design_decided([t for r, t in rows_terms if fold_of[r[1]] != k])
+        d = fit(xt, yt)
+        xh, yh = design_decided([t for r, t in rows_terms if fold_of[r[1]] == k])
+        fold_ll, fold_n = mean_loglik(xh, yh, d)
+        const = np.array([np.log(yt.mean() / (1 - yt.mean()))])  # the training fold's match rate alone
+        cll += mean_loglik(xh[:, :1], yh, const)[0]
+        dll, dn = dll + fold_ll, dn + fold_n
+        held = [r for r in data if fold_of[r[1]] == k]
+        cv_decided.update(scope_z(held, model, calibration_of(cv_fits[chosen][k], d), config.profile))
     command = (f"python bench/fit_review.py --profile {args.profile} --dev {args.dev} --elite {args.elite} "
                f"--seed {args.seed} --write")
     x, y = design([t for _, t in rows_terms], FITS[chosen])
-    final = calibration_of(fit(x, y), command)
+    xd, yd = design_decided([t for _, t in rows_terms])
+    final = calibration_of(fit(x, y), fit(xd, yd), command)
     n_dev = sum(1 for r in data if not r[0].startswith("elite:"))
     print(f"review calibration: profile {args.profile}, review {get_profile(REVIEW_PROFILE).limits.key}, {len(y)} counted moves "
-          f"({n_dev} of rated-dev: {len({r[1] for r in data if not r[0].startswith('elite:')})} events; "
+          f"and {len(yd)} in decided positions ({n_dev} rows of rated-dev: "
+          f"{len({r[1] for r in data if not r[0].startswith('elite:')})} events; "
           f"{len(data) - n_dev} of elite-otb: {len({r[2] for r in data if r[0].startswith('elite:')})} players); "
-          f"matched {y.mean():.3f}, raw model p {np.mean(1 / (1 + np.exp(-x[:, 1]))):.3f}")
+          f"matched {y.mean():.3f} (decided positions {yd.mean():.3f}, ahead {yd[xd[:, 4] == 1].mean():.3f}, behind "
+          f"{yd[xd[:, 4] == 0].mean():.3f}), raw model p {np.mean(1 / (1 + np.exp(-x[:, 1]))):.3f}")
     print("\nlog-likelihood per move, cross-validated by group (2 folds)")
     for name in FITS:
         print(f"  {name:<24} {cv_ll[name]:.5f}{'   <- kept' if name == chosen else ''}")
+    print(f"  decided positions: logit(p), top, rating, ahead {dll / dn:.5f} (the match rate alone {cll / dn:.5f})")
     print(f"P(match) = sigmoid({final.b0:+.3f} {final.b1:+.3f} logit(p) {final.b2:+.3f} top {final.b3:+.3f} z)")
+    d0, d1, d2, d3, d4 = final.d
+    print(f"decided positions: P(match) = sigmoid({d0:+.3f} {d1:+.3f} logit(p) {d2:+.3f} top {d3:+.3f} z {d4:+.3f} ahead)")
     print(f"\nreview z ({REVIEW_STATISTIC}) per honest scope, 40+ moves     n   mean    sd  >=2.0  >=3.0  >=4.0  "
           ">=4.75     max")
     describe("raw model p", scope_z(data, model, None))
     for name in FITS:
         describe(f"{name}, cross-validated", cv_z[name])
-    describe("kept, fitted on all (in-sample)", scope_z(data, model, final))
+    describe("kept + decided positions, cross-val.", cv_decided)
+    without = calibration_of(fit(x, y))
+    describe("kept, fitted on all (in-sample)", scope_z(data, model, without))
+    describe("+ decided positions (in-sample)", scope_z(data, model, final, config.profile))
     if args.check:
         check_table(asyncio.run(check_rows(args, config)), model,
-                    {"raw model p": None, "shipped": ReviewCalibration.load(args.profile), "kept (this fit)": final})
+                    {"raw model p": None, "shipped": ReviewCalibration.load(args.profile), "kept (this fit)": without,
+                     "kept + decided positions": final}, config.profile)
     if args.write:
         path = ROOT / "analyzers" / "calibrations" / f"{args.profile}.review.json"
         path.write_text(json.dumps(final.to_dict(), indent=2) + "\n")

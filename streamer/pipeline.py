@@ -583,6 +583,14 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
     return fair
 
 
+def in_decided_position(a: MoveAssessment, profile: EngineProfile) -> bool:
+    """Whether a move is past ``profile``'s book plies, has a choice and stands in a position the profile calls
+    decided (the best candidate beyond ``decided_cp`` either way): not counted for the rating nor by the service's
+    fair-play statistics, counted by the review with a term of its own (:mod:`streamer.review`)."""
+    return (not a.counted and a.ply >= profile.skip_plies and len(a.candidates) > 1
+            and abs(a.candidates[0].cp) > profile.decided_cp)
+
+
 def counts_for_fair_play(a: MoveAssessment, losses: Sequence[float]) -> bool:
     """Whether a counted move whose candidates lose ``losses`` in win probability (the best 0) enters the fair-play
     statistics under the move model: the mover has a reference rating, there is a choice, and

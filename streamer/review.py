@@ -37,7 +37,7 @@ from schemas import FairPlayAlert, GameRecord, MoveAssessment, ReviewRequest
 
 from .batch import assess_games
 from .ingest import PgnGame
-from .pipeline import PipelineConfig, counts_for_fair_play, move_choice, move_clock_inputs
+from .pipeline import PipelineConfig, counts_for_fair_play, in_decided_position, move_choice, move_clock_inputs
 
 log = logging.getLogger("kibitz.review")
 
@@ -56,23 +56,30 @@ def positions(game: PgnGame, color: str) -> list[tuple[int, chess.Board]]:
     return out
 
 
-def _fair_terms(a: MoveAssessment) -> tuple[int, list[float]] | None:
-    """(index played, each candidate's loss in win probability) of a move the service's fair-play statistics count
-    (counted, and :func:`~streamer.pipeline.counts_for_fair_play`), else None."""
-    if not a.counted:
+def review_terms(a: MoveAssessment, profile: EngineProfile | None = None) -> tuple[int, list[float], bool | None] | None:
+    """(index played, each candidate's loss in win probability, ahead) of a move the review counts, else None: a move
+    the service's fair-play statistics count (counted, and :func:`~streamer.pipeline.counts_for_fair_play`; ahead
+    None) and, given the service's ``profile``, a move in a position it calls decided
+    (:func:`~streamer.pipeline.in_decided_position`) that passes the same rules (ahead: whether the mover is the side
+    winning)."""
+    if a.counted:
+        ahead = None
+    elif profile is not None and in_decided_position(a, profile):
+        ahead = a.candidates[0].cp > 0
+    else:
         return None
     values, idx = move_choice(a)
     losses = win_losses([v * 100.0 for v in values]).tolist()
-    return (idx, losses) if counts_for_fair_play(a, losses) else None
+    return (idx, losses, ahead) if counts_for_fair_play(a, losses) else None
 
 
-def counts_for_review(a: MoveAssessment) -> bool:
-    """Whether the service's fair-play statistics count this move (the review counts the same moves)."""
-    return _fair_terms(a) is not None
+def counts_for_review(a: MoveAssessment, profile: EngineProfile | None = None) -> bool:
+    """Whether the review counts this move (:func:`review_terms`)."""
+    return review_terms(a, profile) is not None
 
 
-def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel,
-                calibration: ReviewCalibration | None = None) -> FairPlayMove | None:
+def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel, calibration: ReviewCalibration | None = None,
+                profile: EngineProfile | None = None) -> FairPlayMove | None:
     """One move's fair-play terms with the deeper search's first choice ``deep_uci`` as the reference move: matched
     when the player played it, expected with the move model's probability of it at the move's reference rating, time
     class and clock (as :func:`~streamer.pipeline.count_move`). A first choice that the service's search did not list
@@ -80,11 +87,15 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel,
     gives an unlisted played move): a move outside the search's top candidates is rarely better than its last, so its
     probability, and the expected matches, err high and the review's z errs low. ``calibration`` maps that
     probability to how often honest players of rated-dev matched (:class:`~analyzers.fairplay.ReviewCalibration`);
-    without it the raw model probability is used. None when the move does not count."""
-    terms = _fair_terms(a)
+    without it the raw model probability is used. A move in a decided position (:func:`review_terms`, given the
+    service's ``profile``) counts only with a calibration that has their term, or without any (the raw p, for the
+    fit). None when the move does not count."""
+    terms = review_terms(a, profile)
     if terms is None:
         return None
-    idx, losses = terms
+    idx, losses, ahead = terms
+    if ahead is not None and calibration is not None and not calibration.counts_decided:
+        return None
     ucis = [c.uci for c in a.candidates] + ([a.uci] if a.played_rank is None else [])
     if deep_uci in ucis:
         target = ucis.index(deep_uci)
@@ -95,15 +106,15 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel,
     m = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons), target=target)
     if m is None or calibration is None:
         return m
-    return m._replace(p_top=calibration.probability(m.p_top, target == 0, a.reference_rating))
+    return m._replace(p_top=calibration.probability(m.p_top, target == 0, a.reference_rating, ahead))
 
 
 def review_stats(moves: Iterable[tuple[MoveAssessment, str]], model: MoveModel,
-                 calibration: ReviewCalibration | None = None) -> ReviewStats:
+                 calibration: ReviewCalibration | None = None, profile: EngineProfile | None = None) -> ReviewStats:
     """The review's sums over (the service's assessment, the deeper search's first choice) pairs."""
     stats = ReviewStats()
     for a, deep in moves:
-        stats.add(review_move(a, deep, model, calibration))
+        stats.add(review_move(a, deep, model, calibration, profile))
     return stats
 
 
@@ -137,10 +148,10 @@ class Review:
 
 
 async def first_choices(pool: EnginePool, units: Sequence[tuple[PgnGame, str]], assessed: Mapping[str, Sequence[MoveAssessment]],
-                        limits: Limits) -> dict[tuple[str, str], dict[int, str]]:
+                        limits: Limits, profile: EngineProfile | None = None) -> dict[tuple[str, str], dict[int, str]]:
     """(game id, color) -> {ply: the first choice of a search at ``limits``} for each move of that side in
-    ``assessed`` (the service's assessments by game id) that the review counts (:func:`counts_for_review`); all
-    searches queued at once, ``pool.size`` x 2 in flight."""
+    ``assessed`` (the service's assessments by game id) that the review counts (:func:`counts_for_review`, moves in
+    decided positions too given the service's ``profile``); all searches queued at once, ``pool.size`` x 2 in flight."""
     sem = asyncio.Semaphore(pool.size * 2)
     out: dict[tuple[str, str], dict[int, str]] = {}
 
@@ -152,7 +163,7 @@ async def first_choices(pool: EnginePool, units: Sequence[tuple[PgnGame, str]], 
 
     todo = []
     for g, color in units:
-        counted = {a.ply for a in assessed.get(g.game_id, []) if a.color == color and counts_for_review(a)}
+        counted = {a.ply for a in assessed.get(g.game_id, []) if a.color == color and counts_for_review(a, profile)}
         todo += [((g.game_id, color), ply, b) for ply, b in positions(g, color) if ply in counted]
     await asyncio.gather(*(one(*t) for t in todo))
     return out
@@ -165,7 +176,9 @@ async def review_player(pool: EnginePool, config: PipelineConfig, model: MoveMod
     limits = (review or get_profile(REVIEW_PROFILE)).limits
     mine = [(g, "white" if g.white.id == player_id else "black") for g in games if player_id in (g.white.id, g.black.id)]
     assessed = await assess_games([g for g, _ in mine], pool, config)
-    firsts = await first_choices(pool, mine, assessed, limits)
+    # moves in decided positions count where the calibration prices them
+    profile = config.profile if calibration is not None and calibration.counts_decided else None
+    firsts = await first_choices(pool, mine, assessed, limits, profile)
     pairs: list[tuple[MoveAssessment, str]] = []
     plies: dict[str, list[int]] = {}
     for g, color in mine:
@@ -174,7 +187,7 @@ async def review_player(pool: EnginePool, config: PipelineConfig, model: MoveMod
             if a.ply in deep and a.color == color:
                 pairs.append((a, deep[a.ply]))
                 plies.setdefault(g.game_id, []).append(a.ply)
-    return Review(player_id, [g.game_id for g, _ in mine], limits.key, review_stats(pairs, model, calibration), plies)
+    return Review(player_id, [g.game_id for g, _ in mine], limits.key, review_stats(pairs, model, calibration, profile), plies)
 
 
 def record_of(game: PgnGame) -> GameRecord:

@@ -15,6 +15,7 @@ import pytest
 
 from analyzers.calibration import load_calibration
 from analyzers.engine import EnginePool
+from analyzers.errors import CalibrationError
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_REVIEW_Z, REVIEW_P_FLOOR, FairPlayMove, ReviewCalibration, ReviewStats
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
@@ -109,6 +110,48 @@ def test_the_rating_term_moves_the_expected_match_with_the_reference_rating(tmp_
     path.write_text(json.dumps({"b0": 0.5, "b1": 1.2, "b2": -0.3, "command": "x"}))
     old = ReviewCalibration.load("fast", path)
     assert old is not None and old.b3 == 0.0 and old.probability(0.3, False, 2800.0) == pytest.approx(centre)
+
+
+DECIDED = [("e2e4", 900), ("d2d4", 850), ("g1f3", 700)]  # the mover far ahead: a decided position at depth 8
+
+
+def test_a_move_in_a_decided_position_counts_in_the_review_with_its_own_term(tmp_path):
+    fast = get_profile("fast")
+    a = assessment("d2d4", DECIDED, counted=False)
+    # without the service's profile, or with a calibration that has no term for them, such moves do not count
+    assert review_move(a, "d2d4", MODEL) is None
+    assert review_move(a, "d2d4", MODEL, ReviewCalibration(0.5, 1.2, -0.3, 0.4), fast) is None
+    raw = review_move(a, "d2d4", MODEL, None, fast)  # the raw model probability, what bench/fit_review.py fits on
+    assert raw is not None and raw.matched == 1
+    cal = ReviewCalibration(0.5, 1.2, -0.3, 0.4, d=(0.1, 0.5, 0.2, 0.3, 0.6))
+    ahead = review_move(a, "d2d4", MODEL, cal, fast)
+    assert ahead is not None and ahead.p_top == pytest.approx(cal.probability(raw.p_top, False, 1800.0, True))
+    assert ahead.p_top != pytest.approx(cal.probability(raw.p_top, False, 1800.0))  # not the counted moves' formula
+    lost = assessment("d2d4", [(u, cp - 1700) for u, cp in DECIDED], counted=False)  # the mover far behind
+    raw_behind, behind = review_move(lost, "d2d4", MODEL, None, fast), review_move(lost, "d2d4", MODEL, cal, fast)
+    assert raw_behind is not None and behind is not None
+    assert behind.p_top == pytest.approx(cal.probability(raw_behind.p_top, False, 1800.0, False))
+    assert behind.p_top < cal.probability(raw_behind.p_top, False, 1800.0, True)  # d4 > 0: the side ahead matches more
+    # the same rules as the service's counted moves: past the book, a choice, a reference rating, no recapture
+    assert review_move(assessment("d2d4", DECIDED, counted=False, ply=fast.skip_plies - 1), "d2d4", MODEL, cal, fast) is None
+    assert review_move(assessment("d2d4", CANDS, counted=False), "d2d4", MODEL, cal, fast) is None  # not decided: book or forced
+    assert review_move(assessment("e2e4", DECIDED[:1], counted=False), "e2e4", MODEL, cal, fast) is None
+    assert review_move(assessment("d2d4", DECIDED, counted=False, reference_rating=None), "d2d4", MODEL, cal, fast) is None
+    assert review_move(assessment("d2d4", DECIDED, counted=False, recapture=True), "d2d4", MODEL, cal, fast) is None
+    stats = review_stats([(a, "d2d4"), (assessment("d2d4", CANDS), "e2e4")], MODEL, cal, fast)
+    assert stats.n == 2 and stats.matches == 1
+    assert review_stats([(a, "d2d4"), (assessment("d2d4", CANDS), "e2e4")], MODEL, cal).n == 1
+    # the file: the term has five coefficients, or it is absent
+    assert ReviewCalibration.load("fast", write(tmp_path / "d.json", cal.to_dict())) == replace(cal, command="")
+    with pytest.raises(CalibrationError):
+        ReviewCalibration.load("fast", write(tmp_path / "bad.json", {**cal.to_dict(), "d": [0.1, 0.2, 0.3]}))
+    with pytest.raises(ValueError):
+        ReviewCalibration(0.5, 1.2, -0.3).probability(0.3, False, 1800.0, True)
+
+
+def write(path, d):  # noqa: ANN001, ANN201
+    path.write_text(json.dumps(d))
+    return path
 
 
 async def play(pool: EnginePool, white_picks_first: bool, plies: int = 90) -> chess.pgn.Game:
