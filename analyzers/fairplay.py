@@ -274,7 +274,8 @@ class ReviewCalibration:
         P(match) = sigmoid(b0 + b1 logit(p) + b2 top + b3 z),   top = 1 when it is also the service's first candidate,
                                                                  z = (R - 1800) / 400, R the reference rating;
 
-    and for a move in a decided position (the service does not count it; the review does with its own term, ``d``):
+    and for a move in a decided position (the service does not count it; a review whose calibration has this term,
+    ``d``, does; the shipped one has none, docs/fairplay.md):
 
         P(match) = sigmoid(d0 + d1 logit(p) + d2 top + d3 z + d4 ahead),   ahead = 1 when the mover is the side winning.
 

@@ -16,6 +16,7 @@ import random
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 from common import ANALYSIS_CACHE, add_data_argument, add_review_statistic_argument, data_dir
@@ -144,8 +145,9 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--review-values", action="store_true", help="also search, at the review's limits, the position "
                     "after every move the review counts that is not its first choice (the player's and the assistant's): "
                     "the inputs of a loss statistic at the review's depth (fairplay_data.review_move_values)")
-    ap.add_argument("--no-decided", action="store_true", help="the review counts only the moves the service's statistic "
-                    "counts, not those in decided positions (the comparison that chose to count them)")
+    ap.add_argument("--review-calibration", type=Path, default=None, help="the review calibration to read instead of "
+                    "the shipped one (e.g. one bench/fit_review.py --decided --out FILE wrote, which prices moves in "
+                    "decided positions: the review then counts them)")
     add_review_statistic_argument(ap)
     add_data_argument(ap)
     return ap.parse_args()
@@ -153,18 +155,19 @@ def arguments() -> argparse.Namespace:
 
 #: The review statistic the tables read (``--statistic``).
 REVIEW_STATISTIC = "match"
-#: The service's profile, whose decided positions the review counts where its calibration prices them; None with
-#: ``--no-decided`` (the review of the service's counted moves only).
+#: The service's profile: the review counts its decided positions where the review calibration prices them.
 REVIEW_DECIDED: EngineProfile | None = None
+#: The review calibration the tables read (``--review-calibration``; None: the shipped one).
+REVIEW_CALIBRATION: Path | None = None
 
 
 def main() -> None:
-    global REVIEW_STATISTIC, REVIEW_DECIDED
+    global REVIEW_STATISTIC, REVIEW_DECIDED, REVIEW_CALIBRATION
     args = arguments()
-    REVIEW_STATISTIC = args.statistic
+    REVIEW_STATISTIC, REVIEW_CALIBRATION = args.statistic, args.review_calibration
     data = data_dir(args, f"pgn/{args.split}", *(["pgn/engine-tcec"] if args.tcec else []))
     config = PipelineConfig(get_profile(args.profile))
-    REVIEW_DECIDED = None if args.no_decided else config.profile
+    REVIEW_DECIDED = config.profile
     samples = load_samples(data, args.events, args.honest_events, args.random, args.tcec, args.seed, args.split)
 
     model = load_move_model(args.profile)
@@ -172,6 +175,8 @@ def main() -> None:
     # the service's own configuration (calibration, move model, combination), as `kibitz` builds it, and with --review
     service = build_config(argparse.Namespace(profile=args.profile, depth=None, nodes=None, multipv=None))
     deployed = build_config(argparse.Namespace(profile=args.profile, depth=None, nodes=None, multipv=None, review=True))
+    if REVIEW_CALIBRATION is not None:
+        deployed = replace(deployed, review=ReviewCalibration.load(args.profile, REVIEW_CALIBRATION))
 
     async def run():  # noqa: ANN202
         async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
@@ -348,7 +353,7 @@ def review_flags(rows: Iterable[tuple[float, float]], trigger: float) -> list[bo
 def review_report(samples, results, assisted, firsts, model, seed: int, assist_depth: int) -> None:  # noqa: ANN001
     """The second stage: player-events whose service z reaches a trigger are searched again at the review profile,
     and the action tier is the review's z at DEFAULT_REVIEW_Z."""
-    calibration = ReviewCalibration.load(model.profile)
+    calibration = ReviewCalibration.load(model.profile, REVIEW_CALIBRATION)
     review_key = get_profile(REVIEW_PROFILE).limits.key
     print(f"\nthe review ({REVIEW_PROFILE} profile, {review_key}; expected matches from the move model and "
           f"{calibration.command if calibration else 'no review calibration'}): a player-event is reviewed when its service z "

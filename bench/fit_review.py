@@ -1,7 +1,7 @@
 """Fit the review's expected matches (streamer/review.py, docs/models.md s. 7) on rated-dev and elite-otb. Never on
 rated-holdout.
 
-    python bench/fit_review.py [--profile fast] [--dev 300] [--elite 0] [--seed 0] [--check] [--write]
+    python bench/fit_review.py [--profile fast] [--dev 300] [--elite 0] [--seed 0] [--check] [--write [--decided] [--out FILE]]
 
 The review matches a player's moves against a deeper search's first choice (profile ``deep``: depth 12, one PV),
 each expected with the move model's probability p of that move, which the model computes from the service's
@@ -20,7 +20,13 @@ one side only). It prints, per honest scope of 40+ counted moves (a rated-dev pl
 games in runs of 9), the review's z with the raw p and with each fit, cross-validated. ``--check`` then reviews every player of
 ferreira-2012's events of 2011 (London Chess Classic, Tal Memorial, Candidates; honest elite classical, never fitted
 on) under the raw p, the shipped calibration and this fit. ``--write``
-saves analyzers/calibrations/<profile>.review.json, fitted on every move, with the command.
+saves analyzers/calibrations/<profile>.review.json (or ``--out FILE``), fitted on every move, with the command.
+
+Beside the counted moves it fits, on the moves in decided positions (which the service does not count), their own
+term, P(match) = sigmoid(d0 + d1 logit(p) + d2 top + d3 z + d4 ahead), and prints the z tables and the check with them
+counted too. ``--decided`` writes that term into the file, so that a review with it counts those moves; the shipped
+calibration has none: on rated-dev the term raised the one honest outlier as much as it raised half-assisted play
+(docs/fairplay.md, "Decided positions in the review").
 
 Needs scikit-learn (``pip install -e '.[bench]'``).
 """
@@ -32,6 +38,7 @@ import asyncio
 import json
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 from common import ANALYSIS_CACHE, ROOT, add_data_argument, add_review_statistic_argument, data_dir
@@ -231,6 +238,9 @@ def main() -> None:
     ap.add_argument("--check", action="store_true",
                     help="also review every player of ferreira-2012's 2011 events (honest elite classical)")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--decided", action="store_true", help="write the decided-position term too (the review then counts "
+                    "moves in decided positions; measured and not shipped, docs/fairplay.md)")
+    ap.add_argument("--out", type=Path, default=None, help="write here instead of analyzers/calibrations/")
     add_review_statistic_argument(ap)
     add_data_argument(ap)
     args = ap.parse_args()
@@ -274,10 +284,12 @@ def main() -> None:
         held = [r for r in data if fold_of[r[1]] == k]
         cv_decided.update(scope_z(held, model, calibration_of(cv_fits[chosen][k], d), config.profile))
     command = (f"python bench/fit_review.py --profile {args.profile} --dev {args.dev} --elite {args.elite} "
-               f"--seed {args.seed} --write")
+               f"--seed {args.seed}{' --decided' if args.decided else ''} --write")
     x, y = design([t for _, t in rows_terms], FITS[chosen])
     xd, yd = design_decided([t for _, t in rows_terms])
-    final = calibration_of(fit(x, y), fit(xd, yd), command)
+    with_decided = calibration_of(fit(x, y), fit(xd, yd), command)
+    without = calibration_of(fit(x, y), command=command)
+    final = with_decided if args.decided else without
     n_dev = sum(1 for r in data if not r[0].startswith("elite:"))
     print(f"review calibration: profile {args.profile}, review {get_profile(REVIEW_PROFILE).limits.key}, {len(y)} counted moves "
           f"and {len(yd)} in decided positions ({n_dev} rows of rated-dev: "
@@ -290,7 +302,7 @@ def main() -> None:
         print(f"  {name:<24} {cv_ll[name]:.5f}{'   <- kept' if name == chosen else ''}")
     print(f"  decided positions: logit(p), top, rating, ahead {dll / dn:.5f} (the match rate alone {cll / dn:.5f})")
     print(f"P(match) = sigmoid({final.b0:+.3f} {final.b1:+.3f} logit(p) {final.b2:+.3f} top {final.b3:+.3f} z)")
-    d0, d1, d2, d3, d4 = final.d
+    d0, d1, d2, d3, d4 = with_decided.d
     print(f"decided positions: P(match) = sigmoid({d0:+.3f} {d1:+.3f} logit(p) {d2:+.3f} top {d3:+.3f} z {d4:+.3f} ahead)")
     print(f"\nreview z ({REVIEW_STATISTIC}) per honest scope, 40+ moves     n   mean    sd  >=2.0  >=3.0  >=4.0  "
           ">=4.75     max")
@@ -298,17 +310,16 @@ def main() -> None:
     for name in FITS:
         describe(f"{name}, cross-validated", cv_z[name])
     describe("kept + decided positions, cross-val.", cv_decided)
-    without = calibration_of(fit(x, y))
     describe("kept, fitted on all (in-sample)", scope_z(data, model, without))
-    describe("+ decided positions (in-sample)", scope_z(data, model, final, config.profile))
+    describe("+ decided positions (in-sample)", scope_z(data, model, with_decided, config.profile))
     if args.check:
         check_table(asyncio.run(check_rows(args, config)), model,
                     {"raw model p": None, "shipped": ReviewCalibration.load(args.profile), "kept (this fit)": without,
-                     "kept + decided positions": final}, config.profile)
+                     "kept + decided positions": with_decided}, config.profile)
     if args.write:
-        path = ROOT / "analyzers" / "calibrations" / f"{args.profile}.review.json"
+        path = args.out or ROOT / "analyzers" / "calibrations" / f"{args.profile}.review.json"
         path.write_text(json.dumps(final.to_dict(), indent=2) + "\n")
-        print(f"wrote {path.relative_to(ROOT)}")
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

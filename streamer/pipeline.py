@@ -586,7 +586,7 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
 def in_decided_position(a: MoveAssessment, profile: EngineProfile) -> bool:
     """Whether a move is past ``profile``'s book plies, has a choice and stands in a position the profile calls
     decided (the best candidate beyond ``decided_cp`` either way): not counted for the rating nor by the service's
-    fair-play statistics, counted by the review with a term of its own (:mod:`streamer.review`)."""
+    fair-play statistics; a review whose calibration has a term for them counts it (:mod:`streamer.review`)."""
     return (not a.counted and a.ply >= profile.skip_plies and len(a.candidates) > 1
             and abs(a.candidates[0].cp) > profile.decided_cp)
 

@@ -8,8 +8,10 @@ cache's results where it has them) and searches every position whose move counts
 :data:`REVIEW_PROFILE` (depth 12, one principal variation). Its match statistic counts the moves that are the deeper
 search's first choice, each expected with the move model's probability of that move for a player of the reference
 rating (:func:`review_move`): the same model, inputs and exclusions as the service's statistic, only the reference
-move changes; its action tier is its own (:data:`~analyzers.fairplay.DEFAULT_REVIEW_Z`, ``--review-z``). ``kibitz
-review`` runs it; ``bench/fairplay_calibration.py`` measures it on held-out games.
+move changes; its action tier is its own (:data:`~analyzers.fairplay.DEFAULT_REVIEW_Z`, ``--review-z``). A review
+calibration with a term for moves in decided positions (:attr:`~analyzers.fairplay.ReviewCalibration.d`) makes it
+count those too (measured and not shipped: docs/fairplay.md). ``kibitz review`` runs it;
+``bench/fairplay_calibration.py`` measures it on held-out games.
 """
 
 from __future__ import annotations

@@ -31,10 +31,11 @@ from schemas import (
     PlayerInfo,
     ReviewRequest,
 )
+from streamer.batch import assess_games
 from streamer.embedded import EmbeddedRuntime
 from streamer.ingest import read_pgn_games
 from streamer.pipeline import PipelineConfig
-from streamer.review import REVIEW_PROFILE, review_move, review_player, review_stats
+from streamer.review import REVIEW_PROFILE, review_move, review_player, review_stats, review_terms
 
 MODEL = load_move_model("fast")
 CALIBRATION = ReviewCalibration.load("fast")
@@ -118,8 +119,9 @@ DECIDED = [("e2e4", 900), ("d2d4", 850), ("g1f3", 700)]  # the mover far ahead: 
 def test_a_move_in_a_decided_position_counts_in_the_review_with_its_own_term(tmp_path):
     fast = get_profile("fast")
     a = assessment("d2d4", DECIDED, counted=False)
-    # without the service's profile, or with a calibration that has no term for them, such moves do not count
+    # without the service's profile, or with a calibration that has no term for them (the shipped one), they do not count
     assert review_move(a, "d2d4", MODEL) is None
+    assert CALIBRATION is not None and not CALIBRATION.counts_decided and review_move(a, "d2d4", MODEL, CALIBRATION, fast) is None
     assert review_move(a, "d2d4", MODEL, ReviewCalibration(0.5, 1.2, -0.3, 0.4), fast) is None
     raw = review_move(a, "d2d4", MODEL, None, fast)  # the raw model probability, what bench/fit_review.py fits on
     assert raw is not None and raw.matched == 1
@@ -180,7 +182,14 @@ async def test_a_player_who_always_plays_the_deeper_choice_matches_it_at_every_c
         games = list(read_pgn_games(pgn))
         white = games[0].white.id
         review = await review_player(pool, config, MODEL, games, white, CALIBRATION)
+        # a calibration with the decided-position term: the review counts White's moves in decided positions too
+        with_decided = await review_player(pool, config, MODEL, games, white, replace(CALIBRATION, d=(0.5, 1.0, 0.0, 0.0, 0.4)))
+        assessed = await assess_games(games, pool, config)
     s = review.stats
+    mine = [a for g in games for a in assessed[g.game_id] if a.player_id == white]
+    assert s.n == sum(1 for a in mine if review_terms(a) is not None)
+    decided = sum(1 for a in mine if review_terms(a, config.profile) is not None) - s.n
+    assert decided > 0 and with_decided.stats.n == s.n + decided  # the first game is won long before its 90th ply
     assert review.games == [g.game_id for g in games] and review.limits == get_profile(REVIEW_PROFILE).limits.key
     assert s.n >= 20 and s.n == sum(len(p) for p in review.plies.values())
     first_game = review.plies.get(games[0].game_id, [])
