@@ -165,7 +165,7 @@ def calibration_of(b: np.ndarray, d: np.ndarray | None = None, command: str = ""
                              d=tuple(map(float, d)) if d is not None else ())
 
 
-def mean_loglik(x: np.ndarray, y: np.ndarray, b: np.ndarray) -> tuple[float, int]:
+def loglik(x: np.ndarray, y: np.ndarray, b: np.ndarray) -> tuple[float, int]:
     """(summed log-likelihood, moves) of outcomes ``y`` under the logistic fit ``b``."""
     q = np.clip(1 / (1 + np.exp(-x @ b)), 1e-12, 1 - 1e-12)
     return float(np.sum(y * np.log(q) + (1 - y) * np.log(1 - q))), len(y)
@@ -264,7 +264,7 @@ def main() -> None:
         for k in (0, 1):
             b = fit(*design([t for r, t in rows_terms if fold_of[r[1]] != k], rating))
             held = [r for r in data if fold_of[r[1]] == k]
-            fold_ll, fold_n = mean_loglik(*design([t for r, t in rows_terms if fold_of[r[1]] == k], rating), b)
+            fold_ll, fold_n = loglik(*design([t for r, t in rows_terms if fold_of[r[1]] == k], rating), b)
             ll, n = ll + fold_ll, n + fold_n
             cv_fits[name].append(b)
             cv_z[name].update(scope_z(held, model, calibration_of(b)))
@@ -277,9 +277,9 @@ def main() -> None:
         xt, yt = design_decided([t for r, t in rows_terms if fold_of[r[1]] != k])
         d = fit(xt, yt)
         xh, yh = design_decided([t for r, t in rows_terms if fold_of[r[1]] == k])
-        fold_ll, fold_n = mean_loglik(xh, yh, d)
+        fold_ll, fold_n = loglik(xh, yh, d)
         const = np.array([np.log(yt.mean() / (1 - yt.mean()))])  # the training fold's match rate alone
-        cll += mean_loglik(xh[:, :1], yh, const)[0]
+        cll += loglik(xh[:, :1], yh, const)[0]
         dll, dn = dll + fold_ll, dn + fold_n
         held = [r for r in data if fold_of[r[1]] == k]
         cv_decided.update(scope_z(held, model, calibration_of(cv_fits[chosen][k], d), config.profile))
