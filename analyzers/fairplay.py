@@ -300,10 +300,14 @@ class ReviewCalibration:
         p = min(max(p, 1e-6), 1.0 - 1e-6)
         return math.log(p / (1.0 - p)), float(top), float(rating_z(float(rating))) if rating else 0.0
 
+    def __post_init__(self) -> None:
+        if self.d and len(self.d) != 5:
+            raise CalibrationError(f"review calibration: the decided-position term has {len(self.d)} coefficients, not 5")
+
     @property
     def counts_decided(self) -> bool:
         """Whether the review counts moves in decided positions (the calibration has their term)."""
-        return len(self.d) == 5
+        return bool(self.d)
 
     def probability(self, p: float, top: bool, rating: float | None = None, ahead: bool | None = None) -> float:
         """P(match) for a move the model gives probability ``p``; ``ahead`` None for a move the service counts, else
@@ -320,9 +324,10 @@ class ReviewCalibration:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["d"] = list(self.d)
-        if not self.d:
-            del d["d"]
+        if self.d:
+            d["d"] = list(self.d)
+        else:
+            del d["d"]  # files without the term stay as they were
         return d
 
     @classmethod
@@ -331,8 +336,5 @@ class ReviewCalibration:
         d = read_fitted(f"{profile}.review.json", path)
         if not d:
             return None
-        decided = tuple(float(x) for x in d.get("d", ()))
-        if decided and len(decided) != 5:
-            raise CalibrationError(f"review calibration: the decided-position term has {len(decided)} coefficients, not 5")
         return cls(float(d["b0"]), float(d["b1"]), float(d["b2"]), float(d.get("b3", 0.0)), str(d.get("command", "")),
-                   decided)
+                   tuple(float(x) for x in d.get("d", ())))

@@ -44,7 +44,7 @@ from analyzers.fairplay import (
     ReviewCalibration,
     exclusion,
 )
-from analyzers.profiles import EngineProfile, get_profile
+from analyzers.profiles import get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, load_move_model, win_losses
 from schemas import FairPlayAlert, GameResult, MoveAssessment, ReviewRequest
 from streamer.cli import build_config
@@ -155,19 +155,16 @@ def arguments() -> argparse.Namespace:
 
 #: The review statistic the tables read (``--statistic``).
 REVIEW_STATISTIC = "match"
-#: The service's profile: the review counts its decided positions where the review calibration prices them.
-REVIEW_DECIDED: EngineProfile | None = None
 #: The review calibration the tables read (``--review-calibration``; None: the shipped one).
 REVIEW_CALIBRATION: Path | None = None
 
 
 def main() -> None:
-    global REVIEW_STATISTIC, REVIEW_DECIDED, REVIEW_CALIBRATION
+    global REVIEW_STATISTIC, REVIEW_CALIBRATION
     args = arguments()
     REVIEW_STATISTIC, REVIEW_CALIBRATION = args.statistic, args.review_calibration
     data = data_dir(args, f"pgn/{args.split}", *(["pgn/engine-tcec"] if args.tcec else []))
     config = PipelineConfig(get_profile(args.profile))
-    REVIEW_DECIDED = config.profile
     samples = load_samples(data, args.events, args.honest_events, args.random, args.tcec, args.seed, args.split)
 
     model = load_move_model(args.profile)
@@ -341,7 +338,8 @@ def reviewed_z(moves: list[MoveAssessment], firsts: dict[tuple[str, str], dict[i
     """The review's z over one scope's moves (-inf under the alerts' minimum of counted moves): its match count's, or
     with ``--statistic weighted`` the weighted count's (analyzers.fairplay.ReviewStats)."""
     deep = [(a, firsts.get((a.game_id, a.color), {}).get(a.ply)) for a in moves]
-    f = review_stats([(a, d) for a, d in deep if d is not None], model, calibration, REVIEW_DECIDED)
+    # the move model's profile is the service's: its decided positions count where the calibration prices them
+    f = review_stats([(a, d) for a, d in deep if d is not None], model, calibration, get_profile(model.profile))
     return f.z_of(REVIEW_STATISTIC) if f.n >= DEFAULT_MIN_MOVES else float("-inf")
 
 

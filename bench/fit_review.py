@@ -287,8 +287,8 @@ def main() -> None:
                f"--seed {args.seed}{' --decided' if args.decided else ''} --write")
     x, y = design([t for _, t in rows_terms], FITS[chosen])
     xd, yd = design_decided([t for _, t in rows_terms])
-    with_decided = calibration_of(fit(x, y), fit(xd, yd), command)
-    without = calibration_of(fit(x, y), command=command)
+    b = fit(x, y)
+    with_decided, without = calibration_of(b, fit(xd, yd), command), calibration_of(b, command=command)
     final = with_decided if args.decided else without
     n_dev = sum(1 for r in data if not r[0].startswith("elite:"))
     print(f"review calibration: profile {args.profile}, review {get_profile(REVIEW_PROFILE).limits.key}, {len(y)} counted moves "
