@@ -1,7 +1,8 @@
 """Fit the review's expected matches (streamer/review.py, docs/models.md s. 7) on rated-dev and elite-otb. Never on
 rated-holdout.
 
-    python bench/fit_review.py [--profile fast] [--dev 300] [--elite 0] [--seed 0] [--check] [--write [--decided] [--out FILE]]
+    python bench/fit_review.py [--profile fast] [--dev 300] [--elite 0] [--seed 0] [--check] [--dispersion]
+                                [--write [--decided] [--out FILE]]
 
 The review matches a player's moves against a deeper search's first choice (profile ``deep``: depth 12, one PV),
 each expected with the move model's probability p of that move, which the model computes from the service's
@@ -28,6 +29,10 @@ counted too. ``--decided`` writes that term into the file, so that a review with
 calibration has none: on rated-dev the term raised the one honest outlier as much as it raised half-assisted play
 (docs/fairplay.md, "Decided positions in the review").
 
+``--dispersion`` prints where the honest z's excess spread comes from: its sd by counted moves, the reference-rating
+deviation each rating band's excess implies, and what such an RD in the z would do (docs/fairplay.md, "An uncertain
+reference rating").
+
 Needs scikit-learn (``pip install -e '.[bench]'``).
 """
 
@@ -36,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -194,6 +200,64 @@ def describe(label: str, zs: dict[str, float]) -> None:
               + "  ".join(f"{np.mean(z >= t):6.1%}" for t in (2.0, 3.0, 4.0, 4.75)) + f"  {z.max():+6.2f}")
 
 
+#: The reference rating's step for the slope of the expected matches (dE/dR by a finite difference), Elo.
+SLOPE_STEP = 100.0
+
+
+def dispersion(data: list[Row], model, calibrations: list[ReviewCalibration], fold_of: dict[str, int]) -> None:  # noqa: ANN001
+    """Where the honest review z's excess spread comes from (``--dispersion``). Per held-out scope of 40+ counted
+    moves, under its fold's cross-validated calibration: the match count M, its expectation E, the binomial variance
+    V and the slope S = dE/dR of the expectation in the reference rating. Were the declared rating uncertain (a
+    junior improving faster than the rating list follows), the excess (M - E)^2 - V would grow with S^2, that is with
+    the square of the moves, and an RD in the z, z = (M - E) / sqrt(V + S^2 RD^2), would take it out; a
+    per-move misfit grows with V, that is with the moves, and leaves z's spread the same at every length. Prints z's
+    spread by counted moves, the RD each rating band's excess implies (a moments estimate), and for a few RD the
+    z spread, the honest maximum, and how much the RD divides z at each length (what a detection over an event pays)."""
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0] * 6)  # n, M, E, V, S, sum of R
+    for scope, group, pid, a, deep in data:
+        cal = calibrations[fold_of[group]]
+        m = review_move(a, deep, model, cal)
+        if m is None:
+            continue
+        r = float(a.reference_rating or 0)
+        slope = 0.0
+        if r:
+            up = review_move(a.model_copy(update={"reference_rating": r + SLOPE_STEP}), deep, model, cal)
+            slope = (up.p_top - m.p_top) / SLOPE_STEP if up is not None else 0.0
+        s = sums[f"{scope}|{pid}"]
+        for i, x in enumerate((1.0, m.matched, m.p_top, m.p_top * (1 - m.p_top), slope, r)):
+            s[i] += x
+    keys = [k for k, s in sums.items() if s[0] >= DEFAULT_MIN_MOVES]
+    n, obs, exp, var, slope, rsum = np.array([sums[k] for k in keys]).T
+    rating, elite = rsum / n, np.array([k.startswith("elite:") for k in keys])
+    z = (obs - exp) / np.sqrt(var)
+    print(f"\ndispersion: {len(keys)} honest scopes of {DEFAULT_MIN_MOVES}+ counted moves (cross-validated); the slope "
+          f"dE/dR averages {np.mean(slope / n) * 100:.4f} matches per move per 100 Elo")
+    print("  counted moves   scopes  z mean  z sd")
+    bins = ((40, 80), (80, 120), (120, 200), (200, 10_000))
+    for lo, hi in bins:
+        sel = (n >= lo) & (n < hi)
+        if sel.sum() >= 2:
+            print(f"  {lo:>5}-{hi:<7} {sel.sum():>7} {z[sel].mean():+7.2f} {z[sel].std(ddof=1):5.2f}")
+    print("  the reference-rating RD each band's excess implies, sqrt(sum((M - E)^2 - V) / sum S^2):")
+    for part, mask in (("rated-dev", ~elite), ("elite-otb", elite)):
+        for lo, hi in ((0, 1400), (1400, 1600), (1600, 1800), (1800, 2000), (2000, 2200), (2200, 2500), (2500, 3500)):
+            sel = mask & (rating >= lo) & (rating < hi)
+            if sel.sum() < 5:
+                continue
+            excess = float(((obs - exp) ** 2 - var)[sel].sum())
+            rd = math.sqrt(max(excess, 0.0) / float((slope ** 2)[sel].sum()))
+            print(f"    {part:<10} {lo:>4}-{hi:<5} {sel.sum():>4} scopes, z sd {z[sel].std(ddof=1):4.2f}: RD {rd:4.0f}")
+    print("  with the RD in the z:   rated-dev sd / max   elite-otb sd / max   z divided by, by counted moves "
+          + "  ".join(f"{lo}-{hi if hi < 10_000 else ''}" for lo, hi in bins))
+    for rd in (0.0, 100.0, 200.0, 300.0):
+        factor = np.sqrt(1 + (slope * rd) ** 2 / var)
+        zr = z / factor
+        cols = "  ".join(f"{np.median(factor[(n >= lo) & (n < hi)]):.2f}" for lo, hi in bins)
+        print(f"    RD {rd:3.0f}               {zr[~elite].std(ddof=1):5.2f} / {zr[~elite].max():+5.2f}"
+              f"       {zr[elite].std(ddof=1):5.2f} / {zr[elite].max():+5.2f}       {cols}")
+
+
 #: ferreira-2012's round robins of 2011 (super-grandmaster classical play with today's preparation; 135 games).
 CHECK_EVENTS = ("london_chess_classic_2011.pgn", "tal_memorial_2011.pgn", "candidates_kazan_2011.pgn")
 
@@ -241,6 +305,8 @@ def main() -> None:
     ap.add_argument("--decided", action="store_true", help="write the decided-position term too (the review then counts "
                     "moves in decided positions; measured and not shipped, docs/fairplay.md)")
     ap.add_argument("--out", type=Path, default=None, help="write here instead of analyzers/calibrations/")
+    ap.add_argument("--dispersion", action="store_true",
+                    help="also print where the honest z's excess spread comes from (an uncertain reference rating or not)")
     add_review_statistic_argument(ap)
     add_data_argument(ap)
     args = ap.parse_args()
@@ -312,6 +378,8 @@ def main() -> None:
     describe("kept + decided positions, cross-val.", cv_decided)
     describe("kept, fitted on all (in-sample)", scope_z(data, model, without))
     describe("+ decided positions (in-sample)", scope_z(data, model, with_decided, config.profile))
+    if args.dispersion:
+        dispersion(data, model, [calibration_of(b) for b in cv_fits[chosen]], fold_of)
     if args.check:
         check_table(asyncio.run(check_rows(args, config)), model,
                     {"raw model p": None, "shipped": ReviewCalibration.load(args.profile), "kept (this fit)": without,
