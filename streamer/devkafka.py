@@ -4,6 +4,7 @@ produce/consume helpers. Used by the integration tests and bench/throughput.py; 
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import signal
 import socket
@@ -13,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from .kafka_config import STAGES, running_stages
 
@@ -123,15 +124,39 @@ def fresh_prefix() -> str:
     return f"t{uuid.uuid4().hex[:8]}."
 
 
+#: Where the worker subprocesses of the tests write their logs (kept for debugging a failed run).
+WORKER_LOGS = ROOT / ".cache" / "worker-logs"
+#: A worker log older than this is removed when the next worker starts: the logs of earlier runs, not this one's.
+WORKER_LOG_KEEP_S = 24 * 3600.0
+
+
+def prune_worker_logs(folder: Path = WORKER_LOGS, keep_s: float = WORKER_LOG_KEEP_S) -> int:
+    """Remove the worker logs in ``folder`` last written more than ``keep_s`` seconds ago (every test run starts
+    workers, and their logs would pile up); returns how many. A log another process removes first is skipped."""
+    cutoff, removed = time.time() - keep_s, 0
+    for path in folder.glob("worker-*.log"):
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+    return removed
+
+
 class WorkerProcess:
-    """A real `kibitz worker` subprocess (so a test can SIGKILL it like a crashed pod); its log is in .cache/."""
+    """A real `kibitz worker` subprocess (so a test can SIGKILL it like a crashed pod); its log is in
+    .cache/worker-logs/ (:data:`WORKER_LOGS`), where logs older than a day are pruned as workers start."""
 
     started = 0
 
     def __init__(self, broker: str, prefix: str, *extra: str) -> None:
         WorkerProcess.started += 1
         name = f"worker-{prefix}{WorkerProcess.started}.log"  # one file per process: two workers share a prefix
-        self.log = open(ROOT / ".cache" / name, "w") if (ROOT / ".cache").is_dir() else subprocess.DEVNULL
+        self.log: IO[bytes] | int = subprocess.DEVNULL
+        if (ROOT / ".cache").is_dir():
+            WORKER_LOGS.mkdir(exist_ok=True)
+            if WorkerProcess.started == 1:
+                prune_worker_logs()
+            self.log = open(WORKER_LOGS / name, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamer.cli", "--log-level", os.environ.get("KIBITZ_WORKER_LOG", "warning"), "worker",
              "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, *extra],
@@ -141,7 +166,7 @@ class WorkerProcess:
     def check(self) -> None:
         """Raise if the worker has exited: a test waiting for its output then fails at once, with the log's tail."""
         if self.proc.poll() is not None:
-            tail = Path(self.log.name).read_text()[-2000:] if hasattr(self.log, "name") else ""
+            tail = Path(self.log.name).read_text(errors="replace")[-2000:] if not isinstance(self.log, int) else ""
             raise RuntimeError(f"worker exited with code {self.proc.returncode}:\n{tail}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
@@ -152,6 +177,8 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
+        if not isinstance(self.log, int):
+            self.log.close()
 
 
 def poll(fn: Callable[[], T], timeout: float, what: str) -> T:

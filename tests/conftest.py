@@ -23,9 +23,24 @@ def stockfish_path() -> str:
     return path
 
 
+#: The folder of a parallel run's lock files (:func:`machine_share`): made by the pytest-xdist controller before it
+#: starts its workers, which inherit it through the environment, and removed when the run ends.
+LOCKS_ENV = "KIBITZ_TEST_LOCKS"
+_LOCKS = pytest.StashKey[str]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "solo: its assertions time the service (a latency bound, a fault that must fall "
                             "mid-stream), so under pytest-xdist it runs while no other test does (conftest.py)")
+    if not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
+        config.stash[_LOCKS] = os.environ[LOCKS_ENV] = tempfile.mkdtemp(prefix="kibitz-tests-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    locks = config.stash.get(_LOCKS, None)
+    if locks is not None:
+        shutil.rmtree(locks, ignore_errors=True)
+        os.environ.pop(LOCKS_ENV, None)
 
 
 @contextmanager
@@ -56,7 +71,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     run = getattr(item.config, "workerinput", {}).get("testrunuid")
     if run is None:
         return (yield)
-    with machine_share(Path(tempfile.gettempdir()) / f"kibitz-tests-{run}", item.get_closest_marker("solo") is not None):
+    # the controller's folder; a worker started without it (another controller) shares the run's files in /tmp
+    base = Path(os.environ[LOCKS_ENV]) / "share" if LOCKS_ENV in os.environ else Path(tempfile.gettempdir()) / f"kibitz-tests-{run}"
+    with machine_share(base, item.get_closest_marker("solo") is not None):
         return (yield)
 
 

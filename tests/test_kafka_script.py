@@ -109,3 +109,16 @@ def test_new_cluster_ids_are_kafka_uuids_that_never_look_like_an_option():
     ids = [new_cluster_id() for _ in range(2000)]  # about 31 of 2,000 raw ids would start with "-"
     assert all(len(base64.urlsafe_b64decode(i + "==")) == 16 and not i.startswith("-") for i in ids)
     assert len(set(ids)) == len(ids)
+
+
+def test_worker_logs_of_earlier_runs_are_pruned_and_this_runs_kept(tmp_path):
+    from streamer.devkafka import prune_worker_logs
+
+    old, new, other = tmp_path / "worker-told.1.log", tmp_path / "worker-tnew.2.log", tmp_path / "notes.log"
+    for path in (old, new, other):
+        path.write_text("x")
+    day_ago = old.stat().st_mtime - 2 * 24 * 3600
+    os.utime(old, (day_ago, day_ago))
+    os.utime(other, (day_ago, day_ago))
+    assert prune_worker_logs(tmp_path, keep_s=24 * 3600) == 1
+    assert not old.exists() and new.exists() and other.exists()  # only worker logs, only old ones
