@@ -45,10 +45,11 @@ DEFAULT_SCREEN_Z = 1.5
 OBVIOUS_GAP = 0.20
 #: Tiers from the lowest; an alert names the highest one crossed.
 TIERS = ("screening", "action")
-#: The review's action tier (its match count, :class:`ReviewStats`): the lowest tier at which a normal model of the
-#: honest reviews bounds the false alarms by 1 per 1,000 player-events on rated-dev
-#: (``bench/fairplay_calibration.py --split rated-dev``: 0.64 at 4.75, 1.11 at 4.5; docs/fairplay.md).
-DEFAULT_REVIEW_Z = 4.75
+#: The review's action tier (its match count, :class:`ReviewStats`), chosen on rated-dev by two rules, the higher one:
+#: the lowest tier at which a normal model of the honest reviews bounds the false alarms by 1 per 1,000
+#: player-events (``bench/fairplay_calibration.py --split rated-dev``: 0.98 at 4.25, 0.53 at 4.5), and a tier above
+#: every honest player-event's review z cross-validated (``bench/fit_review.py``: the highest is 4.26); docs/fairplay.md.
+DEFAULT_REVIEW_Z = 4.5
 #: The weighted statistic's weights 1 / p floor p here, so that one improbable match cannot decide alone.
 REVIEW_P_FLOOR = 0.1
 #: Fewer moves than this never raise an alert.
@@ -271,8 +272,10 @@ class ReviewCalibration:
     """How often honest players play a deeper search's first choice, from the move model's probability p of that move
     (docs/models.md s. 7, the review; fitted on rated-dev and elite-otb by ``bench/fit_review.py``):
 
-        P(match) = sigmoid(b0 + b1 logit(p) + b2 top + b3 z),   top = 1 when it is also the service's first candidate,
-                                                                 z = (R - 1800) / 400, R the reference rating;
+        P(match) = sigmoid(b0 + b1 logit(p) + b2 top + b3 z + k1 x_left + k2 x_spent + k3 unclocked),
+                   top = 1 when it is also the service's first candidate, z = (R - 1800) / 400, R the reference rating,
+                   x_left, x_spent the move model's clock inputs of the move (0 where unknown), unclocked = 1 for a move
+                   without clock inputs;
 
     and for a move in a decided position (the service does not count it; a review whose calibration has this term,
     ``d``, does; the shipped one has none, docs/fairplay.md):
@@ -283,8 +286,10 @@ class ReviewCalibration:
     best; honest players find it more often than those values say, and the stronger they are the more often (b3:
     an elite classical player finds the deeper move that the shallow search misses). In a decided position every
     candidate's loss in win probability is small, so p says less and the winning side finds the deeper move more
-    often than the losing side. A calibration without b3 (earlier files) reads it as 0; one without ``d`` counts no
-    move in a decided position."""
+    often than the losing side. A move's time tells how hard the player looked: a player who spends long on a move
+    finds the deeper choice more often than the move model's p (which reads the clock too) says. A calibration without
+    b3 (earlier files) reads it as 0; one without ``clock`` has no clock term; one without ``d`` counts no move in a
+    decided position."""
 
     b0: float
     b1: float
@@ -292,6 +297,7 @@ class ReviewCalibration:
     b3: float = 0.0
     command: str = ""
     d: tuple[float, ...] = ()  # (d0, d1, d2, d3, d4), or () without the decided-position term
+    clock: tuple[float, ...] = ()  # (k1, k2, k3), or () without the clock term
 
     @staticmethod
     def features(p: float, top: bool, rating: float | None = None) -> tuple[float, float, float]:
@@ -300,21 +306,33 @@ class ReviewCalibration:
         p = min(max(p, 1e-6), 1.0 - 1e-6)
         return math.log(p / (1.0 - p)), float(top), float(rating_z(float(rating))) if rating else 0.0
 
+    @staticmethod
+    def clock_features(clock: tuple[float, float] | None) -> tuple[float, float, float]:
+        """(x_left, x_spent, unclocked): what k1, k2, k3 weigh, from a move's clock inputs
+        (:func:`~analyzers.ratingmodel.clock_inputs`), None for a move without them."""
+        return (0.0, 0.0, 1.0) if clock is None else (float(clock[0]), float(clock[1]), 0.0)
+
     def __post_init__(self) -> None:
         if self.d and len(self.d) != 5:
             raise CalibrationError(f"review calibration: the decided-position term has {len(self.d)} coefficients, not 5")
+        if self.clock and len(self.clock) != 3:
+            raise CalibrationError(f"review calibration: the clock term has {len(self.clock)} coefficients, not 3")
 
     @property
     def counts_decided(self) -> bool:
         """Whether the review counts moves in decided positions (the calibration has their term)."""
         return bool(self.d)
 
-    def probability(self, p: float, top: bool, rating: float | None = None, ahead: bool | None = None) -> float:
+    def probability(self, p: float, top: bool, rating: float | None = None, ahead: bool | None = None,
+                    clock: tuple[float, float] | None = None) -> float:
         """P(match) for a move the model gives probability ``p``; ``ahead`` None for a move the service counts, else
-        a move in a decided position whose mover is (True) or is not (False) the side winning."""
+        a move in a decided position whose mover is (True) or is not (False) the side winning; ``clock`` the move's
+        clock inputs (x_left, x_spent), None without them (read by the clock term only)."""
         logit, t, z = self.features(p, top, rating)
         if ahead is None:
             x = self.b0 + self.b1 * logit + self.b2 * t + self.b3 * z
+            if self.clock:
+                x += sum(k * f for k, f in zip(self.clock, self.clock_features(clock)))
         elif self.counts_decided:
             d0, d1, d2, d3, d4 = self.d
             x = d0 + d1 * logit + d2 * t + d3 * z + d4 * float(ahead)
@@ -324,10 +342,11 @@ class ReviewCalibration:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        if self.d:
-            d["d"] = list(self.d)
-        else:
-            del d["d"]  # files without the term stay as they were
+        for term in ("d", "clock"):
+            if d[term]:
+                d[term] = list(d[term])
+            else:
+                del d[term]  # files without the term stay as they were
         return d
 
     @classmethod
@@ -337,4 +356,4 @@ class ReviewCalibration:
         if not d:
             return None
         return cls(float(d["b0"]), float(d["b1"]), float(d["b2"]), float(d.get("b3", 0.0)), str(d.get("command", "")),
-                   tuple(float(x) for x in d.get("d", ())))
+                   tuple(float(x) for x in d.get("d", ())), tuple(float(x) for x in d.get("clock", ())))

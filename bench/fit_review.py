@@ -9,13 +9,16 @@ each expected with the move model's probability p of that move, which the model 
 shallower values. There the deeper choice is often second or third, and honest players find it more often than
 those values say: uncorrected, the plain match count's z of honest held-out player-events has mean +3.4 and sd 2.6. This fits
 
-    P(match) = sigmoid(b0 + b1 logit(p) + b2 top [+ b3 z])      (analyzers.fairplay.ReviewCalibration)
+    P(match) = sigmoid(b0 + b1 logit(p) + b2 top [+ b3 z [+ k1 x_left + k2 x_spent + k3 unclocked]])
+                                                                  (analyzers.fairplay.ReviewCalibration)
 
-(z = (R - 1800) / 400, the reference rating) by maximum likelihood (scikit-learn) on every counted move of the
+(z = (R - 1800) / 400, the reference rating; x_left, x_spent the move model's clock inputs of the move, unclocked 1
+where it has none) by maximum likelihood (scikit-learn) on every counted move of the
 rated-dev player-events sample (the first ``--dev`` games of the sample bench/warm_cache.py analyses) and of
 ``--elite`` elite-otb games (the top of the scale, over-the-board classical play, which rated-dev lacks; any game also
 in ../shared/data/pgn/ferreira-2012 is left out, so those events stay a check). The service's analyses come from the
-analysis cache, the depth-12 searches are made here and cached. The rating term is kept only if it improves the
+analysis cache, the depth-12 searches are made here and cached. The fit kept is the one of FITS (without the rating
+term, with it, with it and the clock term) with the best
 log-likelihood of the moves cross-validated by group (two folds; a group is a rated-dev event or an elite player, on
 one side only). It prints, per honest scope of 40+ counted moves (a rated-dev player-event; an elite player's sampled
 games in runs of 9), the review's z with the raw p and with each fit, cross-validated. ``--check`` then reviews every player of
@@ -58,7 +61,7 @@ from analyzers.ratingmodel import load_move_model
 from schemas import MoveAssessment, PlayerInfo
 from streamer.batch import assess_games, sample_player_events, sample_rated_games_from_file
 from streamer.ingest import PgnGame, read_pgn_games
-from streamer.pipeline import PipelineConfig
+from streamer.pipeline import PipelineConfig, has_clock, move_clock_inputs
 from streamer.review import REVIEW_PROFILE, first_choices, review_move, review_terms
 
 #: One row per counted move: (scope, fold group, player id, the service's assessment, the deeper search's first
@@ -124,8 +127,8 @@ async def rows(args: argparse.Namespace, config: PipelineConfig) -> list[Row]:
     return await searched_rows(args, config, dev + elite, scope_of)
 
 
-#: The fits compared: name -> whether the rating term is in.
-FITS = {"logit(p), top": False, "logit(p), top, rating": True}
+#: The fits compared: name -> how many of the feature columns (logit p, top, z, x_left, x_spent, unclocked) it reads.
+FITS = {"logit(p), top": 2, "logit(p), top, rating": 3, "logit(p), top, rating, clock": 6}
 
 
 def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -135,9 +138,10 @@ def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return lr.coef_[0]
 
 
-#: One counted move's columns, (logit p, top, z) as ReviewCalibration.features makes them, whether it matched, and
-#: for a move in a decided position whether its mover is ahead (-1 for a move the service counts).
-Term = tuple[float, float, float, int, int]
+#: One counted move's columns, (logit p, top, z) as ReviewCalibration.features makes them, whether it matched, for a
+#: move in a decided position whether its mover is ahead (-1 for a move the service counts), and (x_left, x_spent,
+#: unclocked) as ReviewCalibration.clock_features makes them.
+Term = tuple[float, float, float, int, int, float, float, float]
 
 
 def terms(data: list[Row], model, profile) -> list[tuple[Row, Term]]:  # noqa: ANN001
@@ -149,26 +153,28 @@ def terms(data: list[Row], model, profile) -> list[tuple[Row, Term]]:  # noqa: A
         m = review_move(a, deep, model, None, profile)
         if m is not None:
             kind = review_terms(a, profile)[2]  # type: ignore[index]
+            clock = ReviewCalibration.clock_features(move_clock_inputs(a) if has_clock(a) else None)
             out.append((r, (*ReviewCalibration.features(m.p_top, deep == a.candidates[0].uci, a.reference_rating),
-                            m.matched, -1 if kind is None else int(kind))))
+                            m.matched, -1 if kind is None else int(kind), *clock)))
     return out
 
 
-def design(raw: list[Term], rating: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The columns (1, logit p, top[, z]) and the outcomes (matched) of the counted moves of ``raw``."""
-    t = np.array([x for x in raw if x[4] < 0], dtype=float).reshape(-1, 5)
-    return np.column_stack([np.ones(len(t)), t[:, :3] if rating else t[:, :2]]), t[:, 3]
+def design(raw: list[Term], columns: int) -> tuple[np.ndarray, np.ndarray]:
+    """The columns (1 and the first ``columns`` of logit p, top, z, x_left, x_spent, unclocked) and the outcomes
+    (matched) of the counted moves of ``raw``."""
+    t = np.array([x for x in raw if x[4] < 0], dtype=float).reshape(-1, 8)
+    return np.column_stack([np.ones(len(t)), t[:, [0, 1, 2, 5, 6, 7][:columns]]]), t[:, 3]
 
 
 def design_decided(raw: list[Term]) -> tuple[np.ndarray, np.ndarray]:
     """The columns (1, logit p, top, z, ahead) and the outcomes of the moves in decided positions of ``raw``."""
-    t = np.array([x for x in raw if x[4] >= 0], dtype=float).reshape(-1, 5)
+    t = np.array([x for x in raw if x[4] >= 0], dtype=float).reshape(-1, 8)
     return np.column_stack([np.ones(len(t)), t[:, :3], t[:, 4]]), t[:, 3]
 
 
 def calibration_of(b: np.ndarray, d: np.ndarray | None = None, command: str = "") -> ReviewCalibration:
     return ReviewCalibration(*map(float, b[:3]), float(b[3]) if len(b) > 3 else 0.0, command=command,
-                             d=tuple(map(float, d)) if d is not None else ())
+                             d=tuple(map(float, d)) if d is not None else (), clock=tuple(map(float, b[4:7])))
 
 
 def loglik(x: np.ndarray, y: np.ndarray, b: np.ndarray) -> tuple[float, int]:
@@ -325,12 +331,12 @@ def main() -> None:
     cv_z: dict[str, dict[str, float]] = {}
     cv_ll: dict[str, float] = {}
     cv_fits: dict[str, list[np.ndarray]] = {}
-    for name, rating in FITS.items():
+    for name, columns in FITS.items():
         cv_z[name], ll, n, cv_fits[name] = {}, 0.0, 0, []
         for k in (0, 1):
-            b = fit(*design([t for r, t in rows_terms if fold_of[r[1]] != k], rating))
+            b = fit(*design([t for r, t in rows_terms if fold_of[r[1]] != k], columns))
             held = [r for r in data if fold_of[r[1]] == k]
-            fold_ll, fold_n = loglik(*design([t for r, t in rows_terms if fold_of[r[1]] == k], rating), b)
+            fold_ll, fold_n = loglik(*design([t for r, t in rows_terms if fold_of[r[1]] == k], columns), b)
             ll, n = ll + fold_ll, n + fold_n
             cv_fits[name].append(b)
             cv_z[name].update(scope_z(held, model, calibration_of(b)))
@@ -367,7 +373,8 @@ def main() -> None:
     for name in FITS:
         print(f"  {name:<24} {cv_ll[name]:.5f}{'   <- kept' if name == chosen else ''}")
     print(f"  decided positions: logit(p), top, rating, ahead {dll / dn:.5f} (the match rate alone {cll / dn:.5f})")
-    print(f"P(match) = sigmoid({final.b0:+.3f} {final.b1:+.3f} logit(p) {final.b2:+.3f} top {final.b3:+.3f} z)")
+    clock = " ".join(f"{k:+.3f} {name}" for k, name in zip(final.clock, ("x_left", "x_spent", "unclocked")))
+    print(f"P(match) = sigmoid({final.b0:+.3f} {final.b1:+.3f} logit(p) {final.b2:+.3f} top {final.b3:+.3f} z {clock})")
     d0, d1, d2, d3, d4 = with_decided.d
     print(f"decided positions: P(match) = sigmoid({d0:+.3f} {d1:+.3f} logit(p) {d2:+.3f} top {d3:+.3f} z {d4:+.3f} ahead)")
     print(f"\nreview z ({REVIEW_STATISTIC}) per honest scope, 40+ moves     n   mean    sd  >=2.0  >=3.0  >=4.0  "

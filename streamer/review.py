@@ -39,7 +39,7 @@ from schemas import FairPlayAlert, GameRecord, MoveAssessment, ReviewRequest
 
 from .batch import assess_games
 from .ingest import PgnGame
-from .pipeline import PipelineConfig, counts_for_fair_play, in_decided_position, move_choice, move_clock_inputs
+from .pipeline import PipelineConfig, counts_for_fair_play, has_clock, in_decided_position, move_choice, move_clock_inputs
 
 log = logging.getLogger("kibitz.review")
 
@@ -103,12 +103,14 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel, calibration:
         target = ucis.index(deep_uci)
     else:  # the worst listed value loses the most
         losses, target = [*losses, max(losses)], len(losses)
-    shift = model.clock_shift(move_clock_inputs(a))
+    inputs = move_clock_inputs(a)
+    shift = model.clock_shift(inputs)
     sens, cons = model.params(float(a.reference_rating or 0), a.time_class or UNKNOWN_CLASS)
     m = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons), target=target)
     if m is None or calibration is None:
         return m
-    return m._replace(p_top=calibration.probability(m.p_top, target == 0, a.reference_rating, ahead))
+    return m._replace(p_top=calibration.probability(m.p_top, target == 0, a.reference_rating, ahead,
+                                                    inputs if has_clock(a) else None))
 
 
 def review_stats(moves: Iterable[tuple[MoveAssessment, str]], model: MoveModel,

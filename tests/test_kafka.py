@@ -18,6 +18,7 @@ import chess
 import pytest
 from conftest import made_once
 
+from analyzers.fairplay import DEFAULT_REVIEW_Z
 from streamer.devbrowser import free_port
 from streamer.devkafka import ROOT, Broker, Cluster, WorkerProcess, consume_until, fresh_prefix, poll, produce, read_topic, start_workers
 from streamer.ingest import DEMO_PGN, read_pgn_games
@@ -207,7 +208,7 @@ def test_the_review_stage_searches_an_alerts_games_again_and_publishes_its_verdi
     white = [r for r in requests if r["player_id"] == "Assisted, A"]
     assert len(white) >= 2 and len({r["crossing"] for r in white}) == 1 and len(white[-1]["games"]) > len(white[0]["games"])
     (v,) = [a for a in verdicts if a["player_id"] == "Assisted, A"]  # one verdict for the crossing
-    assert v["tier"] == "action" and v["z"] >= 4.75 and v["limits"] == "d12-mpv1" and v["moves"] >= 40
+    assert v["tier"] == "action" and v["z"] >= DEFAULT_REVIEW_Z and v["limits"] == "d12-mpv1" and v["moves"] >= 40
     assert v["observed"] == v["moves"]  # every counted move is the review search's first choice
     assert len({a["player_id"] for a in verdicts}) == len(verdicts)  # one crossing each here: one verdict each
     assert out[t.state_reviews] and json.loads(out[t.state_reviews][-1])["verdicts"]  # the review stage's state

@@ -34,7 +34,7 @@ from schemas import (
 from streamer.batch import assess_games
 from streamer.embedded import EmbeddedRuntime
 from streamer.ingest import read_pgn_games
-from streamer.pipeline import PipelineConfig
+from streamer.pipeline import PipelineConfig, move_clock_inputs
 from streamer.review import REVIEW_PROFILE, review_move, review_player, review_stats, review_terms
 
 MODEL = load_move_model("fast")
@@ -111,6 +111,34 @@ def test_the_rating_term_moves_the_expected_match_with_the_reference_rating(tmp_
     path.write_text(json.dumps({"b0": 0.5, "b1": 1.2, "b2": -0.3, "command": "x"}))
     old = ReviewCalibration.load("fast", path)
     assert old is not None and old.b3 == 0.0 and old.probability(0.3, False, 2800.0) == pytest.approx(centre)
+
+
+def test_the_clock_term_reads_the_moves_clock_inputs_and_a_move_without_a_clock_gets_its_own_offset(tmp_path):
+    cal = ReviewCalibration(0.5, 1.2, -0.3, 0.4, clock=(0.1, -0.3, 0.2))
+    base = ReviewCalibration(0.5, 1.2, -0.3, 0.4).probability(0.3, False, 1800.0)
+    x = 0.5 + 1.2 * math.log(0.3 / 0.7)  # the terms before the clock's at z = 0
+    clocked = cal.probability(0.3, False, 1800.0, clock=(0.5, 1.0))
+    assert clocked == pytest.approx(1 / (1 + math.exp(-(x + 0.1 * 0.5 - 0.3 * 1.0))))
+    assert cal.probability(0.3, False, 1800.0) == pytest.approx(1 / (1 + math.exp(-(x + 0.2))))  # no clock
+    assert clocked < base < cal.probability(0.3, False, 1800.0)
+    # review_move hands it the clock inputs the move model reads, or None for a move without a clock
+    spent, left = assessment("d2d4", CANDS, clock=50.0, clock_spent=40.0, clock_base=600.0), assessment("d2d4", CANDS)
+    raw_spent, raw_left = review_move(spent, "d2d4", MODEL), review_move(left, "d2d4", MODEL)
+    got_spent, got_left = review_move(spent, "d2d4", MODEL, cal), review_move(left, "d2d4", MODEL, cal)
+    assert raw_spent and raw_left and got_spent and got_left
+    assert got_spent.p_top == pytest.approx(cal.probability(raw_spent.p_top, False, 1800.0, clock=move_clock_inputs(spent)))
+    assert got_left.p_top == pytest.approx(cal.probability(raw_left.p_top, False, 1800.0))
+    # the file keeps it; a term of the wrong length is refused; the files before it load without one
+    path = tmp_path / "clock.review.json"
+    path.write_text(json.dumps(cal.to_dict()))
+    assert ReviewCalibration.load("fast", path) == cal
+    path.write_text(json.dumps({**cal.to_dict(), "clock": [0.1, 0.2]}))
+    with pytest.raises(CalibrationError):
+        ReviewCalibration.load("fast", path)
+    path.write_text(json.dumps({"b0": 0.5, "b1": 1.2, "b2": -0.3, "b3": 0.4}))
+    old = ReviewCalibration.load("fast", path)
+    assert old is not None and old.clock == () and "clock" not in old.to_dict()
+    assert CALIBRATION is not None and len(CALIBRATION.clock) == 3  # the shipped fit has it (bench/fit_review.py)
 
 
 DECIDED = [("e2e4", 900), ("d2d4", 850), ("g1f3", 700)]  # the mover far ahead: a decided position at depth 8
