@@ -286,8 +286,9 @@ class ReviewCalibration:
     best; honest players find it more often than those values say, and the stronger they are the more often (b3:
     an elite classical player finds the deeper move that the shallow search misses). In a decided position every
     candidate's loss in win probability is small, so p says less and the winning side finds the deeper move more
-    often than the losing side. A move's time tells how hard the player looked: a player who spends long on a move
-    finds the deeper choice more often than the move model's p (which reads the clock too) says. A calibration without
+    often than the losing side. The time a move took tells how hard its position was beyond what the shallow values
+    say: the longer honest players think, the less often they play the deeper choice (the move model does not read
+    the time spent; its fitted clock term is on the time left). A calibration without
     b3 (earlier files) reads it as 0; one without ``clock`` has no clock term; one without ``d`` counts no move in a
     decided position."""
 

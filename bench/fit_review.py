@@ -1,7 +1,7 @@
 """Fit the review's expected matches (streamer/review.py, docs/models.md s. 7) on rated-dev and elite-otb. Never on
 rated-holdout.
 
-    python bench/fit_review.py [--profile fast] [--dev 300] [--elite 0] [--seed 0] [--check] [--dispersion]
+    python bench/fit_review.py [--profile fast] [--dev 300] [--elite 0] [--seed 0] [--check] [--dispersion] [--no-clock]
                                 [--write [--decided] [--out FILE]]
 
 The review matches a player's moves against a deeper search's first choice (profile ``deep``: depth 12, one PV),
@@ -129,6 +129,8 @@ async def rows(args: argparse.Namespace, config: PipelineConfig) -> list[Row]:
 
 #: The fits compared: name -> how many of the feature columns (logit p, top, z, x_left, x_spent, unclocked) it reads.
 FITS = {"logit(p), top": 2, "logit(p), top, rating": 3, "logit(p), top, rating, clock": 6}
+#: The columns of the fit with the clock term (``--no-clock`` keeps the best of those with fewer).
+WITH_CLOCK = 6
 
 
 def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -311,6 +313,8 @@ def main() -> None:
     ap.add_argument("--decided", action="store_true", help="write the decided-position term too (the review then counts "
                     "moves in decided positions; measured and not shipped, docs/fairplay.md)")
     ap.add_argument("--out", type=Path, default=None, help="write here instead of analyzers/calibrations/")
+    ap.add_argument("--no-clock", action="store_true", help="keep the best fit without the clock term (what docs/fairplay.md "
+                    "compares the shipped calibration with)")
     ap.add_argument("--dispersion", action="store_true",
                     help="also print where the honest z's excess spread comes from (an uncertain reference rating or not)")
     add_review_statistic_argument(ap)
@@ -341,7 +345,7 @@ def main() -> None:
             cv_fits[name].append(b)
             cv_z[name].update(scope_z(held, model, calibration_of(b)))
         cv_ll[name] = ll / n
-    chosen = max(FITS, key=lambda k: cv_ll[k])
+    chosen = max((k for k in FITS if FITS[k] < WITH_CLOCK or not args.no_clock), key=lambda k: cv_ll[k])
     # the decided-position term, cross-validated the same way beside the counted moves' chosen fit
     cv_decided: dict[str, float] = {}
     dll = dn = cll = 0.0
@@ -356,7 +360,7 @@ def main() -> None:
         held = [r for r in data if fold_of[r[1]] == k]
         cv_decided.update(scope_z(held, model, calibration_of(cv_fits[chosen][k], d), config.profile))
     command = (f"python bench/fit_review.py --profile {args.profile} --dev {args.dev} --elite {args.elite} "
-               f"--seed {args.seed}{' --decided' if args.decided else ''} --write")
+               f"--seed {args.seed}{' --no-clock' if args.no_clock else ''}{' --decided' if args.decided else ''} --write")
     x, y = design([t for _, t in rows_terms], FITS[chosen])
     xd, yd = design_decided([t for _, t in rows_terms])
     b = fit(x, y)
@@ -373,8 +377,8 @@ def main() -> None:
     for name in FITS:
         print(f"  {name:<24} {cv_ll[name]:.5f}{'   <- kept' if name == chosen else ''}")
     print(f"  decided positions: logit(p), top, rating, ahead {dll / dn:.5f} (the match rate alone {cll / dn:.5f})")
-    clock = " ".join(f"{k:+.3f} {name}" for k, name in zip(final.clock, ("x_left", "x_spent", "unclocked")))
-    print(f"P(match) = sigmoid({final.b0:+.3f} {final.b1:+.3f} logit(p) {final.b2:+.3f} top {final.b3:+.3f} z {clock})")
+    clock = "".join(f" {k:+.3f} {name}" for k, name in zip(final.clock, ("x_left", "x_spent", "unclocked")))
+    print(f"P(match) = sigmoid({final.b0:+.3f} {final.b1:+.3f} logit(p) {final.b2:+.3f} top {final.b3:+.3f} z{clock})")
     d0, d1, d2, d3, d4 = with_decided.d
     print(f"decided positions: P(match) = sigmoid({d0:+.3f} {d1:+.3f} logit(p) {d2:+.3f} top {d3:+.3f} z {d4:+.3f} ahead)")
     print(f"\nreview z ({REVIEW_STATISTIC}) per honest scope, 40+ moves     n   mean    sd  >=2.0  >=3.0  >=4.0  "
