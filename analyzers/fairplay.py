@@ -288,9 +288,8 @@ class ReviewCalibration:
     candidate's loss in win probability is small, so p says less and the winning side finds the deeper move more
     often than the losing side. The time a move took tells how hard its position was beyond what the shallow values
     say: the longer honest players think, the less often they play the deeper choice (the move model does not read
-    the time spent; its fitted clock term is on the time left). A calibration without
-    b3 (earlier files) reads it as 0; one without ``clock`` has no clock term; one without ``d`` counts no move in a
-    decided position."""
+    the time spent; its fitted clock term is on the time left). A calibration without b3 (earlier files) reads it as
+    0; one without ``clock`` has no clock term; one without ``d`` counts no move in a decided position."""
 
     b0: float
     b1: float

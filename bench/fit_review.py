@@ -18,13 +18,13 @@ rated-dev player-events sample (the first ``--dev`` games of the sample bench/wa
 ``--elite`` elite-otb games (the top of the scale, over-the-board classical play, which rated-dev lacks; any game also
 in ../shared/data/pgn/ferreira-2012 is left out, so those events stay a check). The service's analyses come from the
 analysis cache, the depth-12 searches are made here and cached. The fit kept is the one of FITS (without the rating
-term, with it, with it and the clock term) with the best
-log-likelihood of the moves cross-validated by group (two folds; a group is a rated-dev event or an elite player, on
-one side only). It prints, per honest scope of 40+ counted moves (a rated-dev player-event; an elite player's sampled
-games in runs of 9), the review's z with the raw p and with each fit, cross-validated. ``--check`` then reviews every player of
-ferreira-2012's events of 2011 (London Chess Classic, Tal Memorial, Candidates; honest elite classical, never fitted
-on) under the raw p, the shipped calibration and this fit. ``--write``
-saves analyzers/calibrations/<profile>.review.json (or ``--out FILE``), fitted on every move, with the command.
+term, with it, with it and the clock term) with the best log-likelihood of the moves cross-validated by group (two
+folds; a group is a rated-dev event or an elite player, on one side only). It prints, per honest scope of 40+
+counted moves (a rated-dev player-event; an elite player's sampled games in runs of 9), the review's z with the raw p
+and with each fit, cross-validated. ``--check`` then reviews every player of ferreira-2012's events of 2011 (London
+Chess Classic, Tal Memorial, Candidates; honest elite classical, never fitted on) under the raw p, the shipped
+calibration and this fit. ``--write`` saves analyzers/calibrations/<profile>.review.json (or ``--out FILE``), fitted
+on every move, with the command.
 
 Beside the counted moves it fits, on the moves in decided positions (which the service does not count), their own
 term, P(match) = sigmoid(d0 + d1 logit(p) + d2 top + d3 z + d4 ahead), and prints the z tables and the check with them
@@ -61,8 +61,8 @@ from analyzers.ratingmodel import load_move_model
 from schemas import MoveAssessment, PlayerInfo
 from streamer.batch import assess_games, sample_player_events, sample_rated_games_from_file
 from streamer.ingest import PgnGame, read_pgn_games
-from streamer.pipeline import PipelineConfig, has_clock, move_clock_inputs
-from streamer.review import REVIEW_PROFILE, first_choices, review_move, review_terms
+from streamer.pipeline import PipelineConfig
+from streamer.review import REVIEW_PROFILE, clock_of, first_choices, review_move, review_terms
 
 #: One row per counted move: (scope, fold group, player id, the service's assessment, the deeper search's first
 #: choice). A scope is what a z is computed over (a rated-dev player-event; an elite player's games in runs of
@@ -155,7 +155,7 @@ def terms(data: list[Row], model, profile) -> list[tuple[Row, Term]]:  # noqa: A
         m = review_move(a, deep, model, None, profile)
         if m is not None:
             kind = review_terms(a, profile)[2]  # type: ignore[index]
-            clock = ReviewCalibration.clock_features(move_clock_inputs(a) if has_clock(a) else None)
+            clock = ReviewCalibration.clock_features(clock_of(a))
             out.append((r, (*ReviewCalibration.features(m.p_top, deep == a.candidates[0].uci, a.reference_rating),
                             m.matched, -1 if kind is None else int(kind), *clock)))
     return out

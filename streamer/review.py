@@ -75,6 +75,12 @@ def review_terms(a: MoveAssessment, profile: EngineProfile | None = None) -> tup
     return (idx, losses, ahead) if counts_for_fair_play(a, losses) else None
 
 
+def clock_of(a: MoveAssessment) -> tuple[float, float] | None:
+    """The move's clock inputs as the review calibration reads them (:meth:`~analyzers.fairplay.ReviewCalibration.
+    probability`): the move model's (x_left, x_spent), None for a move without a clock."""
+    return move_clock_inputs(a) if has_clock(a) else None
+
+
 def counts_for_review(a: MoveAssessment, profile: EngineProfile | None = None) -> bool:
     """Whether the review counts this move (:func:`review_terms`)."""
     return review_terms(a, profile) is not None
@@ -103,14 +109,12 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel, calibration:
         target = ucis.index(deep_uci)
     else:  # the worst listed value loses the most
         losses, target = [*losses, max(losses)], len(losses)
-    inputs = move_clock_inputs(a)
-    shift = model.clock_shift(inputs)
+    shift = model.clock_shift(move_clock_inputs(a))
     sens, cons = model.params(float(a.reference_rating or 0), a.time_class or UNKNOWN_CLASS)
     m = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons), target=target)
     if m is None or calibration is None:
         return m
-    return m._replace(p_top=calibration.probability(m.p_top, target == 0, a.reference_rating, ahead,
-                                                    inputs if has_clock(a) else None))
+    return m._replace(p_top=calibration.probability(m.p_top, target == 0, a.reference_rating, ahead, clock_of(a)))
 
 
 def review_stats(moves: Iterable[tuple[MoveAssessment, str]], model: MoveModel,

@@ -35,7 +35,7 @@ from streamer.batch import assess_games
 from streamer.embedded import EmbeddedRuntime
 from streamer.ingest import read_pgn_games
 from streamer.pipeline import PipelineConfig, move_clock_inputs
-from streamer.review import REVIEW_PROFILE, review_move, review_player, review_stats, review_terms
+from streamer.review import REVIEW_PROFILE, clock_of, review_move, review_player, review_stats, review_terms
 
 MODEL = load_move_model("fast")
 CALIBRATION = ReviewCalibration.load("fast")
@@ -126,7 +126,8 @@ def test_the_clock_term_reads_the_moves_clock_inputs_and_a_move_without_a_clock_
     raw_spent, raw_left = review_move(spent, "d2d4", MODEL), review_move(left, "d2d4", MODEL)
     got_spent, got_left = review_move(spent, "d2d4", MODEL, cal), review_move(left, "d2d4", MODEL, cal)
     assert raw_spent and raw_left and got_spent and got_left
-    assert got_spent.p_top == pytest.approx(cal.probability(raw_spent.p_top, False, 1800.0, clock=move_clock_inputs(spent)))
+    assert clock_of(spent) == move_clock_inputs(spent) and clock_of(spent) != (0.0, 0.0) and clock_of(left) is None
+    assert got_spent.p_top == pytest.approx(cal.probability(raw_spent.p_top, False, 1800.0, clock=clock_of(spent)))
     assert got_left.p_top == pytest.approx(cal.probability(raw_left.p_top, False, 1800.0))
     # the file keeps it; a term of the wrong length is refused; the files before it load without one
     path = tmp_path / "clock.review.json"
