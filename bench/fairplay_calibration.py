@@ -50,7 +50,7 @@ from schemas import FairPlayAlert, GameResult, MoveAssessment, ReviewRequest
 from streamer.cli import build_config
 from streamer.ingest import PgnGame
 from streamer.pipeline import PipelineConfig, PlayerState, ScopeStats, apply_player_event, count_move, move_choice
-from streamer.review import REVIEW_PROFILE, first_choices, record_of, review_stats
+from streamer.review import REVIEW_PROFILE, decided_profile, first_choices, record_of, review_stats
 
 THRESHOLDS = (3.0, 3.5, 4.0, 4.5, 4.75, 5.0)
 #: The event length the detection target names: detection is also reported over player-events of at least this many games.
@@ -183,7 +183,8 @@ def main() -> None:
             outs = service_outputs(samples.honest, results, deployed)
             units = review_units(samples, results, model) + request_units(outs, samples)
             units = list({(g.game_id, c): (g, c) for g, c in units}.values())
-            firsts = await first_choices(pool, units, results, get_profile(REVIEW_PROFILE).limits, config.profile)
+            firsts = await first_choices(pool, units, results, get_profile(REVIEW_PROFILE).limits,
+                                         decided_profile(config.profile, deployed.review))
             if args.review_values:
                 await review_move_values(pool, units, assisted, firsts, get_profile(REVIEW_PROFILE).limits)
             return results, assisted, outs, firsts
@@ -338,8 +339,9 @@ def reviewed_z(moves: list[MoveAssessment], firsts: dict[tuple[str, str], dict[i
     """The review's z over one scope's moves (-inf under the alerts' minimum of counted moves): its match count's, or
     with ``--statistic weighted`` the weighted count's (analyzers.fairplay.ReviewStats)."""
     deep = [(a, firsts.get((a.game_id, a.color), {}).get(a.ply)) for a in moves]
-    # the move model's profile is the service's: its decided positions count where the calibration prices them
-    f = review_stats([(a, d) for a, d in deep if d is not None], model, calibration, get_profile(model.profile))
+    # the move model's profile is the service's
+    f = review_stats([(a, d) for a, d in deep if d is not None], model, calibration,
+                     decided_profile(get_profile(model.profile), calibration))
     return f.z_of(REVIEW_STATISTIC) if f.n >= DEFAULT_MIN_MOVES else float("-inf")
 
 

@@ -81,6 +81,13 @@ def clock_of(a: MoveAssessment) -> tuple[float, float] | None:
     return move_clock_inputs(a) if has_clock(a) else None
 
 
+def decided_profile(profile: EngineProfile, calibration: ReviewCalibration | None) -> EngineProfile | None:
+    """The service's ``profile`` where the review counts moves in decided positions (``calibration`` prices them,
+    :attr:`~analyzers.fairplay.ReviewCalibration.counts_decided`), else None: what :func:`first_choices` and
+    :func:`review_stats` take, so that no position is searched for a move the review will not count."""
+    return profile if calibration is not None and calibration.counts_decided else None
+
+
 def counts_for_review(a: MoveAssessment, profile: EngineProfile | None = None) -> bool:
     """Whether the review counts this move (:func:`review_terms`)."""
     return review_terms(a, profile) is not None
@@ -184,8 +191,7 @@ async def review_player(pool: EnginePool, config: PipelineConfig, model: MoveMod
     limits = (review or get_profile(REVIEW_PROFILE)).limits
     mine = [(g, "white" if g.white.id == player_id else "black") for g in games if player_id in (g.white.id, g.black.id)]
     assessed = await assess_games([g for g, _ in mine], pool, config)
-    # moves in decided positions count where the calibration prices them
-    profile = config.profile if calibration is not None and calibration.counts_decided else None
+    profile = decided_profile(config.profile, calibration)
     firsts = await first_choices(pool, mine, assessed, limits, profile)
     pairs: list[tuple[MoveAssessment, str]] = []
     plies: dict[str, list[int]] = {}
