@@ -54,8 +54,18 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
-from common import ANALYSIS_CACHE, ROOT, add_context_argument, add_data_argument, context_flag, data_dir, event_context, event_priors, follow_player_events
-from scipy.stats import t as student_t
+from common import (
+    ANALYSIS_CACHE,
+    ROOT,
+    add_context_argument,
+    add_data_argument,
+    clustered_mean,
+    context_flag,
+    data_dir,
+    event_context,
+    event_priors,
+    follow_player_events,
+)
 
 from analyzers.calibration import Calibration, load_calibration
 from analyzers.combination import Combination, load_combination
@@ -386,21 +396,6 @@ def grouped_table(method: str, label: str, key, rows: list[Estimates]) -> None: 
         interval = f"{bias - half:+.0f}, {bias + half:+.0f}; {events}" if events > 1 else "one event"
         print(f"| {group} | {len(rs)} | {t_.mean():.0f} ({t_.std():.0f}) | {np.mean(np.abs(p_ - t_)):.0f} | "
               f"{np.mean(np.abs(t_ - mean)):.0f} | {bias:+.0f} ({interval}) | {r:.2f} | {cover:.1%} |")
-
-
-def clustered_mean(x: np.ndarray, clusters: list[str]) -> tuple[float, float, int]:
-    """(mean of ``x``, the half-width of its 95 % interval, number of clusters). The rows of one event share its
-    prior's error (event pooling reads the event's level from everyone's moves), so the interval treats each event as
-    one draw: the cluster-robust (sandwich) standard error with the small-sample factor G / (G - 1) and Student's t
-    on G - 1 degrees of freedom; nan with a single event."""
-    m = float(np.mean(x))
-    _, cluster = np.unique(clusters, return_inverse=True)
-    sums = np.bincount(cluster, weights=x - m)  # each event's summed deviation from the mean
-    g = sums.size
-    if g < 2:
-        return m, float("nan"), g
-    se = math.sqrt(g / (g - 1) * float(sums @ sums)) / len(x)
-    return m, float(student_t.ppf(0.975, g - 1)) * se, g
 
 
 def without_clocks(a: MoveAssessment) -> MoveAssessment:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import chess
 import chess.pgn
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where the large validation sets are looked for by default: $KIBITZ_DATA, else ../shared/data beside the checkout.
@@ -153,3 +155,21 @@ def event_priors(games, results, config) -> dict:  # noqa: ANN001
             r = GameResult(game_id=g.game_id, player_id=me.id, color=color, score=s, event=g.event, player=me, opponent=opp)
             events[g.event], _ = pool_event(events[g.event], r, config)
     return out
+
+
+def clustered_mean(x: np.ndarray, clusters: list[str]) -> tuple[float, float, int]:
+    """(mean of ``x``, the half-width of its 95 % interval, number of clusters). Rows of one cluster share an error
+    (the rows of one event share its prior's error, since event pooling reads the event's level from everyone's moves;
+    the assistance draws of one player-event share that player's games), so the interval treats each cluster as one
+    draw: the cluster-robust (sandwich) standard error with the small-sample factor G / (G - 1) and Student's t on
+    G - 1 degrees of freedom; nan with a single cluster."""
+    from scipy.stats import t as student_t  # the bench extra, as every caller's
+
+    m = float(np.mean(x))
+    _, cluster = np.unique(clusters, return_inverse=True)
+    sums = np.bincount(cluster, weights=x - m)  # each cluster's summed deviation from the mean
+    g = sums.size
+    if g < 2:
+        return m, float("nan"), g
+    se = math.sqrt(g / (g - 1) * float(sums @ sums)) / len(x)
+    return m, float(student_t.ppf(0.975, g - 1)) * se, g

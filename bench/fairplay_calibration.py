@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from common import ANALYSIS_CACHE, add_data_argument, add_review_statistic_argument, data_dir
+from common import ANALYSIS_CACHE, add_data_argument, add_review_statistic_argument, clustered_mean, data_dir
 from fairplay_data import (
     ASSIST_LIMITS,
     MIN_EVENT_GAMES,
@@ -139,6 +139,9 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--assist-events", type=int, default=None, help="simulate assistance in only the first N whole "
                     "player-events (sorted by event and player; default all)")
     ap.add_argument("--assist-depth", type=int, default=ASSIST_LIMITS.depth, help="the assistant's depth (single PV)")
+    ap.add_argument("--assist-draws", type=int, default=1, help="the deployed service's detection over this many draws "
+                    "of which moves are assisted, per player-event (the assistant's moves are searched once per "
+                    "position, so more draws cost no engine time): a rate over the draws, its interval by player-event")
     ap.add_argument("--split", choices=("rated-holdout", "rated-dev"), default="rated-holdout",
                     help="where the games come from: rated-holdout (the measurement) or rated-dev (for choosing a method)")
     ap.add_argument("--warm", action="store_true", help="only run the engine searches into the cache")
@@ -195,13 +198,14 @@ def main() -> None:
     report(samples, results, assisted, model, args.seed, config.profile, args.assist_depth)
     service_alert_report(samples.honest, results, service)
     review_report(samples, results, assisted, firsts, model, args.seed, args.assist_depth)
-    deployed_report(samples, results, assisted, firsts, model, deployed, deployed_outs, args.seed, args.assist_depth)
+    deployed_report(samples, results, assisted, firsts, model, deployed, deployed_outs, args.seed, args.assist_depth,
+                    args.assist_draws)
 
 
 def event_moves(pid: str, games: list[PgnGame], results: dict[str, list[MoveAssessment]], assisted: Assisted, frac: float,
-                seed: int) -> list[MoveAssessment] | None:
+                seed: int | str) -> list[MoveAssessment] | None:
     """A player's moves over their event with a share ``frac`` replaced by the assistant's (each move drawn alone,
-    seeded by game, color and share); None when a game of it has no assisted alternatives."""
+    seeded by ``seed``, game, color and share); None when a game of it has no assisted alternatives."""
     moves: list[MoveAssessment] = []
     for g in games:
         color = "white" if g.white.id == pid else "black"
@@ -418,13 +422,16 @@ def request_z(req: ReviewRequest, results: dict[str, list[MoveAssessment]], firs
 
 
 def deployed_report(samples, results, assisted, firsts, model, deployed: PipelineConfig,  # noqa: ANN001
-                    outs: list[FairPlayAlert | ReviewRequest], seed: int, assist_depth: int) -> None:
+                    outs: list[FairPlayAlert | ReviewRequest], seed: int, assist_depth: int, draws: int = 1) -> None:
     """The service as `kibitz worker --review` runs it: at each game end of a player over a tier, the scope of its
     finding (any scope) is reviewed over the games the player step sends with it, and the review's z at the action
     tier is the verdict, one per crossing.
     Honest: the verdicts on the honest sample (``outs``: :func:`service_outputs` of it under ``deployed``). Detection:
     each whole player-event replayed alone with a share of the player's moves assisted; flagged when a review of it
-    reaches the action tier."""
+    reaches the action tier. With ``draws`` > 1 each player-event is replayed under that many draws of which moves
+    are assisted (the first is the single draw's): the rate is over player-events x draws, and its interval treats
+    a player-event's draws as one cluster (they share its games), so more draws narrow it only as far as the
+    player-events allow."""
     cal, action = deployed.review, deployed.review_z
     requests = [m for m in outs if isinstance(m, ReviewRequest)]
     published = [m for m in outs if isinstance(m, FairPlayAlert)]
@@ -445,28 +452,36 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
             print(f"  honest verdict: player {r.player_id} (reference {r.alert.reference_rating}), {r.alert.scope} "
                   f"{r.alert.scope_id}, {len(r.games)} games, review z {z:+.2f} (service z {r.alert.z:+.2f})")
     pes = sorted(whole_player_events(samples.events).items())
-    print(f"whole player-events, share replaced by the depth-{assist_depth} first choice, each replayed alone: flagged by a "
-          "review verdict")
-    print("fraction  events (5-11 games) flagged   events of 9+ games flagged (count; 95 % Wilson interval)   reviewed (9+)")
+    drawn = f" under {draws} draws each of which moves are assisted" if draws > 1 else ""
+    print(f"whole player-events, share replaced by the depth-{assist_depth} first choice, each replayed alone{drawn}: "
+          "flagged by a review verdict")
+    print("fraction  events (5-11 games) flagged   events of 9+ games flagged (count; 95 % "
+          f"{'interval by player-event' if draws > 1 else 'Wilson interval'})   reviewed (9+)")
     best_z: dict[float, list[tuple[int, float]]] = {}  # per share: (games, the highest review z of the player-event)
     for frac in (0.0, *FRACTIONS):
-        rows = []
-        for (_, pid), games in pes:
-            moves = event_moves(pid, games, results, assisted, frac, seed)
-            if moves is None:
-                continue
-            mine = {g.game_id: [a for a in moves if a.game_id == g.game_id] for g in games}
-            reqs = [m for m in service_outputs(games, mine, deployed, only=pid) if isinstance(m, ReviewRequest)]
-            top = max((request_z(r, mine, firsts, model, cal) for r in reqs), default=-math.inf)
-            rows.append((len(games), top >= action, bool(reqs)))
-            best_z.setdefault(frac, []).append((len(games), top))
-        long_rows = [r for r in rows if r[0] >= LONG_EVENT]
+        rows = []  # (player-event, games, flagged, reviewed), one per draw
+        for (event, pid), games in pes:
+            for d in range(draws):
+                moves = event_moves(pid, games, results, assisted, frac, seed if d == 0 else f"{seed}/{d}")
+                if moves is None:
+                    break
+                mine = {g.game_id: [a for a in moves if a.game_id == g.game_id] for g in games}
+                reqs = [m for m in service_outputs(games, mine, deployed, only=pid) if isinstance(m, ReviewRequest)]
+                top = max((request_z(r, mine, firsts, model, cal) for r in reqs), default=-math.inf)
+                rows.append((f"{event}\t{pid}", len(games), top >= action, bool(reqs)))
+                best_z.setdefault(frac, []).append((len(games), top))
+        long_rows = [r for r in rows if r[1] >= LONG_EVENT]
         if rows and long_rows:
-            k = sum(h for _, h, _ in long_rows)
-            lo, hi = proportion_interval(k, len(long_rows))
-            print(f"{frac:>8.0%}  {len(rows):>6} {np.mean([h for _, h, _ in rows]):>14.0%}   {len(long_rows):>6} "
-                  f"{k / len(long_rows):>20.0%} ({k}/{len(long_rows)}; {lo:.0%}-{hi:.0%})   "
-                  f"{np.mean([q for _, _, q in long_rows]):>12.0%}")
+            k, n = sum(r[2] for r in long_rows), len(long_rows)
+            if draws > 1:
+                share, half, units = clustered_mean(np.array([float(r[2]) for r in long_rows]), [r[0] for r in long_rows])
+                lo, hi = max(share - half, 0.0), min(share + half, 1.0)
+                count = f"{k}/{n} over {units} player-events x {draws}"
+            else:
+                (lo, hi), count = proportion_interval(k, n), f"{k}/{n}"
+            print(f"{frac:>8.0%}  {len({r[0] for r in rows}):>6} {np.mean([r[2] for r in rows]):>14.0%}   "
+                  f"{len({r[0] for r in long_rows}):>6} {k / n:>20.0%} ({count}; {lo:.0%}-{hi:.0%})   "
+                  f"{np.mean([r[3] for r in long_rows]):>12.0%}")
     review_threshold_table(honest_z, crossing_z, pevents, best_z)
 
 
