@@ -476,6 +476,8 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
             if draws > 1:
                 share, half, units = clustered_mean(np.array([float(r[2]) for r in long_rows]), [r[0] for r in long_rows])
                 lo, hi = max(share - half, 0.0), min(share + half, 1.0)
+                if not half > 0:  # every player-event alike (none or all flagged in every draw): no spread to read,
+                    lo, hi = proportion_interval(round(share * units), units)  # so the player-events' Wilson interval
                 count = f"{k}/{n} over {units} player-events x {draws}"
             else:
                 (lo, hi), count = proportion_interval(k, n), f"{k}/{n}"
