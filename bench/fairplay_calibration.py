@@ -153,7 +153,10 @@ def arguments() -> argparse.Namespace:
                     "decided positions: the review then counts them)")
     add_review_statistic_argument(ap)
     add_data_argument(ap)
-    return ap.parse_args()
+    args = ap.parse_args()
+    if args.assist_draws < 1:
+        ap.error("--assist-draws must be at least 1")
+    return args
 
 
 #: The review statistic the tables read (``--statistic``).
