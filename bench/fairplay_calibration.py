@@ -139,9 +139,10 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--assist-events", type=int, default=None, help="simulate assistance in only the first N whole "
                     "player-events (sorted by event and player; default all)")
     ap.add_argument("--assist-depth", type=int, default=ASSIST_LIMITS.depth, help="the assistant's depth (single PV)")
-    ap.add_argument("--assist-draws", type=int, default=1, help="the deployed service's detection over this many draws "
-                    "of which moves are assisted, per player-event (the assistant's moves are searched once per "
-                    "position, so more draws cost no engine time): a rate over the draws, its interval by player-event")
+    ap.add_argument("--assist-draws", type=int, default=1, help="the review's and the deployed service's detection "
+                    "over this many draws of which moves are assisted, per player-event (the assistant's moves are "
+                    "searched once per position, so more draws cost no engine time): a rate over the draws, its "
+                    "interval by player-event")
     ap.add_argument("--split", choices=("rated-holdout", "rated-dev"), default="rated-holdout",
                     help="where the games come from: rated-holdout (the measurement) or rated-dev (for choosing a method)")
     ap.add_argument("--warm", action="store_true", help="only run the engine searches into the cache")
@@ -200,9 +201,15 @@ def main() -> None:
         return
     report(samples, results, assisted, model, args.seed, config.profile, args.assist_depth)
     service_alert_report(samples.honest, results, service)
-    review_report(samples, results, assisted, firsts, model, args.seed, args.assist_depth)
+    review_report(samples, results, assisted, firsts, model, args.seed, args.assist_depth, args.assist_draws)
     deployed_report(samples, results, assisted, firsts, model, deployed, deployed_outs, args.seed, args.assist_depth,
                     args.assist_draws)
+
+
+def draw_seed(seed: int, draw: int) -> int | str:
+    """The seed of draw ``draw`` of which moves are assisted (``--assist-draws``): the first is ``seed`` itself, so a
+    single draw is the bench's run without draws."""
+    return seed if draw == 0 else f"{seed}/{draw}"
 
 
 def event_moves(pid: str, games: list[PgnGame], results: dict[str, list[MoveAssessment]], assisted: Assisted, frac: float,
@@ -357,9 +364,12 @@ def review_flags(rows: Iterable[tuple[float, float]], trigger: float) -> list[bo
     return [z8 >= trigger and zr >= DEFAULT_REVIEW_Z for z8, zr in rows]
 
 
-def review_report(samples, results, assisted, firsts, model, seed: int, assist_depth: int) -> None:  # noqa: ANN001
+def review_report(samples, results, assisted, firsts, model, seed: int, assist_depth: int,  # noqa: ANN001
+                  draws: int = 1) -> None:
     """The second stage: player-events whose service z reaches a trigger are searched again at the review profile,
-    and the action tier is the review's z at DEFAULT_REVIEW_Z."""
+    and the action tier is the review's z at DEFAULT_REVIEW_Z. With ``draws`` > 1 each player-event is assisted under
+    that many draws (as :func:`deployed_report`) and every share is over player-events x draws, the trigger rule's
+    too."""
     calibration = ReviewCalibration.load(model.profile, REVIEW_CALIBRATION)
     review_key = get_profile(REVIEW_PROFILE).limits.key
     print(f"\nthe review ({REVIEW_PROFILE} profile, {review_key}; expected matches from the move model and "
@@ -375,15 +385,17 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
         f"z >= {t}: {sum(z8 >= t for z8, _ in honest)} / {sum(review_flags(honest, t))}"
         for t in REVIEW_TRIGGERS))
     pes = sorted(whole_player_events(samples.events).items())
+    drawn = f", {draws} draws each" if draws > 1 else ""
     print(f"whole player-events, share replaced by the depth-{assist_depth} first choice (the review searches depth "
-          f"{get_profile(REVIEW_PROFILE).depth}); flagged after each trigger")
+          f"{get_profile(REVIEW_PROFILE).depth}{drawn}); flagged after each trigger")
     by_frac: dict[float, list[tuple[int, float, float]]] = {}
     for frac in (0.0, *FRACTIONS):
         by_frac[frac] = []
         for (_, pid), games in pes:
-            moves = event_moves(pid, games, results, assisted, frac, seed)
-            if moves is not None:
-                by_frac[frac].append((len(games), scope_z(moves, model)[0], reviewed_z(moves, firsts, model, calibration)))
+            for d in range(draws):
+                moves = event_moves(pid, games, results, assisted, frac, draw_seed(seed, d))
+                if moves is not None:
+                    by_frac[frac].append((len(games), scope_z(moves, model)[0], reviewed_z(moves, firsts, model, calibration)))
     for label, least in (("all whole player-events (5-11 games)", 0), (f"player-events of {LONG_EVENT}+ games", LONG_EVENT)):
         print(f"{label}\nfraction  events  review z mean (sd)  " + "  ".join(f"{'z >= ' + str(t):>9}" for t in REVIEW_TRIGGERS)
               + "  (every event reviewed)")
@@ -392,7 +404,8 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
             live = [zr for _, zr in rows if zr > float("-inf")]
             if len(live) > 1:
                 cells = [f"{np.mean(review_flags(rows, t)):>9.0%}" for t in (*REVIEW_TRIGGERS, float("-inf"))]
-                print(f"{frac:>8.0%}  {len(rows):>6}  {np.mean(live):+8.2f} ({np.std(live, ddof=1):.2f})    " + "  ".join(cells))
+                print(f"{frac:>8.0%}  {len(rows) // draws:>6}  {np.mean(live):+8.2f} ({np.std(live, ddof=1):.2f})    "
+                      + "  ".join(cells))
     # the trigger rule: the highest trigger (the fewest honest reviews) that reaches the detection target
     long_rows = [(z8, zr) for n, z8, zr in by_frac[TARGET_SHARE] if n >= LONG_EVENT]
     detection = {t: float(np.mean(review_flags(long_rows, t))) if long_rows else 0.0
@@ -400,13 +413,13 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
     reached = [t for t in REVIEW_TRIGGERS if detection[t] >= DETECTION_TARGET]
     if reached:
         t = max(reached)
-        print(f"the highest trigger that flags {DETECTION_TARGET:.0%}+ of the {len(long_rows)} player-events of {LONG_EVENT}+ "
-              f"games at {TARGET_SHARE:.0%} assistance: service z >= {t} ({detection[t]:.0%}; it reviews "
+        print(f"the highest trigger that flags {DETECTION_TARGET:.0%}+ of the {len(long_rows) // draws} player-events of "
+              f"{LONG_EVENT}+ games{drawn} at {TARGET_SHARE:.0%} assistance: service z >= {t} ({detection[t]:.0%}; it reviews "
               f"{sum(z8 >= t for z8, _ in honest)} and flags {sum(review_flags(honest, t))} "
               f"of {len(honest)} honest player-events)")
     else:
-        print(f"no trigger flags {DETECTION_TARGET:.0%} of the {len(long_rows)} player-events of {LONG_EVENT}+ games at "
-              f"{TARGET_SHARE:.0%} assistance (best: {max(detection.values()):.0%})")
+        print(f"no trigger flags {DETECTION_TARGET:.0%} of the {len(long_rows) // draws} player-events of {LONG_EVENT}+ "
+              f"games{drawn} at {TARGET_SHARE:.0%} assistance (best: {max(detection.values()):.0%})")
 
 
 
@@ -465,7 +478,7 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
         rows = []  # (player-event, games, flagged, reviewed), one per draw
         for (event, pid), games in pes:
             for d in range(draws):
-                moves = event_moves(pid, games, results, assisted, frac, seed if d == 0 else f"{seed}/{d}")
+                moves = event_moves(pid, games, results, assisted, frac, draw_seed(seed, d))
                 if moves is None:
                     break
                 mine = {g.game_id: [a for a in moves if a.game_id == g.game_id] for g in games}

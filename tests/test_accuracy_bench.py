@@ -38,7 +38,7 @@ def test_one_event_gives_no_interval():
 def test_assistance_draws_are_reproducible_independent_and_at_their_share():
     """bench/fairplay_calibration.py --assist-draws: each draw of which moves are assisted is seeded (the first is the
     single-draw run's), draws differ from one another, and each replaces about the share asked for."""
-    from fairplay_calibration import event_moves
+    from fairplay_calibration import draw_seed, event_moves
 
     from schemas import Candidate, MoveAssessment, PlayerInfo
     from streamer.ingest import PgnGame
@@ -56,7 +56,7 @@ def test_assistance_draws_are_reproducible_independent_and_at_their_share():
         assert moves is not None and len(moves) == 400
         return {a.ply for a in moves if a.uci == "e2e4"}
 
-    first, again, second, third = replaced(0), replaced(0), replaced("0/1"), replaced("0/2")
+    first, again, second, third = replaced(0), replaced(draw_seed(0, 0)), replaced(draw_seed(0, 1)), replaced(draw_seed(0, 2))
     assert first == again
     assert len({frozenset(first), frozenset(second), frozenset(third)}) == 3
     assert all(150 <= len(s) <= 250 for s in (first, second, third))
