@@ -163,7 +163,7 @@ def clustered_mean(x: np.ndarray, clusters: list[str]) -> tuple[float, float, in
     the assistance draws of one player-event share that player's games), so the interval treats each cluster as one
     draw: the cluster-robust (sandwich) standard error with the small-sample factor G / (G - 1) and Student's t on
     G - 1 degrees of freedom; nan with a single cluster."""
-    from scipy.stats import t as student_t  # the bench extra, as every caller's
+    from scipy.stats import t as student_t  # scipy comes with the bench extra: benches without it still import common
 
     m = float(np.mean(x))
     _, cluster = np.unique(clusters, return_inverse=True)
