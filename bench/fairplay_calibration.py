@@ -212,6 +212,18 @@ def draw_seed(seed: int, draw: int) -> int | str:
     return seed if draw == 0 else f"{seed}/{draw}"
 
 
+def drawn_player_events(samples: Samples, results: dict[str, list[MoveAssessment]], assisted: Assisted, frac: float,
+                        seed: int, draws: int) -> Iterator[tuple[tuple[str, str], list[PgnGame], list[MoveAssessment]]]:
+    """((event, player), their games, their moves with a share ``frac`` assisted) for every whole player-event of the
+    detection sample whose games have assisted alternatives, under each of ``draws`` draws (:func:`draw_seed`)."""
+    for (event, pid), games in sorted(whole_player_events(samples.events).items()):
+        for d in range(draws):
+            moves = event_moves(pid, games, results, assisted, frac, draw_seed(seed, d))
+            if moves is None:
+                break  # no draw has alternatives where the first has none
+            yield (event, pid), games, moves
+
+
 def event_moves(pid: str, games: list[PgnGame], results: dict[str, list[MoveAssessment]], assisted: Assisted, frac: float,
                 seed: int | str) -> list[MoveAssessment] | None:
     """A player's moves over their event with a share ``frac`` replaced by the assistant's (each move drawn alone,
@@ -252,18 +264,15 @@ def report(samples, results, assisted, model, seed: int, profile, assist_depth: 
         alarm_table(f"player-games, {label}", games)
         alarm_table(f"player-events, {label}", [(scope_z(m, model, exclusions)[0], band(r), t) for m, r, t in events.values()])
     # -- detection: simulated assistance over whole player-events -----------------------------------------------
-    pes = whole_player_events(samples.events)
     print(f"\ndetection over whole {samples.split} player-events (5-11 games), share of the player's moves replaced by the "
           f"depth-{assist_depth} first choice, re-valued at the service's limit; per threshold the share of player-events flagged")
     print("fraction  events  " + "  ".join(f"{t:>5}" for t in THRESHOLDS) + "   median z (match, loss)")
     for frac in (0.0, *FRACTIONS):
         zs, by_stat = [], []
-        for (_, pid), games in sorted(pes.items()):
-            moves = event_moves(pid, games, results, assisted, frac, seed)
-            if moves is not None:
-                f = scope_stats(moves, model)
-                zs.append(alarm_z(f))
-                by_stat.append((f.z_match, f.z_loss))
+        for _, _, moves in drawn_player_events(samples, results, assisted, frac, seed, 1):
+            f = scope_stats(moves, model)
+            zs.append(alarm_z(f))
+            by_stat.append((f.z_match, f.z_loss))
         if zs:
             print(f"{frac:>8.0%}  {len(zs):>6}  " + "  ".join(f"{np.mean([z >= t for z in zs]):>5.0%}" for t in THRESHOLDS)
                   + f"   {np.median(zs):.1f} ({np.median([m for m, _ in by_stat]):.1f}, {np.median([x for _, x in by_stat]):.1f})")
@@ -384,18 +393,13 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
     print(f"honest player-events: {len(honest)}; per trigger, reviewed / flagged at {DEFAULT_REVIEW_Z}: " + ", ".join(
         f"z >= {t}: {sum(z8 >= t for z8, _ in honest)} / {sum(review_flags(honest, t))}"
         for t in REVIEW_TRIGGERS))
-    pes = sorted(whole_player_events(samples.events).items())
     drawn = f", {draws} draws each" if draws > 1 else ""
     print(f"whole player-events, share replaced by the depth-{assist_depth} first choice (the review searches depth "
           f"{get_profile(REVIEW_PROFILE).depth}{drawn}); flagged after each trigger")
     by_frac: dict[float, list[tuple[int, float, float]]] = {}
     for frac in (0.0, *FRACTIONS):
-        by_frac[frac] = []
-        for (_, pid), games in pes:
-            for d in range(draws):
-                moves = event_moves(pid, games, results, assisted, frac, draw_seed(seed, d))
-                if moves is not None:
-                    by_frac[frac].append((len(games), scope_z(moves, model)[0], reviewed_z(moves, firsts, model, calibration)))
+        by_frac[frac] = [(len(games), scope_z(moves, model)[0], reviewed_z(moves, firsts, model, calibration))
+                         for _, games, moves in drawn_player_events(samples, results, assisted, frac, seed, draws)]
     for label, least in (("all whole player-events (5-11 games)", 0), (f"player-events of {LONG_EVENT}+ games", LONG_EVENT)):
         print(f"{label}\nfraction  events  review z mean (sd)  " + "  ".join(f"{'z >= ' + str(t):>9}" for t in REVIEW_TRIGGERS)
               + "  (every event reviewed)")
@@ -467,7 +471,6 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
         if z >= action and crossing_z[(r.player_id, r.crossing)] == z:
             print(f"  honest verdict: player {r.player_id} (reference {r.alert.reference_rating}), {r.alert.scope} "
                   f"{r.alert.scope_id}, {len(r.games)} games, review z {z:+.2f} (service z {r.alert.z:+.2f})")
-    pes = sorted(whole_player_events(samples.events).items())
     drawn = f" under {draws} draws each of which moves are assisted" if draws > 1 else ""
     print(f"whole player-events, share replaced by the depth-{assist_depth} first choice, each replayed alone{drawn}: "
           "flagged by a review verdict")
@@ -476,16 +479,12 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
     best_z: dict[float, list[tuple[int, float]]] = {}  # per share: (games, the highest review z of the player-event)
     for frac in (0.0, *FRACTIONS):
         rows = []  # (player-event, games, flagged, reviewed), one per draw
-        for (event, pid), games in pes:
-            for d in range(draws):
-                moves = event_moves(pid, games, results, assisted, frac, draw_seed(seed, d))
-                if moves is None:
-                    break
-                mine = {g.game_id: [a for a in moves if a.game_id == g.game_id] for g in games}
-                reqs = [m for m in service_outputs(games, mine, deployed, only=pid) if isinstance(m, ReviewRequest)]
-                top = max((request_z(r, mine, firsts, model, cal) for r in reqs), default=-math.inf)
-                rows.append((f"{event}\t{pid}", len(games), top >= action, bool(reqs)))
-                best_z.setdefault(frac, []).append((len(games), top))
+        for (event, pid), games, moves in drawn_player_events(samples, results, assisted, frac, seed, draws):
+            mine = {g.game_id: [a for a in moves if a.game_id == g.game_id] for g in games}
+            reqs = [m for m in service_outputs(games, mine, deployed, only=pid) if isinstance(m, ReviewRequest)]
+            top = max((request_z(r, mine, firsts, model, cal) for r in reqs), default=-math.inf)
+            rows.append((f"{event}\t{pid}", len(games), top >= action, bool(reqs)))
+            best_z.setdefault(frac, []).append((len(games), top))
         long_rows = [r for r in rows if r[1] >= LONG_EVENT]
         if rows and long_rows:
             k, n = sum(r[2] for r in long_rows), len(long_rows)
