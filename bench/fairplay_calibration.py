@@ -224,6 +224,13 @@ def drawn_player_events(samples: Samples, results: dict[str, list[MoveAssessment
             yield (event, pid), games, moves
 
 
+def moves_key(moves: Sequence[MoveAssessment]) -> tuple[tuple[str, int, str], ...]:
+    """What a replay of a player's moves depends on beyond the configuration: each move's game, ply and move. Draws
+    that drew the same moves (every draw at 0 % and at 100 % assistance) are replayed once under this key; a replay
+    is deterministic, so the rows are the same as replaying each."""
+    return tuple((a.game_id, a.ply, a.uci) for a in moves)
+
+
 def event_moves(pid: str, games: list[PgnGame], results: dict[str, list[MoveAssessment]], assisted: Assisted, frac: float,
                 seed: int | str) -> list[MoveAssessment] | None:
     """A player's moves over their event with a share ``frac`` replaced by the assistant's (each move drawn alone,
@@ -398,8 +405,12 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
           f"{get_profile(REVIEW_PROFILE).depth}{drawn}); flagged after each trigger")
     by_frac: dict[float, list[tuple[int, float, float]]] = {}
     for frac in (0.0, *FRACTIONS):
-        by_frac[frac] = [(len(games), scope_z(moves, model)[0], reviewed_z(moves, firsts, model, calibration))
-                         for _, games, moves in drawn_player_events(samples, results, assisted, frac, seed, draws)]
+        by_frac[frac], done = [], {}  # done: moves_key -> (service z, review z)
+        for _, games, moves in drawn_player_events(samples, results, assisted, frac, seed, draws):
+            key = moves_key(moves)
+            if key not in done:
+                done[key] = scope_z(moves, model)[0], reviewed_z(moves, firsts, model, calibration)
+            by_frac[frac].append((len(games), *done[key]))
     for label, least in (("all whole player-events (5-11 games)", 0), (f"player-events of {LONG_EVENT}+ games", LONG_EVENT)):
         print(f"{label}\nfraction  events  review z mean (sd)  " + "  ".join(f"{'z >= ' + str(t):>9}" for t in REVIEW_TRIGGERS)
               + "  (every event reviewed)")
@@ -479,11 +490,15 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
     best_z: dict[float, list[tuple[int, float]]] = {}  # per share: (games, the highest review z of the player-event)
     for frac in (0.0, *FRACTIONS):
         rows = []  # (player-event, games, flagged, reviewed), one per draw
+        done: dict[tuple, tuple[float, bool]] = {}  # moves_key -> (the highest review z, reviewed at all)
         for (event, pid), games, moves in drawn_player_events(samples, results, assisted, frac, seed, draws):
-            mine = {g.game_id: [a for a in moves if a.game_id == g.game_id] for g in games}
-            reqs = [m for m in service_outputs(games, mine, deployed, only=pid) if isinstance(m, ReviewRequest)]
-            top = max((request_z(r, mine, firsts, model, cal) for r in reqs), default=-math.inf)
-            rows.append((f"{event}\t{pid}", len(games), top >= action, bool(reqs)))
+            key = moves_key(moves)
+            if key not in done:
+                mine = {g.game_id: [a for a in moves if a.game_id == g.game_id] for g in games}
+                reqs = [m for m in service_outputs(games, mine, deployed, only=pid) if isinstance(m, ReviewRequest)]
+                done[key] = max((request_z(r, mine, firsts, model, cal) for r in reqs), default=-math.inf), bool(reqs)
+            top, reviewed = done[key]
+            rows.append((f"{event}\t{pid}", len(games), top >= action, reviewed))
             best_z.setdefault(frac, []).append((len(games), top))
         long_rows = [r for r in rows if r[1] >= LONG_EVENT]
         if rows and long_rows:
