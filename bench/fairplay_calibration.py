@@ -509,11 +509,18 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
                 if not half > 0:  # every player-event alike (none or all flagged in every draw): no spread to read,
                     lo, hi = proportion_interval(round(share * units), units)  # so the player-events' Wilson interval
                 count = f"{k}/{n} over {units} player-events x {draws}"
+                # the single run's rows: each player-event's first row is its draw 0
+                first = list({r[0]: r for r in reversed(rows)}.values())
+                first_long = [r for r in first if r[1] >= LONG_EVENT]
+                k1 = sum(r[2] for r in first_long)
+                lo1, hi1 = proportion_interval(k1, len(first_long))
+                tail = (f"   the first draw alone: {np.mean([r[2] for r in first]):.0%}, 9+ games {k1}/{len(first_long)} "
+                        f"({lo1:.0%}-{hi1:.0%})")
             else:
-                (lo, hi), count = proportion_interval(k, n), f"{k}/{n}"
+                (lo, hi), count, tail = proportion_interval(k, n), f"{k}/{n}", ""
             print(f"{frac:>8.0%}  {len({r[0] for r in rows}):>6} {np.mean([r[2] for r in rows]):>14.0%}   "
                   f"{len({r[0] for r in long_rows}):>6} {k / n:>20.0%} ({count}; {lo:.0%}-{hi:.0%})   "
-                  f"{np.mean([r[3] for r in long_rows]):>12.0%}")
+                  f"{np.mean([r[3] for r in long_rows]):>12.0%}{tail}")
     review_threshold_table(honest_z, crossing_z, pevents, best_z)
 
 
