@@ -14,9 +14,10 @@ import contextlib
 import math
 import random
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from common import ANALYSIS_CACHE, add_data_argument, add_review_statistic_argument, clustered_mean, data_dir
@@ -51,6 +52,9 @@ from streamer.cli import build_config
 from streamer.ingest import PgnGame
 from streamer.pipeline import PipelineConfig, PlayerState, ScopeStats, apply_player_event, count_move, move_choice
 from streamer.review import REVIEW_PROFILE, decided_profile, first_choices, record_of, review_stats
+
+#: What a replay of a player-event gives (:func:`replayed_player_events`).
+T = TypeVar("T")
 
 THRESHOLDS = (3.0, 3.5, 4.0, 4.5, 4.75, 5.0)
 #: The event length the detection target names: detection is also reported over player-events of at least this many games.
@@ -213,22 +217,31 @@ def draw_seed(seed: int, draw: int) -> int | str:
 
 
 def drawn_player_events(samples: Samples, results: dict[str, list[MoveAssessment]], assisted: Assisted, frac: float,
-                        seed: int, draws: int) -> Iterator[tuple[tuple[str, str], list[PgnGame], list[MoveAssessment]]]:
-    """((event, player), their games, their moves with a share ``frac`` assisted) for every whole player-event of the
-    detection sample whose games have assisted alternatives, under each of ``draws`` draws (:func:`draw_seed`)."""
+                        seed: int, draws: int) -> Iterator[tuple[tuple[str, str], list[PgnGame], int, list[MoveAssessment]]]:
+    """((event, player), their games, the draw, their moves with a share ``frac`` assisted) for every whole
+    player-event of the detection sample whose games have assisted alternatives, under each of ``draws`` draws
+    (:func:`draw_seed`)."""
     for (event, pid), games in sorted(whole_player_events(samples.events).items()):
         for d in range(draws):
             moves = event_moves(pid, games, results, assisted, frac, draw_seed(seed, d))
             if moves is None:
                 break  # no draw has alternatives where the first has none
-            yield (event, pid), games, moves
+            yield (event, pid), games, d, moves
 
 
-def moves_key(moves: Sequence[MoveAssessment]) -> tuple[tuple[str, int, str], ...]:
-    """What a replay of a player's moves depends on beyond the configuration: each move's game, ply and move. Draws
-    that drew the same moves (every draw at 0 % and at 100 % assistance) are replayed once under this key; a replay
-    is deterministic, so the rows are the same as replaying each."""
-    return tuple((a.game_id, a.ply, a.uci) for a in moves)
+def replayed_player_events(samples: Samples, results: dict[str, list[MoveAssessment]], assisted: Assisted, frac: float,
+                           seed: int, draws: int, replay: Callable[[str, list[PgnGame], list[MoveAssessment]], T]
+                           ) -> Iterator[tuple[tuple[str, str], list[PgnGame], int, T]]:
+    """((event, player), their games, the draw, ``replay(player, games, moves)``) for each of
+    :func:`drawn_player_events`. Draws that drew the same moves (every draw at 0 % and at 100 % assistance) are
+    replayed once: a replay is deterministic and depends on nothing else of the draw than each move's game, ply and
+    move, so the rows are those of replaying each."""
+    done: dict[tuple[tuple[str, int, str], ...], T] = {}
+    for (event, pid), games, draw, moves in drawn_player_events(samples, results, assisted, frac, seed, draws):
+        key = tuple((a.game_id, a.ply, a.uci) for a in moves)
+        if key not in done:
+            done[key] = replay(pid, games, moves)
+        yield (event, pid), games, draw, done[key]
 
 
 def event_moves(pid: str, games: list[PgnGame], results: dict[str, list[MoveAssessment]], assisted: Assisted, frac: float,
@@ -276,7 +289,7 @@ def report(samples, results, assisted, model, seed: int, profile, assist_depth: 
     print("fraction  events  " + "  ".join(f"{t:>5}" for t in THRESHOLDS) + "   median z (match, loss)")
     for frac in (0.0, *FRACTIONS):
         zs, by_stat = [], []
-        for _, _, moves in drawn_player_events(samples, results, assisted, frac, seed, 1):
+        for _, _, _, moves in drawn_player_events(samples, results, assisted, frac, seed, 1):
             f = scope_stats(moves, model)
             zs.append(alarm_z(f))
             by_stat.append((f.z_match, f.z_loss))
@@ -405,12 +418,9 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
           f"{get_profile(REVIEW_PROFILE).depth}{drawn}); flagged after each trigger")
     by_frac: dict[float, list[tuple[int, float, float]]] = {}
     for frac in (0.0, *FRACTIONS):
-        by_frac[frac], done = [], {}  # done: moves_key -> (service z, review z)
-        for _, games, moves in drawn_player_events(samples, results, assisted, frac, seed, draws):
-            key = moves_key(moves)
-            if key not in done:
-                done[key] = scope_z(moves, model)[0], reviewed_z(moves, firsts, model, calibration)
-            by_frac[frac].append((len(games), *done[key]))
+        by_frac[frac] = [(len(games), *zs) for _, games, _, zs in replayed_player_events(
+            samples, results, assisted, frac, seed, draws,
+            lambda _, games, moves: (scope_z(moves, model)[0], reviewed_z(moves, firsts, model, calibration)))]
     for label, least in (("all whole player-events (5-11 games)", 0), (f"player-events of {LONG_EVENT}+ games", LONG_EVENT)):
         print(f"{label}\nfraction  events  review z mean (sd)  " + "  ".join(f"{'z >= ' + str(t):>9}" for t in REVIEW_TRIGGERS)
               + "  (every event reviewed)")
@@ -487,18 +497,18 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
           "flagged by a review verdict")
     print("fraction  events (5-11 games) flagged   events of 9+ games flagged (count; 95 % "
           f"{'interval by player-event' if draws > 1 else 'Wilson interval'})   reviewed (9+)")
+    def replay_deployed(pid: str, games: list[PgnGame], moves: list[MoveAssessment]) -> tuple[float, bool]:
+        """(the highest review z of the player's requests, whether any was sent) of the service replayed on ``moves``."""
+        mine = {g.game_id: [a for a in moves if a.game_id == g.game_id] for g in games}
+        reqs = [m for m in service_outputs(games, mine, deployed, only=pid) if isinstance(m, ReviewRequest)]
+        return max((request_z(r, mine, firsts, model, cal) for r in reqs), default=-math.inf), bool(reqs)
+
     best_z: dict[float, list[tuple[int, float]]] = {}  # per share: (games, the highest review z of the player-event)
     for frac in (0.0, *FRACTIONS):
-        rows = []  # (player-event, games, flagged, reviewed), one per draw
-        done: dict[tuple, tuple[float, bool]] = {}  # moves_key -> (the highest review z, reviewed at all)
-        for (event, pid), games, moves in drawn_player_events(samples, results, assisted, frac, seed, draws):
-            key = moves_key(moves)
-            if key not in done:
-                mine = {g.game_id: [a for a in moves if a.game_id == g.game_id] for g in games}
-                reqs = [m for m in service_outputs(games, mine, deployed, only=pid) if isinstance(m, ReviewRequest)]
-                done[key] = max((request_z(r, mine, firsts, model, cal) for r in reqs), default=-math.inf), bool(reqs)
-            top, reviewed = done[key]
-            rows.append((f"{event}\t{pid}", len(games), top >= action, reviewed))
+        rows = []  # (player-event, games, flagged, reviewed, draw), one per draw
+        for (event, pid), games, draw, (top, reviewed) in replayed_player_events(
+                samples, results, assisted, frac, seed, draws, replay_deployed):
+            rows.append((f"{event}\t{pid}", len(games), top >= action, reviewed, draw))
             best_z.setdefault(frac, []).append((len(games), top))
         long_rows = [r for r in rows if r[1] >= LONG_EVENT]
         if rows and long_rows:
@@ -509,8 +519,7 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
                 if not half > 0:  # every player-event alike (none or all flagged in every draw): no spread to read,
                     lo, hi = proportion_interval(round(share * units), units)  # so the player-events' Wilson interval
                 count = f"{k}/{n} over {units} player-events x {draws}"
-                # the single run's rows: each player-event's first row is its draw 0
-                first = list({r[0]: r for r in reversed(rows)}.values())
+                first = [r for r in rows if r[4] == 0]  # the single run's rows
                 first_long = [r for r in first if r[1] >= LONG_EVENT]
                 k1 = sum(r[2] for r in first_long)
                 lo1, hi1 = proportion_interval(k1, len(first_long))
