@@ -13,6 +13,13 @@ is small the match is nearly a coin toss between two moves. This script searches
 searches), then fits, by group cross-validation as bench/fit_review.py does (two folds; a rated-dev event or an elite
 player on one side only), the shipped calibration's form on these searches' first choices, and the same with terms in
 the deeper gap, and prints the moves' log-likelihood per move and the honest scopes' z (40+ counted moves).
+
+``--detect`` then compares the two on detection, as bench/fairplay_calibration.py's "every event reviewed" row does on
+rated-dev: both fitted on every move of the fit sample, each whole rated-dev player-event of ``--events`` games (seed
+0) reviewed at its end, honest and with a share of the player's moves replaced by the depth-``--assist-depth``
+assistant's (its searches from the analysis cache, as ``fairplay_calibration.py --split rated-dev --warm`` leaves
+them), under ``--assist-draws`` draws of which moves (the same draws as there); the event's counted positions searched
+at ``--limits`` here.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from fit_review import fit, loglik, sampled_games
 
 from analyzers.engine import EnginePool
 from analyzers.engine.analysis import Limits, PositionAnalysis
-from analyzers.fairplay import DEFAULT_MIN_MOVES, ReviewCalibration
+from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_REVIEW_Z, ReviewCalibration
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import load_move_model, win_probability
 from schemas import MoveAssessment
@@ -85,21 +92,28 @@ COLUMNS = ("logit p", "top", "z", "x_left", "x_spent", "unclocked", "gap", "log 
 FITS = {"shipped form": 6, "+ gap": 7, "+ gap, log gap": 8, "+ gap, log gap, gap x logit p": 9}
 
 
+def columns(a: MoveAssessment, res: PositionAnalysis, model) -> tuple[tuple[float, ...], int] | None:  # noqa: ANN001
+    """(the intercept's 1 and every column of COLUMNS, matched) of a move the review counts, else None."""
+    if not res.candidates:
+        return None
+    first = res.candidates[0].uci
+    m = review_move(a, first, model)
+    if m is None:
+        return None
+    lp, top, z = ReviewCalibration.features(m.p_top, first == a.candidates[0].uci, a.reference_rating)
+    g = deep_gap(res)
+    return (1.0, lp, top, z, *ReviewCalibration.clock_features(clock_of(a)), g, float(np.log(g + 0.01)), g * lp), m.matched
+
+
 def design(rows: list[Row], model) -> tuple[np.ndarray, np.ndarray, list[str]]:  # noqa: ANN001
     """All columns of COLUMNS (with the intercept's ones first), outcomes, scope keys."""
     xs, ys, keys = [], [], []
     for scope, _, pid, a, res in rows:
-        if not res.candidates:
-            continue
-        first = res.candidates[0].uci
-        m = review_move(a, first, model)
-        if m is None:
-            continue
-        lp, top, z = ReviewCalibration.features(m.p_top, first == a.candidates[0].uci, a.reference_rating)
-        g = deep_gap(res)
-        xs.append((1.0, lp, top, z, *ReviewCalibration.clock_features(clock_of(a)), g, np.log(g + 0.01), g * lp))
-        ys.append(m.matched)
-        keys.append(f"{scope}|{pid}")
+        c = columns(a, res, model)
+        if c is not None:
+            xs.append(c[0])
+            ys.append(c[1])
+            keys.append(f"{scope}|{pid}")
     return np.array(xs), np.array(ys, dtype=float), keys
 
 
@@ -115,6 +129,64 @@ def scope_z(q: np.ndarray, y: np.ndarray, keys: list[str]) -> dict[str, float]:
     return {k: (t[1] - t[2]) / np.sqrt(t[3]) for k, t in s.items() if t[0] >= DEFAULT_MIN_MOVES}
 
 
+def event_z(moves: list[MoveAssessment], deep: dict[tuple[str, int], PositionAnalysis], model, b: np.ndarray) -> float:  # noqa: ANN001
+    """The match count's z of a player's ``moves`` under the fit ``b`` (its first len(b) columns); -inf under
+    DEFAULT_MIN_MOVES counted moves."""
+    obs = exp = var = 0.0
+    n = 0
+    for a in moves:
+        res = deep.get((a.game_id, a.ply))
+        c = columns(a, res, model) if res is not None else None
+        if c is None:
+            continue
+        q = 1 / (1 + np.exp(-float(np.dot(c[0][: len(b)], b))))
+        n, obs, exp, var = n + 1, obs + c[1], exp + q, var + q * (1 - q)
+    return (obs - exp) / np.sqrt(var) if n >= DEFAULT_MIN_MOVES else float("-inf")
+
+
+def detection(args: argparse.Namespace, config: PipelineConfig, model, fits: dict[str, np.ndarray]) -> None:  # noqa: ANN001
+    """``--detect``: each fit's review z of the rated-dev player-events at their end, honest and assisted."""
+    from fairplay_calibration import drawn_player_events
+    from fairplay_data import analyse, load_samples, whole_player_events
+
+    samples = load_samples(args.data, args.events, args.events, 0, 0, args.seed, "rated-dev")
+    limits = Limits.from_key(args.limits)
+
+    async def run():  # noqa: ANN202
+        async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
+            results, assisted = await analyse(pool, config, samples, progress=False, assist=Limits(depth=args.assist_depth))
+            todo = []
+            for (_, pid), games in sorted(whole_player_events(samples.events).items()):
+                for g in games:
+                    color = "white" if g.white.id == pid else "black"
+                    counted = {a.ply for a in results.get(g.game_id, []) if a.color == color and a.counted}
+                    todo += [((g.game_id, ply), b) for ply, b in positions(g, color) if ply in counted]
+            print(f"detection: {len(todo)} counted positions of the rated-dev player-events at {limits.key}", flush=True)
+            sem = asyncio.Semaphore(pool.size * 2)
+
+            async def one(key: tuple[str, int], board) -> tuple[tuple[str, int], PositionAnalysis]:  # noqa: ANN001
+                async with sem:
+                    return key, await pool.analyse_limits(board, limits)
+
+            return results, assisted, dict(await asyncio.gather(*(one(*t) for t in todo)))
+
+    results, assisted, deep = asyncio.run(run())
+    alt = {(a.game_id, a.ply): a.uci for moves in assisted.values() for a in moves.values()}
+    agree = [alt[k] == res.candidates[0].uci for k, res in deep.items() if k in alt and res.candidates]
+    print(f"the assistant's move is this search's first choice in {np.mean(agree):.1%} of {len(agree)} counted positions")
+    print(f"\nreview z at the event's end, rated-dev player-events of 5+ games (--events {args.events}), d{args.assist_depth} "
+          f"assistant, {args.assist_draws} draws; flagged = z >= {DEFAULT_REVIEW_Z}")
+    print(f"{'fit':<34} {'share':>5}  {'events':>6}  z mean (sd)      max   flagged   9+ games: n  z mean   flagged")
+    for name, b in fits.items():
+        for frac in (0.0, 0.5):
+            rows = [(len(games), event_z(moves, deep, model, b))
+                    for _, games, _, moves in drawn_player_events(samples, results, assisted, frac, args.seed, args.assist_draws)]
+            z = np.array([v for _, v in rows if np.isfinite(v)])
+            z9 = np.array([v for n, v in rows if n >= 9 and np.isfinite(v)])
+            print(f"{name:<34} {frac:>5.0%}  {len(z):>6}  {z.mean():+6.2f} ({z.std(ddof=1):4.2f})  {z.max():+6.2f}  "
+                  f"{np.mean(z >= DEFAULT_REVIEW_Z):7.1%}   {len(z9):>10}  {z9.mean():+6.2f}  {np.mean(z9 >= DEFAULT_REVIEW_Z):7.1%}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="fast")
@@ -124,6 +196,10 @@ def main() -> None:
     ap.add_argument("--engines", type=int, default=2)
     ap.add_argument("--limits", default="d12-mpv2", help="the review search's limits key")
     ap.add_argument("--warm", action="store_true", help="only search (into the analysis cache)")
+    ap.add_argument("--detect", action="store_true", help="also compare the fits on detection (rated-dev player-events)")
+    ap.add_argument("--events", type=int, default=520, help="with --detect: games of rated-dev drawn as whole player-events")
+    ap.add_argument("--assist-depth", type=int, default=14)
+    ap.add_argument("--assist-draws", type=int, default=10)
     add_data_argument(ap)
     args = ap.parse_args()
     config = PipelineConfig(get_profile(args.profile))
@@ -154,6 +230,8 @@ def main() -> None:
                   f"{int(np.sum(z >= 3)):>6} {int(np.sum(z >= 4)):>6} {z.max():+6.2f}")
     b = fit(x, y)
     print("\nall moves, the largest fit: " + " ".join(f"{c:+.3f} {n}" for c, n in zip(b, ("1", *COLUMNS))))
+    if args.detect:
+        detection(args, config, model, {name: fit(x[:, : cols + 1], y) for name, cols in FITS.items()})
 
 
 if __name__ == "__main__":
