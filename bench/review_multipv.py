@@ -2,6 +2,7 @@
 elite-otb (the review calibration's fit sample, bench/fit_review.py); never on rated-holdout.
 
     python bench/review_multipv.py [--dev 600] [--elite 500] [--limits d12-mpv2] [--warm]
+                                   [--detect [--events 520] [--assist-depth 14] [--assist-draws 10]]
 
 The shipped review (streamer/review.py) searches each counted position at depth 12 with one PV and expects the
 player to match that search's first choice with the move model's probability p of it, which comes from the service's
@@ -14,12 +15,12 @@ searches), then fits, by group cross-validation as bench/fit_review.py does (two
 player on one side only), the shipped calibration's form on these searches' first choices, and the same with terms in
 the deeper gap, and prints the moves' log-likelihood per move and the honest scopes' z (40+ counted moves).
 
-``--detect`` then compares the two on detection, as bench/fairplay_calibration.py's "every event reviewed" row does on
-rated-dev: both fitted on every move of the fit sample, each whole rated-dev player-event of ``--events`` games (seed
+``--detect`` then compares the fits on detection, as bench/fairplay_calibration.py's "every event reviewed" row does on
+rated-dev: each fitted on every move of the fit sample, each whole rated-dev player-event of ``--events`` games (seed
 0) reviewed at its end, honest and with a share of the player's moves replaced by the depth-``--assist-depth``
 assistant's (its searches from the analysis cache, as ``fairplay_calibration.py --split rated-dev --warm`` leaves
 them), under ``--assist-draws`` draws of which moves (the same draws as there); the event's counted positions searched
-at ``--limits`` here.
+at ``--limits`` here. It also prints how often the assistant's move is that search's first choice.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections import defaultdict
 
 import numpy as np
 from common import ANALYSIS_CACHE, add_data_argument
-from fit_review import fit, loglik, sampled_games
+from fit_review import ELITE_RUN, fit, loglik, sampled_games
 
 from analyzers.engine import EnginePool
 from analyzers.engine.analysis import Limits, PositionAnalysis
@@ -59,7 +60,7 @@ async def searched(args: argparse.Namespace, config: PipelineConfig, games: list
             for color in ("white", "black"):
                 player = g.white if color == "white" else g.black
                 if g.game_id in elite:
-                    scope, group = f"elite:{player.id}:{runs[player.id] // 9}", f"elite:{player.id}"
+                    scope, group = f"elite:{player.id}:{runs[player.id] // ELITE_RUN}", f"elite:{player.id}"
                     runs[player.id] += 1
                 else:
                     scope = group = g.event
