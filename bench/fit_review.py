@@ -110,10 +110,9 @@ async def searched_rows(args: argparse.Namespace, config: PipelineConfig, games:
     return out
 
 
-async def rows(args: argparse.Namespace, config: PipelineConfig) -> list[Row]:
-    """The fit's rows: a rated-dev player-game's scope and group are its event; an elite player's games go in runs of
-    :data:`ELITE_RUN`, the player's group."""
-    dev, elite = sampled_games(args)
+def fit_scopes(elite: list[PgnGame]) -> Callable[[PgnGame, PlayerInfo], tuple[str, str]]:
+    """The fit's ``scope_of`` (:func:`searched_rows`), called once per player-game in order: a rated-dev player-game's
+    scope and group are its event; an elite player's games go in runs of :data:`ELITE_RUN`, the player's group."""
     is_elite = {g.game_id for g in elite}
     runs: dict[str, int] = defaultdict(int)  # elite player -> games of theirs seen so far
 
@@ -124,7 +123,13 @@ async def rows(args: argparse.Namespace, config: PipelineConfig) -> list[Row]:
         runs[player.id] += 1
         return f"elite:{player.id}:{run}", f"elite:{player.id}"
 
-    return await searched_rows(args, config, dev + elite, scope_of)
+    return scope_of
+
+
+async def rows(args: argparse.Namespace, config: PipelineConfig) -> list[Row]:
+    """The fit's rows, scoped by :func:`fit_scopes`."""
+    dev, elite = sampled_games(args)
+    return await searched_rows(args, config, dev + elite, fit_scopes(elite))
 
 
 #: The fits compared: name -> how many of the feature columns (logit p, top, z, x_left, x_spent, unclocked) it reads.

@@ -32,13 +32,13 @@ from collections import defaultdict
 
 import numpy as np
 from common import ANALYSIS_CACHE, add_data_argument
-from fit_review import ELITE_RUN, fit, loglik, sampled_games
+from fit_review import fit, fit_scopes, loglik, sampled_games
 
 from analyzers.engine import EnginePool
 from analyzers.engine.analysis import Limits, PositionAnalysis
-from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_REVIEW_Z, ReviewCalibration
+from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_REVIEW_Z, ReviewCalibration, z_score
 from analyzers.profiles import get_profile
-from analyzers.ratingmodel import load_move_model, win_probability
+from analyzers.ratingmodel import load_move_model, win_losses
 from schemas import MoveAssessment
 from streamer.batch import assess_games
 from streamer.ingest import PgnGame
@@ -49,21 +49,18 @@ from streamer.review import clock_of, counts_for_review, positions, review_move
 Row = tuple[str, str, str, MoveAssessment, PositionAnalysis]
 
 
-async def searched(args: argparse.Namespace, config: PipelineConfig, games: list[PgnGame], elite: set[str]) -> list[Row]:
-    """Every counted move of either side of ``games`` with its search at ``--limits`` (from the cache where it is)."""
+async def searched(args: argparse.Namespace, config: PipelineConfig, games: list[PgnGame], elite: list[PgnGame]) -> list[Row]:
+    """Every counted move of either side of ``games`` with its search at ``--limits`` (from the cache where it is),
+    scoped as bench/fit_review.py scopes them."""
     limits = Limits.from_key(args.limits)
-    runs: dict[str, int] = defaultdict(int)  # elite player -> games of theirs seen so far (fit_review's scopes)
+    scope_of = fit_scopes(elite)
     async with EnginePool(size=args.engines, cache_path=ANALYSIS_CACHE) as pool:
         assessed = await assess_games(games, pool, config)
         todo = []
         for g in games:
             for color in ("white", "black"):
                 player = g.white if color == "white" else g.black
-                if g.game_id in elite:
-                    scope, group = f"elite:{player.id}:{runs[player.id] // ELITE_RUN}", f"elite:{player.id}"
-                    runs[player.id] += 1
-                else:
-                    scope = group = g.event
+                scope, group = scope_of(g, player)
                 mine = {a.ply: a for a in assessed.get(g.game_id, []) if a.color == color and counts_for_review(a)}
                 todo += [(scope, group, player.id, mine[ply], board) for ply, board in positions(g, color) if ply in mine]
         print(f"{len(todo)} counted positions to search at {limits.key} ({pool.size} engines)", flush=True)
@@ -82,10 +79,7 @@ async def searched(args: argparse.Namespace, config: PipelineConfig, games: list
 
 def deep_gap(res: PositionAnalysis) -> float:
     """The deeper search's first choice's lead over its second, in win probability (1 with a single legal move)."""
-    if len(res.candidates) < 2:
-        return 1.0
-    w = win_probability(np.array([c.value for c in res.candidates[:2]], dtype=float))
-    return float(w[0] - w[1])
+    return float(win_losses([c.value for c in res.candidates[:2]])[1]) if len(res.candidates) >= 2 else 1.0
 
 
 #: The fits compared: name -> the columns read (of COLUMNS).
@@ -127,22 +121,30 @@ def scope_z(q: np.ndarray, y: np.ndarray, keys: list[str]) -> dict[str, float]:
         t[1] += yi
         t[2] += qi
         t[3] += qi * (1 - qi)
-    return {k: (t[1] - t[2]) / np.sqrt(t[3]) for k, t in s.items() if t[0] >= DEFAULT_MIN_MOVES}
+    return {k: z_score(t[1], t[2], t[3]) for k, t in s.items() if t[0] >= DEFAULT_MIN_MOVES}
 
 
-def event_z(moves: list[MoveAssessment], deep: dict[tuple[str, int], PositionAnalysis], model, b: np.ndarray) -> float:  # noqa: ANN001
+#: A move's review columns by (game, ply, move): every fit and every draw reads the same moves again.
+Memo = dict[tuple[str, int, str], tuple[tuple[float, ...], int] | None]
+
+
+def event_z(moves: list[MoveAssessment], deep: dict[tuple[str, int], PositionAnalysis], model, b: np.ndarray,  # noqa: ANN001
+            memo: Memo) -> float:
     """The match count's z of a player's ``moves`` under the fit ``b`` (its first len(b) columns); -inf under
     DEFAULT_MIN_MOVES counted moves."""
-    obs = exp = var = 0.0
-    n = 0
+    counted = []
     for a in moves:
-        res = deep.get((a.game_id, a.ply))
-        c = columns(a, res, model) if res is not None else None
-        if c is None:
-            continue
-        q = 1 / (1 + np.exp(-float(np.dot(c[0][: len(b)], b))))
-        n, obs, exp, var = n + 1, obs + c[1], exp + q, var + q * (1 - q)
-    return (obs - exp) / np.sqrt(var) if n >= DEFAULT_MIN_MOVES else float("-inf")
+        key = (a.game_id, a.ply, a.uci)
+        if key not in memo:
+            res = deep.get((a.game_id, a.ply))
+            memo[key] = columns(a, res, model) if res is not None else None
+        if memo[key] is not None:
+            counted.append(memo[key])
+    if len(counted) < DEFAULT_MIN_MOVES:
+        return float("-inf")
+    x = np.array([c[0][: len(b)] for c in counted])
+    q = 1 / (1 + np.exp(-x @ b))
+    return z_score(float(sum(c[1] for c in counted)), float(q.sum()), float((q * (1 - q)).sum()))
 
 
 def detection(args: argparse.Namespace, config: PipelineConfig, model, fits: dict[str, np.ndarray]) -> None:  # noqa: ANN001
@@ -178,9 +180,10 @@ def detection(args: argparse.Namespace, config: PipelineConfig, model, fits: dic
     print(f"\nreview z at the event's end, rated-dev player-events of 5+ games (--events {args.events}), d{args.assist_depth} "
           f"assistant, {args.assist_draws} draws; flagged = z >= {DEFAULT_REVIEW_Z}")
     print(f"{'fit':<34} {'share':>5}  {'events':>6}  z mean (sd)      max   flagged   9+ games: n  z mean   flagged")
+    memo: Memo = {}
     for name, b in fits.items():
         for frac in (0.0, 0.5):
-            rows = [(len(games), event_z(moves, deep, model, b))
+            rows = [(len(games), event_z(moves, deep, model, b, memo))
                     for _, games, _, moves in drawn_player_events(samples, results, assisted, frac, args.seed, args.assist_draws)]
             z = np.array([v for _, v in rows if np.isfinite(v)])
             z9 = np.array([v for n, v in rows if n >= 9 and np.isfinite(v)])
@@ -206,7 +209,7 @@ def main() -> None:
     config = PipelineConfig(get_profile(args.profile))
     model = load_move_model(args.profile)
     dev, elite = sampled_games(args)
-    rows = asyncio.run(searched(args, config, dev + elite, {g.game_id for g in elite}))
+    rows = asyncio.run(searched(args, config, dev + elite, elite))
     if args.warm:
         return
     x, y, keys = design(rows, model)
