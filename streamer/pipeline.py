@@ -663,6 +663,9 @@ class PlayerState:
     #: serialising them afresh each time (measured: 390 us for 20 games of 80 plies)
     records: list[tuple[str, str, int, str]] = field(default_factory=list)
     crossing: str | None = None  # the game whose end opened the current crossing (None: under every tier)
+    #: with the review on: (event, crossing) of the last event whose own scope was over a tier; the event's later game
+    #: ends are reviewed under that crossing even when every scope has fallen under the tiers
+    screened: tuple[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -675,6 +678,7 @@ class PlayerState:
                if self.go_overall is not None else {}),  # chess states keep their form
             **({"records": [list(r) for r in self.records]} if self.records else {}),
             **({"crossing": self.crossing} if self.crossing is not None else {}),
+            **({"screened": list(self.screened)} if self.screened is not None else {}),
         }
 
     @classmethod
@@ -689,6 +693,7 @@ class PlayerState:
             {k: GoScope.from_dict(v) for k, v in d.get("go_games", {}).items()},
             GoScope.from_dict(d["go_overall"]) if d.get("go_overall") else None,
             [(str(g), str(e), int(n), str(j)) for g, e, n, j in d.get("records", ())], d.get("crossing"),
+            (str(d["screened"][0]), str(d["screened"][1])) if d.get("screened") else None,
         )
 
     def review_games(self, alert: FairPlayAlert) -> list[GameRecord]:
@@ -883,13 +888,17 @@ def _apply_go_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig
 
 
 def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, game: ScopeStats,
-                    event: ScopeStats | None) -> tuple[FairPlayAlert | None, FairPlayAlert | None]:
-    """At a game's end: (the alert for a new crossing or None, the finding: that alert, or while the player stays over
-    a tier, the same evidence for the scope now strongest, unpublished; None under every tier). The player's tier is
-    the highest any scope (this game, this event, the player's recent games: :attr:`PipelineConfig.player_fair_window`)
-    crosses; an alert goes out when it rises above the tier of the last alert, naming the scope with the largest z at
-    that tier. Falling under every tier re-arms the alerts: one alert per crossing. The finding is what the review
-    searches (with ``config.review``): a screened player's scope is reviewed again at each game end while it grows."""
+                    event: ScopeStats | None) -> tuple[FairPlayAlert | None, FairPlayAlert | None, str | None]:
+    """At a game's end: (the alert for a new crossing or None, the finding, the crossing it is reviewed under). The
+    player's tier is the highest any scope (this game, this event, the player's recent games:
+    :attr:`PipelineConfig.player_fair_window`) crosses; an alert goes out when it rises above the tier of the last
+    alert, naming the scope with the largest z at that tier. Falling under every tier re-arms the alerts: one alert
+    per crossing. The finding is what the review searches (with ``config.review``; None: nothing to review): while
+    the player stays over a tier, the same evidence for the scope now strongest, unpublished, so a screened player's
+    scope is reviewed again at each game end while it grows. An event whose own scope was over a tier stays screened
+    to its last game: at its later game ends the finding is the event's evidence (under the crossing that screened
+    it, if every scope has fallen under the tiers since), because a half-assisted event's service z wanders under
+    the screening tier and back while the review's deeper search keeps seeing it (docs/fairplay.md)."""
     scopes = [("game", r.game_id, game, 1), ("player", r.player_id, state.overall, state.overall.games)]
     if event is not None:
         scopes.insert(1, ("event", r.event, event, event.games))
@@ -900,32 +909,49 @@ def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, g
     rank: dict[str | None, int] = {None: 0, **{t: i + 1 for i, t in enumerate(TIERS)}}
     now = max(tiers.values(), key=rank.__getitem__)
     before = state.alert_tier
+    screened = (config.review is not None and event is not None and state.screened is not None
+                and state.screened[0] == r.event)
     if now is None:
         state.alert_tier = state.crossing = None  # under every tier: re-armed
-        return None, None
+        if not screened:
+            return None, None, None
+        assert event is not None and state.screened is not None
+        return None, _finding(r, "event", r.event, event, "screening", game, config), state.screened[1]
     if before is None:
         state.crossing = r.game_id  # the game whose end opened this crossing names it
+    assert state.crossing is not None
+    if config.review is not None and tiers.get("event") is not None:
+        state.screened = (r.event, state.crossing)
+        screened = True
     crossed = rank[now] > rank[before]
     if not crossed and config.review is None:
         # no new crossing: still over a tier already alerted (a z that dips under the action tier and rises again is
         # the same finding; only falling under the screening tier re-arms the alerts); only the review reads the finding
-        return None, None
+        return None, None, None
     name, scope_id, stats, games = max(((n, i, st, g) for n, i, st, g in scopes if tiers[n] == now),
                                        key=lambda x: x[2].fair.strongest()[1])
+    alert = _finding(r, name, scope_id, stats, now, game, config, games)
+    if crossed:
+        state.alert_tier = now
+    if screened and not crossed:  # the screened event's evidence, whatever scope is strongest now
+        assert event is not None
+        return None, _finding(r, "event", r.event, event, now, game, config), state.crossing
+    return (alert if crossed else None), alert, state.crossing
+
+
+def _finding(r: GameResult, name: str, scope_id: str, stats: ScopeStats, tier: str, game: ScopeStats,
+             config: PipelineConfig, games: int | None = None) -> FairPlayAlert:
+    """The evidence of one scope at a game's end (``tier``: the player's tier it is published or reviewed at)."""
     stat, z = stats.fair.strongest()
     f = stats.fair
     obs, exp = (f.matches, f.expected_matches) if stat == "match" else (f.loss, f.expected_loss)
     assert r.player.rating is not None
-    finding = FairPlayAlert(
-        player_id=r.player_id, game_id=r.game_id, tier=now, scope=name, scope_id=scope_id, statistic=stat, z=round(z, 3),
-        threshold=config.z_threshold if now == "action" else config.screen_z, moves=f.n, observed=round(obs, 4),
-        expected=round(exp, 4), reference_rating=r.player.rating, reference_source="declared", games=games,
-        plies=list(game.fair_plies), limits=config.limits.key,
+    return FairPlayAlert(
+        player_id=r.player_id, game_id=r.game_id, tier=tier, scope=name, scope_id=scope_id, statistic=stat, z=round(z, 3),
+        threshold=config.z_threshold if tier == "action" else config.screen_z, moves=f.n, observed=round(obs, 4),
+        expected=round(exp, 4), reference_rating=r.player.rating, reference_source="declared",
+        games=stats.games if games is None else games, plies=list(game.fair_plies), limits=config.limits.key,
     )
-    if not crossed:
-        return None, finding
-    state.alert_tier = now
-    return finding, finding
 
 
 def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> list[Any]:
@@ -976,9 +1002,9 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
         while len(state.records) > 1 and sum(x[2] for x in state.records) > REVIEW_PLIES:
             del state.records[0]
     if r.player.rating:
-        alert, finding = _fairplay_alert(state, r, config, game, ev_stats if r.event else None)
+        alert, finding, crossing = _fairplay_alert(state, r, config, game, ev_stats if r.event else None)
         out += [alert] if alert else []
-        if finding is not None and config.review is not None and state.crossing is not None:
-            out.append(ReviewRequest(player_id=r.player_id, crossing=state.crossing, alert=finding,
+        if finding is not None and config.review is not None and crossing is not None:
+            out.append(ReviewRequest(player_id=r.player_id, crossing=crossing, alert=finding,
                                      games=state.review_games(finding)))
     return out

@@ -280,23 +280,30 @@ def test_with_the_review_on_the_player_step_keeps_its_last_games_and_sends_each_
     assert plain.records == [] and "records" not in plain.to_dict()
 
 
-def test_a_crossing_is_sent_for_review_at_each_game_end_until_it_ends():
-    """The first game end over a tier publishes the alert and sends it for review; each later game end of the same
-    crossing sends the scope's evidence again (unpublished: no new alert), named by the same crossing, so the review
-    sees the scope grow; once the player is under every tier again nothing is sent, and a new crossing has a new name."""
-    import numpy as np
+class _Player:
+    """A player of 1800 whose games end one after another with the review on: each game's moves are drawn from the
+    move model at 1800 (honest) or are always its first choice (engine-like), straight into the fair-play scopes."""
 
-    from analyzers.fairplay import FairPlayMove
-    from streamer.pipeline import PlayerState, ScopeStats, apply_player_event
+    def __init__(self) -> None:
+        import numpy as np
 
-    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, review=CALIBRATION)
-    me, other = PlayerInfo(id="p", rating=1800), PlayerInfo(id="q", rating=1800)
-    state = PlayerState("p")
-    state.overall.fair.window = config.player_fair_window
-    rng = np.random.default_rng(3)
-    s, c = MODEL.params(1800.0, "rapid")
+        from streamer.pipeline import PlayerState
 
-    def game(n: int, engine_like: bool, event: str) -> list:
+        self.config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, review=CALIBRATION)
+        self.me, self.other = PlayerInfo(id="p", rating=1800), PlayerInfo(id="q", rating=1800)
+        self.state = PlayerState("p")
+        self.state.overall.fair.window = self.config.player_fair_window
+        self.rng = np.random.default_rng(3)
+
+    def game(self, n: int, engine_like: bool, event: str) -> list:
+        """Play and end one game of ``n`` counted moves; its alerts and review requests."""
+        import numpy as np
+
+        from analyzers.fairplay import FairPlayMove
+        from streamer.pipeline import ScopeStats, apply_player_event
+
+        state, rng = self.state, self.rng
+        s, c = MODEL.params(1800.0, "rapid")
         gid = f"g{len(state.finished)}"
         for _ in range(n):
             losses = [0.0, *np.sort(rng.uniform(0.03, 0.15, 3)).tolist()]
@@ -305,25 +312,60 @@ def test_a_crossing_is_sent_for_review_at_each_game_end_until_it_ends():
             m = FairPlayMove.from_model(losses, idx, float(s), float(c))
             for scope in (state.games.setdefault(gid, ScopeStats()), state.overall, state.events.setdefault(event, ScopeStats())):
                 scope.fair.add(m)
-        record = GameRecord(game_id=gid, white=me, black=other, event=event, moves=["e2e4"], result="1-0")
+        record = GameRecord(game_id=gid, white=self.me, black=self.other, event=event, moves=["e2e4"], result="1-0")
         _, out = apply_player_event(state, GameResult(game_id=gid, player_id="p", color="white", score=1.0, event=event,
-                                                      player=me, opponent=other, record=record), config)
+                                                      player=self.me, opponent=self.other, record=record), self.config)
         return [m for m in out if isinstance(m, FairPlayAlert | ReviewRequest)]
 
-    first = game(45, True, "open")
+
+def test_a_crossing_is_sent_for_review_at_each_game_end_until_it_ends():
+    """The first game end over a tier publishes the alert and sends it for review; each later game end of the same
+    crossing sends the scope's evidence again (unpublished: no new alert), named by the same crossing, so the review
+    sees the scope grow; once the player is under every tier again nothing is sent, and a new crossing has a new name."""
+    p = _Player()
+    first = p.game(45, True, "open")
     (alert, req) = first
     assert isinstance(alert, FairPlayAlert) and isinstance(req, ReviewRequest) and req.alert == alert
     assert req.crossing == "g0" and [g.game_id for g in req.games] == ["g0"]
-    (again,) = game(30, True, "open")  # the same crossing, a larger scope: no alert, a request
+    (again,) = p.game(30, True, "open")  # the same crossing, a larger scope: no alert, a request
     assert isinstance(again, ReviewRequest) and again.crossing == "g0" and again.alert.moves > alert.moves
     assert [g.game_id for g in again.games] == ["g0", "g1"]
     ended = False
     for _ in range(40):  # honest games dilute the evidence: the player falls under every tier and the crossing ends
-        game(40, False, "later")
-        ended |= state.crossing is None
+        p.game(40, False, "later")
+        ended |= p.state.crossing is None
     assert ended
-    later = [m for m in game(45, True, "third") if isinstance(m, ReviewRequest)]
+    later = [m for m in p.game(45, True, "third") if isinstance(m, ReviewRequest)]
     assert later and later[-1].crossing != "g0"  # a new crossing, named by the game that opened it
+
+
+def test_an_event_over_a_tier_is_reviewed_to_its_last_game():
+    """Once an event's own scope has been over a tier, each later game end of that event sends the event's evidence
+    for review under the crossing that screened it, even after every scope has fallen under the tiers (no alert is
+    published for it); the games of another event do not, and the state keeps the screened event across a restart."""
+    from streamer.pipeline import PlayerState
+
+    p = _Player()
+    alert, req = p.game(45, True, "open")
+    assert isinstance(req, ReviewRequest) and req.crossing == "g0" and p.state.screened == ("open", "g0")
+    under = []
+    while len(under) < 3:  # honest games in the same event until every scope is under the tiers
+        assert len(p.state.finished) < 60
+        out = p.game(40, False, "open")
+        (r,) = [m for m in out if isinstance(m, ReviewRequest)]  # every game end of the event is reviewed
+        alerts = [m for m in out if isinstance(m, FairPlayAlert)]
+        if alerts:  # the player fell under every tier and rose again: a new crossing, its own alert and name
+            assert r.alert == alerts[0] and r.crossing == p.state.crossing != "g0"
+            continue
+        assert r.alert.scope == "event" and r.alert.scope_id == "open"
+        assert p.state.screened is not None and r.crossing == p.state.screened[1]
+        assert [g.game_id for g in r.games][-1] == r.alert.game_id
+        if p.state.crossing is None:
+            under.append(r)
+    assert under and all(r.alert.z <= p.config.screen_z for r in under)  # reviewed though under every tier (z rounded)
+    assert PlayerState.from_dict(p.state.to_dict()).screened == p.state.screened
+    assert p.state.crossing is None
+    assert p.game(40, False, "another") == []  # another event, under every tier: nothing to review
 
 
 async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_that_reaches_the_action_tier(stockfish, tmp_path):
