@@ -360,8 +360,10 @@ class ReviewRequest(Message):
     """A finding of the service's fair-play statistic and the games of the scope it names, for the review stage
     (``kibitz.reviews``, keyed by player). With the review on, the player step sends one at each game end of a player
     over a tier: the alert of a new crossing, or, while the crossing lasts, the same evidence for the scope now
-    strongest (unpublished), so the review sees the scope grow. ``crossing`` names the crossing (the game whose end
-    opened it): the review stage publishes at most one verdict per crossing."""
+    strongest (unpublished), so the review sees the scope grow; at each later game end of an event whose own scope
+    was over a tier, that event's evidence (unpublished, under the crossing that screened it, whatever the tiers say
+    now). ``crossing`` names the crossing (the game whose end opened it): the review stage publishes at most one
+    verdict per crossing."""
 
     type: Literal["review_request"] = "review_request"
     player_id: Id
