@@ -928,14 +928,14 @@ def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, g
         # no new crossing: still over a tier already alerted (a z that dips under the action tier and rises again is
         # the same finding; only falling under the screening tier re-arms the alerts); only the review reads the finding
         return None, None, None
+    if crossed:
+        state.alert_tier = now
+    elif screened:  # the screened event's evidence, whatever scope is strongest now
+        assert event is not None
+        return None, _finding(r, "event", r.event, event, now, game, config), state.crossing
     name, scope_id, stats, games = max(((n, i, st, g) for n, i, st, g in scopes if tiers[n] == now),
                                        key=lambda x: x[2].fair.strongest()[1])
     alert = _finding(r, name, scope_id, stats, now, game, config, games)
-    if crossed:
-        state.alert_tier = now
-    if screened and not crossed:  # the screened event's evidence, whatever scope is strongest now
-        assert event is not None
-        return None, _finding(r, "event", r.event, event, now, game, config), state.crossing
     return (alert if crossed else None), alert, state.crossing
 
 
