@@ -663,9 +663,10 @@ class PlayerState:
     #: serialising them afresh each time (measured: 390 us for 20 games of 80 plies)
     records: list[tuple[str, str, int, str]] = field(default_factory=list)
     crossing: str | None = None  # the game whose end opened the current crossing (None: under every tier)
-    #: with the review on: (event, crossing) of the last event whose own scope was over a tier; the event's later game
-    #: ends are reviewed under that crossing even when every scope has fallen under the tiers
-    screened: tuple[str, str] | None = None
+    #: with the review on: event -> the crossing under which its own scope was last over a tier (at most
+    #: SCREENED_EVENTS, the least recently screened dropped first); the event's later game ends are reviewed under that
+    #: crossing even when every scope has fallen under the tiers (a player can be in several events at once)
+    screened: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -678,7 +679,7 @@ class PlayerState:
                if self.go_overall is not None else {}),  # chess states keep their form
             **({"records": [list(r) for r in self.records]} if self.records else {}),
             **({"crossing": self.crossing} if self.crossing is not None else {}),
-            **({"screened": list(self.screened)} if self.screened is not None else {}),
+            **({"screened": dict(self.screened)} if self.screened else {}),
         }
 
     @classmethod
@@ -693,7 +694,7 @@ class PlayerState:
             {k: GoScope.from_dict(v) for k, v in d.get("go_games", {}).items()},
             GoScope.from_dict(d["go_overall"]) if d.get("go_overall") else None,
             [(str(g), str(e), int(n), str(j)) for g, e, n, j in d.get("records", ())], d.get("crossing"),
-            (str(d["screened"][0]), str(d["screened"][1])) if d.get("screened") else None,
+            _screened(d.get("screened")),
         )
 
     def review_games(self, alert: FairPlayAlert) -> list[GameRecord]:
@@ -705,6 +706,18 @@ class PlayerState:
             return [GameRecord.model_validate_json(j) for _, e, _, j in self.records if e == alert.scope_id]
         return [GameRecord.model_validate_json(j) for _, _, _, j in self.records]
 
+
+def _screened(raw: Any) -> dict[str, str]:
+    """A stored ``screened`` map; states written when it held one event kept it as an [event, crossing] pair."""
+    if not raw:
+        return {}
+    if isinstance(raw, list):
+        return {str(raw[0]): str(raw[1])}
+    return {str(e): str(c) for e, c in raw.items()}
+
+
+#: Events a player's state keeps screened at once (:attr:`PlayerState.screened`); a player plays in a few at a time.
+SCREENED_EVENTS = 8
 
 #: Crossings a player's review state remembers a verdict for (the oldest forgotten first).
 REVIEW_VERDICTS = 20
@@ -909,19 +922,21 @@ def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, g
     rank: dict[str | None, int] = {None: 0, **{t: i + 1 for i, t in enumerate(TIERS)}}
     now = max(tiers.values(), key=rank.__getitem__)
     before = state.alert_tier
-    screened = (config.review is not None and event is not None and state.screened is not None
-                and state.screened[0] == r.event)
+    screened = config.review is not None and event is not None and r.event in state.screened
     if now is None:
         state.alert_tier = state.crossing = None  # under every tier: re-armed
         if not screened:
             return None, None, None
-        assert event is not None and state.screened is not None
-        return None, _finding(r, "event", r.event, event, "screening", game, config), state.screened[1]
+        assert event is not None
+        return None, _finding(r, "event", r.event, event, "screening", game, config), state.screened[r.event]
     if before is None:
         state.crossing = r.game_id  # the game whose end opened this crossing names it
     assert state.crossing is not None
     if config.review is not None and tiers.get("event") is not None:
-        state.screened = (r.event, state.crossing)
+        state.screened.pop(r.event, None)  # re-inserted last: the least recently screened event is dropped first
+        state.screened[r.event] = state.crossing
+        while len(state.screened) > SCREENED_EVENTS:
+            del state.screened[next(iter(state.screened))]
         screened = True
     crossed = rank[now] > rank[before]
     if not crossed and config.review is None:

@@ -347,7 +347,7 @@ def test_an_event_over_a_tier_is_reviewed_to_its_last_game():
 
     p = _Player()
     alert, req = p.game(45, True, "open")
-    assert isinstance(req, ReviewRequest) and req.crossing == "g0" and p.state.screened == ("open", "g0")
+    assert isinstance(req, ReviewRequest) and req.crossing == "g0" and p.state.screened == {"open": "g0"}
     under = []
     while len(under) < 3:  # honest games in the same event until every scope is under the tiers
         assert len(p.state.finished) < 60
@@ -358,7 +358,7 @@ def test_an_event_over_a_tier_is_reviewed_to_its_last_game():
             assert r.alert == alerts[0] and r.crossing == p.state.crossing != "g0"
             continue
         assert r.alert.scope == "event" and r.alert.scope_id == "open"
-        assert p.state.screened is not None and r.crossing == p.state.screened[1]
+        assert r.crossing == p.state.screened["open"]
         assert [g.game_id for g in r.games][-1] == r.alert.game_id
         if p.state.crossing is None:
             under.append(r)
@@ -366,6 +366,32 @@ def test_an_event_over_a_tier_is_reviewed_to_its_last_game():
     assert PlayerState.from_dict(p.state.to_dict()).screened == p.state.screened
     assert p.state.crossing is None
     assert p.game(40, False, "another") == []  # another event, under every tier: nothing to review
+
+
+def test_events_played_at_once_are_each_reviewed_to_their_last_game():
+    """A player in two events at once, both screened: each event's later game ends send that event's evidence under
+    the crossing that screened it, whichever event was screened last; a state stored with one screened event (an
+    [event, crossing] pair) still reads."""
+    from streamer.pipeline import PlayerState
+
+    p = _Player()
+    p.game(45, True, "arena")
+    p.game(45, True, "swiss")
+    assert p.state.screened == {"arena": "g0", "swiss": "g0"}
+    seen: dict[str, list[str]] = {"arena": [], "swiss": []}
+    while p.state.crossing is not None or not all(seen.values()):  # honest games in both events, interleaved
+        assert len(p.state.finished) < 80
+        for event in ("arena", "swiss"):
+            reqs = [m for m in p.game(40, False, event) if isinstance(m, ReviewRequest)]
+            assert reqs, f"a game end of screened {event} sent nothing"
+            if p.state.crossing is None:  # under every tier: the event's evidence alone, under its crossing
+                (r,) = reqs
+                assert r.alert.scope == "event" and r.alert.scope_id == event and r.crossing == p.state.screened[event]
+                seen[event].append(r.crossing)
+    assert seen["arena"] and seen["swiss"]
+    old = p.state.to_dict() | {"screened": ["arena", "g0"]}
+    assert PlayerState.from_dict(old).screened == {"arena": "g0"}
+    assert PlayerState.from_dict(p.state.to_dict()).screened == p.state.screened
 
 
 async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_that_reaches_the_action_tier(stockfish, tmp_path):
