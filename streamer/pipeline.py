@@ -663,9 +663,9 @@ class PlayerState:
     #: serialising them afresh each time (measured: 390 us for 20 games of 80 plies)
     records: list[tuple[str, str, int, str]] = field(default_factory=list)
     crossing: str | None = None  # the game whose end opened the current crossing (None: under every tier)
-    #: with the review on: event -> the crossing under which its own scope was last over a tier (at most
-    #: SCREENED_EVENTS, the least recently screened dropped first); the event's later game ends are reviewed under that
-    #: crossing even when every scope has fallen under the tiers (a player can be in several events at once)
+    #: with the review on: event -> the crossing under which its own scope was last over a tier (while the event's
+    #: scope is kept in ``events``); the event's later game ends are reviewed under that crossing even when every scope
+    #: has fallen under the tiers (a player can be in several events at once)
     screened: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -715,9 +715,6 @@ def _screened(raw: Any) -> dict[str, str]:
         return {str(raw[0]): str(raw[1])}
     return {str(e): str(c) for e, c in raw.items()}
 
-
-#: Events a player's state keeps screened at once (:attr:`PlayerState.screened`); a player plays in a few at a time.
-SCREENED_EVENTS = 8
 
 #: Crossings a player's review state remembers a verdict for (the oldest forgotten first).
 REVIEW_VERDICTS = 20
@@ -933,10 +930,8 @@ def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, g
         state.crossing = r.game_id  # the game whose end opened this crossing names it
     assert state.crossing is not None
     if config.review is not None and tiers.get("event") is not None:
-        state.screened.pop(r.event, None)  # re-inserted last: the least recently screened event is dropped first
-        state.screened[r.event] = state.crossing
-        while len(state.screened) > SCREENED_EVENTS:
-            del state.screened[next(iter(state.screened))]
+        # kept while the event's scope is: an event evicted at PipelineConfig.max_events has no evidence left to review
+        state.screened = {e: c for e, c in state.screened.items() if e in state.events} | {r.event: state.crossing}
         screened = True
     crossed = rank[now] > rank[before]
     if not crossed and config.review is None:
