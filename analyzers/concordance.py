@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 
 def _count_inversions(a: np.ndarray) -> int:
@@ -47,7 +48,7 @@ def _tied_pairs(*cols: np.ndarray) -> int:
     return int((counts * (counts - 1) // 2).sum())
 
 
-def kendall_tau_a(x: Sequence[float], y: Sequence[float]) -> float:
+def kendall_tau_a(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
     """Kendall's tau_a between ``x`` and ``y`` in O(n log n): sorts, tie counts and one inversion count."""
     xa = np.asarray(x, dtype=float)
     ya = np.asarray(y, dtype=float)

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from statistics import NormalDist
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from .errors import ConvergenceError, RatingError
 from .gain import GainHistogram, expected_score, rating_difference
 
 #: Default width of every interval kibitz publishes.
 DEFAULT_LEVEL = 0.95
+#: A player's key in Ferreira's algorithms: any hashable id (a name, a FIDE id, a tuple).
+PlayerKey = TypeVar("PlayerKey", bound=Hashable)
 
 
 @functools.lru_cache(maxsize=64)  # called on every published estimate with one of a few levels
@@ -66,12 +68,12 @@ class RatingEstimate(NamedTuple):
 
 
 def tournament_ratings(
-    diffs: Mapping[tuple[Hashable, Hashable], float],
-    elo: Mapping[Hashable, float],
+    diffs: Mapping[tuple[PlayerKey, PlayerKey], float],
+    elo: Mapping[PlayerKey, float],
     *,
     tol: float = 1e-9,
     max_iter: int = 100_000,
-) -> dict[Hashable, float]:
+) -> dict[PlayerKey, float]:
     """Ferreira's Algorithm 2: least-squares ratings from pairwise differences, mean pinned to the mean Elo.
 
     ``diffs[(i, j)]`` is the rating difference of ``i`` over ``j`` from their histograms (e.g.
@@ -81,7 +83,7 @@ def tournament_ratings(
     every connected field, including the two-player matches where simultaneous updates oscillate forever.
     """
     players = list(elo)
-    neighbours: dict[Hashable, list[tuple[Hashable, float]]] = {p: [] for p in players}
+    neighbours: dict[PlayerKey, list[tuple[PlayerKey, float]]] = {p: [] for p in players}
     for (i, j), d in diffs.items():
         if i not in neighbours or j not in neighbours:
             raise RatingError(f"difference for ({i!r}, {j!r}) names a player without an Elo")
@@ -105,7 +107,8 @@ def tournament_ratings(
     return {p: v + shift for p, v in r.items()}
 
 
-def histogram_diffs(histograms: Mapping[Hashable, GainHistogram], pairs=None) -> dict[tuple[Hashable, Hashable], float]:
+def histogram_diffs(histograms: Mapping[PlayerKey, GainHistogram],
+                    pairs: Iterable[tuple[PlayerKey, PlayerKey]] | None = None) -> dict[tuple[PlayerKey, PlayerKey], float]:
     """Rating differences d_ij between histograms, for the given pairs (default: every ordered pair)."""
     keys = list(histograms)
     if pairs is None:
@@ -113,7 +116,7 @@ def histogram_diffs(histograms: Mapping[Hashable, GainHistogram], pairs=None) ->
     return {(i, j): rating_difference(expected_score(histograms[i], histograms[j])) for i, j in pairs}
 
 
-def engine_strength(histograms: Mapping[Hashable, GainHistogram], elo: Mapping[Hashable, float]) -> RatingEstimate:
+def engine_strength(histograms: Mapping[PlayerKey, GainHistogram], elo: Mapping[PlayerKey, float]) -> RatingEstimate:
     """Ferreira's Algorithm 3: the engine's Elo as mean(r_i - d_i) over players with known Elo.
 
     ``d_i`` is the rating difference of player ``i`` against the engine spike. Players whose score against the

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from .perceived import DEFAULT_LEVEL
 
@@ -49,7 +50,7 @@ REFINE_SPAN_SD = 12.0
 EDGE_MASS = 1e-6
 
 
-def move_probabilities(values: Sequence[float], c: float, k: float = K_PAWNS) -> np.ndarray:
+def move_probabilities(values: npt.ArrayLike, c: float, k: float = K_PAWNS) -> np.ndarray:
     """P(m_i | c) for candidates with ``values`` (pawns, side to move): normalised ``(v_max - v_i + k) ** -c``."""
     v = np.asarray(values, dtype=float)
     if v.size == 0:
@@ -115,7 +116,7 @@ class MoveTerm(NamedTuple):
     k: float
 
 
-def move_term(values: Sequence[float], played_index: int, k: float = K_PAWNS) -> MoveTerm | None:
+def move_term(values: Sequence[float] | np.ndarray, played_index: int, k: float = K_PAWNS) -> MoveTerm | None:
     """The :class:`MoveTerm` of the move ``played_index`` among candidates with ``values`` (pawns); None for a
     position with a single candidate, which carries no information."""
     if not 0 <= played_index < len(values):
@@ -192,7 +193,7 @@ class SkillPosterior:
         return self._n + len(self._pending)
 
     # -- updating -------------------------------------------------------------------------------------
-    def update(self, values: Sequence[float], played_index: int) -> None:
+    def update(self, values: Sequence[float] | np.ndarray, played_index: int) -> None:
         """Multiply in the likelihood of the move ``played_index`` among candidates with ``values`` (pawns).
 
         A position with a single candidate carries no information and is ignored (n is not counted).
@@ -234,7 +235,7 @@ class SkillPosterior:
             self._take(ll, moves)
 
     @staticmethod
-    def update_all(posteriors: Sequence[SkillPosterior], values: Sequence[float], played_index: int) -> None:
+    def update_all(posteriors: Sequence[SkillPosterior], values: Sequence[float] | np.ndarray, played_index: int) -> None:
         """:meth:`update` of several posteriors (a player's game, event and overall scopes) with one move, in one
         numpy pass over their stacked grids; the same numbers as updating each in turn."""
         if not posteriors:

@@ -64,6 +64,7 @@ from common import (
     data_dir,
     event_context,
     event_priors,
+    family,
     follow_player_events,
 )
 
@@ -103,15 +104,6 @@ def dev_population(folder) -> tuple[tuple[float, float], set[str]]:  # noqa: ANN
                 ratings += [r for r in (rating_from_tag(h.get("WhiteElo")), rating_from_tag(h.get("BlackElo"))) if r]
                 ids |= {player_id_for(h, color, "") for color in ("White", "Black")}
     return (float(np.mean(ratings)), float(np.std(ratings))), ids
-
-
-#: Event families of rated-holdout, by file name: where the errors differ (juniors, time controls, level).
-FAMILIES = {"fide-world-youth-rapid": "juniors U14/U18, online rapid", "queens-festival": "women, online rapid (Queen's)",
-            "wuocc-rapid": "university players, online rapid", "world-rapid-and-blitz": "elite, World Rapid and Blitz"}
-
-
-def family(game_id: str) -> str:
-    return next((v for k, v in FAMILIES.items() if game_id.startswith(k)), "other")
 
 
 @dataclass

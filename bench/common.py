@@ -22,6 +22,16 @@ ANALYSIS_CACHE = Path(os.environ.get("KIBITZ_ANALYSIS_CACHE") or ROOT / ".cache"
 sys.path.insert(0, str(ROOT))
 
 
+#: Event families of rated-holdout, by file name: where the errors differ (juniors, time controls, level).
+FAMILIES = {"fide-world-youth-rapid": "juniors U14/U18, online rapid", "queens-festival": "women, online rapid (Queen's)",
+            "wuocc-rapid": "university players, online rapid", "world-rapid-and-blitz": "elite, World Rapid and Blitz"}
+
+
+def family(game_id: str) -> str:
+    """The event family of a rated-holdout game (ids start with the file's name), "other" outside FAMILIES."""
+    return next((v for k, v in FAMILIES.items() if game_id.startswith(k)), "other")
+
+
 def add_data_argument(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA,
                     help=f"folder of the validation sets (default $KIBITZ_DATA or {DEFAULT_DATA})")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
-from common import ANALYSIS_CACHE, add_data_argument, add_review_statistic_argument, clustered_mean, data_dir
+from common import ANALYSIS_CACHE, add_data_argument, add_review_statistic_argument, clustered_mean, data_dir, family
 from fairplay_data import (
     ASSIST_LIMITS,
     MIN_EVENT_GAMES,
@@ -508,7 +508,7 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
         rows = []  # (player-event, games, flagged, reviewed, draw), one per draw
         for (event, pid), games, draw, (top, reviewed) in replayed_player_events(
                 samples, results, assisted, frac, seed, draws, replay_deployed):
-            rows.append((f"{event}\t{pid}", len(games), top >= action, reviewed, draw))
+            rows.append((f"{event}\t{pid}", len(games), top >= action, reviewed, draw, family(games[0].game_id)))
             best_z.setdefault(frac, []).append((len(games), top))
         long_rows = [r for r in rows if r[1] >= LONG_EVENT]
         if rows and long_rows:
@@ -530,7 +530,22 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
             print(f"{frac:>8.0%}  {len({r[0] for r in rows}):>6} {np.mean([r[2] for r in rows]):>14.0%}   "
                   f"{len({r[0] for r in long_rows}):>6} {k / n:>20.0%} ({count}; {lo:.0%}-{hi:.0%})   "
                   f"{np.mean([r[3] for r in long_rows]):>12.0%}{tail}")
+            if frac == TARGET_SHARE:
+                share_by_family(long_rows)
     review_threshold_table(honest_z, crossing_z, pevents, best_z)
+
+
+def share_by_family(rows: list[tuple[str, int, bool, bool, int, str]]) -> None:
+    """Detection of the player-events of 9+ games by event family: (player-event, games, flagged, reviewed, draw,
+    family) rows, one per draw; each family's interval counts its player-events, not its draws."""
+    for name in sorted({r[5] for r in rows}):
+        mine = [r for r in rows if r[5] == name]
+        k = sum(r[2] for r in mine)
+        units = len({r[0] for r in mine})
+        share, half, _ = clustered_mean(np.array([float(r[2]) for r in mine]), [r[0] for r in mine])
+        spread = f"{max(share - half, 0.0):.0%}-{min(share + half, 1.0):.0%}" if half > 0 else "no spread"
+        print(f"          {name}: {k}/{len(mine)} ({share:.0%}; {spread}) over {units} player-events, "
+              f"reviewed {np.mean([r[3] for r in mine]):.0%}")
 
 
 def proportion_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
