@@ -273,7 +273,8 @@ def report(samples, results, assisted, model, seed: int, profile, assist_depth: 
     print("moves of the honest sample by fair-play rule: " + ", ".join(f"{k} {v} ({100 * v / total:.1f} %)" for k, v in reasons.items()))
     # -- false alarms: player-games and player-events ------------------------------------------------------------
     for exclusions in (True, False):
-        games, events = [], {}
+        games: list[tuple[float, str, str]] = []
+        events: dict[tuple[str, str], tuple[list[MoveAssessment], float, str]] = {}
         for g in samples.honest:
             for color, p in (("white", g.white), ("black", g.black)):
                 mine = [a for a in results.get(g.game_id, []) if a.color == color]
@@ -297,17 +298,17 @@ def report(samples, results, assisted, model, seed: int, profile, assist_depth: 
             print(f"{frac:>8.0%}  {len(zs):>6}  " + "  ".join(f"{np.mean([z >= t for z in zs]):>5.0%}" for t in THRESHOLDS)
                   + f"   {np.median(zs):.1f} ({np.median([m for m, _ in by_stat]):.1f}, {np.median([x for _, x in by_stat]):.1f})")
     # -- TCEC: engine games as 100 % ------------------------------------------------------------------------------
-    zs: dict[int, list[float]] = {}
+    tcec_zs: dict[int, list[float]] = {}
     for ref in (2000, 2500, 2800) if samples.tcec else ():
-        zs[ref] = []
+        tcec_zs[ref] = []
         for g in samples.tcec:
             for color in ("white", "black"):
                 mine = [a.model_copy(update={"reference_rating": ref}) for a in results.get(g.game_id, []) if a.color == color]
-                zs[ref].append(scope_z(mine, model)[0])
-    if zs:
+                tcec_zs[ref].append(scope_z(mine, model)[0])
+    if tcec_zs:
         print(f"\nTCEC engine games ({len(samples.tcec)} games, each side one unit), share flagged at 4.75 if the engine "
               "were a human of rating R: " + ", ".join(f"R {r}: {np.mean([z >= DEFAULT_Z_THRESHOLD for z in v]):.0%} "
-                                                       f"(median z {np.median(v):.1f})" for r, v in zs.items()))
+                                                       f"(median z {np.median(v):.1f})" for r, v in tcec_zs.items()))
     print(f"defaults: screening z {DEFAULT_SCREEN_Z}, action z {DEFAULT_Z_THRESHOLD}, {DEFAULT_MIN_MOVES}+ counted moves")
 
 
@@ -416,23 +417,24 @@ def review_report(samples, results, assisted, firsts, model, seed: int, assist_d
     drawn = f", {draws} draws each" if draws > 1 else ""
     print(f"whole player-events, share replaced by the depth-{assist_depth} first choice (the review searches depth "
           f"{get_profile(REVIEW_PROFILE).depth}{drawn}); flagged after each trigger")
-    by_frac: dict[float, list[tuple[int, float, float]]] = {}
+    by_frac: dict[float, list[tuple[int, float, float, str]]] = {}
     for frac in (0.0, *FRACTIONS):
-        by_frac[frac] = [(len(games), *zs) for _, games, _, zs in replayed_player_events(
+        by_frac[frac] = [(len(games), *zs, family(games[0].game_id)) for _, games, _, zs in replayed_player_events(
             samples, results, assisted, frac, seed, draws,
             lambda _, games, moves: (scope_z(moves, model)[0], reviewed_z(moves, firsts, model, calibration)))]
     for label, least in (("all whole player-events (5-11 games)", 0), (f"player-events of {LONG_EVENT}+ games", LONG_EVENT)):
         print(f"{label}\nfraction  events  review z mean (sd)  " + "  ".join(f"{'z >= ' + str(t):>9}" for t in REVIEW_TRIGGERS)
               + "  (every event reviewed)")
         for frac, all_rows in by_frac.items():
-            rows = [(z8, zr) for n, z8, zr in all_rows if n >= least]
+            rows = [(z8, zr) for n, z8, zr, _ in all_rows if n >= least]
             live = [zr for _, zr in rows if zr > float("-inf")]
             if len(live) > 1:
                 cells = [f"{np.mean(review_flags(rows, t)):>9.0%}" for t in (*REVIEW_TRIGGERS, float("-inf"))]
                 print(f"{frac:>8.0%}  {len(rows) // draws:>6}  {np.mean(live):+8.2f} ({np.std(live, ddof=1):.2f})    "
                       + "  ".join(cells))
     # the trigger rule: the highest trigger (the fewest honest reviews) that reaches the detection target
-    long_rows = [(z8, zr) for n, z8, zr in by_frac[TARGET_SHARE] if n >= LONG_EVENT]
+    review_z_by_family(by_frac)
+    long_rows = [(z8, zr) for n, z8, zr, _ in by_frac[TARGET_SHARE] if n >= LONG_EVENT]
     detection = {t: float(np.mean(review_flags(long_rows, t))) if long_rows else 0.0
                  for t in REVIEW_TRIGGERS}
     reached = [t for t in REVIEW_TRIGGERS if detection[t] >= DETECTION_TARGET]
@@ -533,6 +535,20 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
             if frac == TARGET_SHARE:
                 share_by_family(long_rows)
     review_threshold_table(honest_z, crossing_z, pevents, best_z)
+
+
+def review_z_by_family(by_frac: dict[float, list[tuple[int, float, float, str]]]) -> None:
+    """The review's z at the end of the player-events of 9+ games (every event reviewed) by event family, honest and
+    half-assisted: (games, service z, review z, family) rows per share, one per draw."""
+    print(f"player-events of {LONG_EVENT}+ games by family, every event reviewed at its end: review z mean (sd) at 0 % and "
+          f"{TARGET_SHARE:.0%}, and the share of the {TARGET_SHARE:.0%} rows at {DEFAULT_REVIEW_Z}")
+    rows = {frac: [r for r in by_frac.get(frac, []) if r[0] >= LONG_EVENT and r[2] > -math.inf] for frac in (0.0, TARGET_SHARE)}
+    for name in sorted({r[3] for r in rows[TARGET_SHARE]}):
+        z0, z5 = ([r[2] for r in rows[frac] if r[3] == name] for frac in (0.0, TARGET_SHARE))
+        if len(z0) > 1 and len(z5) > 1:
+            print(f"          {name}: {np.mean(z0):+.2f} ({np.std(z0, ddof=1):.2f}) -> {np.mean(z5):+.2f} "
+                  f"({np.std(z5, ddof=1):.2f}), shift {np.mean(z5) - np.mean(z0):+.2f}; "
+                  f"{np.mean([z >= DEFAULT_REVIEW_Z for z in z5]):.0%} of {len(z5)}")
 
 
 def share_by_family(rows: list[tuple[str, int, bool, bool, int, str]]) -> None:

@@ -63,7 +63,11 @@ def load_samples(data: Path, events: int, honest_events: int, random_: int, tcec
     rnd = sample_rated_games(holdout, random_, seed=seed) if random_ else []
     seen: set[str] = set()
     # in the order --warm analyses them: the detection events, the random games, then the further events
-    honest = [g for g in ev + rnd + more if not (g.game_id in seen or seen.add(g.game_id))]
+    honest = []
+    for g in ev + rnd + more:
+        if g.game_id not in seen:
+            seen.add(g.game_id)
+            honest.append(g)
     engine_games = [g for p in sorted((data / "pgn" / "engine-tcec").glob("*.pgn")) for g in read_pgn_games(p)
                     if not g.errors and len(g.moves) >= 40]
     engine_games = random.Random(seed).sample(engine_games, min(tcec, len(engine_games)))
