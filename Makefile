@@ -65,6 +65,7 @@ test: setup lint
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy bench  # the benchmark scripts (not a package: they import each other as top-level modules)
 
 # the quick benchmarks; bench/throughput.py, bench/accuracy.py and bench/fit_calibration.py run on their own
 bench: setup

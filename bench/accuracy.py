@@ -65,6 +65,7 @@ from common import (
     event_context,
     event_priors,
     family,
+    fide,
     follow_player_events,
 )
 
@@ -73,7 +74,7 @@ from analyzers.combination import Combination, load_combination
 from analyzers.concordance import kendall_tau_a
 from analyzers.engine import EnginePool
 from analyzers.eventpool import EventPoolModel, load_event_pool
-from analyzers.glicko2 import SCALE, Glicko2Config, expected, update_after_game
+from analyzers.glicko2 import SCALE, Glicko2Config, Glicko2Rating, expected, update_after_game
 from analyzers.perceived import RatingEstimate
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import UNKNOWN_CLASS, MoveModel, Prior, load_move_model
@@ -186,17 +187,18 @@ def estimates(s: ScopeStats, cal: Calibration, truth: float, opponent: float, la
     comb = (w_p * p.rating + w_g * gn.rating) / (w_p + w_g)
     half = 1.96 * math.sqrt(1 / (w_p + w_g))  # treats the two as independent: optimistic, they share the moves
     out = Estimates(truth, opponent, p, gn, RatingEstimate(comb, comb - half, comb + half, p.n))
-    est = model_estimates(s, MODEL, COMB, declared=(truth, None), event_prior=event_prior, pool=POOL) if MODEL is not None else None
-    if est is not None:
+    model = MODEL
+    est = model_estimates(s, model, COMB, declared=(truth, None), event_prior=event_prior, pool=POOL) if model is not None else None
+    if model is not None and est is not None:
         out.model, out.perf, out.move_model, out.tclass = est.moves_only, est.performance, est.model, s.rating.tclass
         out.band = est.band
         if event_prior is not None:  # what the scope's estimate would be without event pooling, for the comparison
-            alone = model_estimates(s, MODEL, COMB)
+            alone = model_estimates(s, model, COMB)
             assert alone is not None
             out.unpooled, out.move_model = alone.moves_only, alone.model  # the move model with its class prior
         if PRIORS_MOVES:
-            p = PRIORS_MOVES.get((last.game_id, last.ply)) if last is not None else None
-            moves = model_estimates(s, MODEL, COMB, event_prior=p) if p is not None else None
+            mp = PRIORS_MOVES.get((last.game_id, last.ply)) if last is not None else None
+            moves = model_estimates(s, model, COMB, event_prior=mp) if mp is not None else None
             out.moves_pooled = moves.moves_only if moves is not None else out.unpooled or out.model
     return out
 
@@ -219,7 +221,7 @@ def table(title: str, rows: list[Estimates]) -> None:
     print("|---|---|---|---|---|---|---|")
     # (the performance estimate has the FIDE rating as its prior, so it is judged by predicting results, below)
     published = "combination, moves only (published)" if COMB else "move model, moves only (published)"
-    pooled = ()
+    pooled: tuple[tuple[str, str], ...] = ()
     if PRIORS:
         published = "published: event prior (s. 12)" + (", else combination" if COMB else "")
         pooled = ((("combination, no event prior" if COMB else "move model, no event prior"), "without_pool"),)
@@ -248,7 +250,7 @@ def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment
                     s.add(a, None, MODEL)
                     last = a
             if rated(s, cal):
-                rows.append(estimates(s, cal, me.rating, opp.rating, last))
+                rows.append(estimates(s, cal, fide(me.rating), fide(opp.rating), last))
                 rows[-1].family, rows[-1].player, rows[-1].event = family(g.game_id), me.id, g.event
     return rows
 
@@ -281,7 +283,7 @@ def outcome_loglik(games: list[PgnGame], results, cal: Calibration, prior: tuple
     config = Glicko2Config(rating=prior[0], rd=prior[1])
     unknown = RatingEstimate(prior[0], prior[0] - 1.96 * prior[1], prior[0] + 1.96 * prior[1], 0)
     player: dict[str, ScopeStats] = {}
-    glicko: dict[str, object] = {}
+    glicko: dict[str, Glicko2Rating] = {}
     out: dict[str, dict[str, list[float]]] = {}
 
     def p_from(ra: float, sa: float, rb: float, sb: float) -> float:
@@ -293,17 +295,18 @@ def outcome_loglik(games: list[PgnGame], results, cal: Calibration, prior: tuple
         sw, sb = player.setdefault(w, ScopeStats()), player.setdefault(b, ScopeStats())
         gw, gb = glicko.setdefault(w, config.new_player()), glicko.setdefault(b, config.new_player())
         if score is not None:
+            rw, rb = fide(g.white.rating), fide(g.black.rating)
             pw = main_estimate(sw, cal) if rated(sw, cal) else unknown
             pb = main_estimate(sb, cal) if rated(sb, cal) else unknown
             preds = {
                 "50:50": 0.5,
                 "Glicko-2 (earlier results)": p_from(gw.rating, gw.rd, gb.rating, gb.rd),
                 "perceived (earlier moves)": p_from(pw.rating, pw.sd, pb.rating, pb.sd),
-                "FIDE ratings (outside reference)": 1 / (1 + 10 ** ((g.black.rating - g.white.rating) / 400)),
+                "FIDE ratings (outside reference)": 1 / (1 + 10 ** ((rb - rw) / 400)),
             }
             if MODEL is not None:
-                fw = performance(sw, g.white.rating) or RatingEstimate(g.white.rating, 0, 0, 0)
-                fb = performance(sb, g.black.rating) or RatingEstimate(g.black.rating, 0, 0, 0)
+                fw = performance(sw, rw) or RatingEstimate(rw, 0, 0, 0)
+                fb = performance(sb, rb) or RatingEstimate(rb, 0, 0, 0)
                 # Elo's logistic on the performance estimates, as the FIDE row uses on the ratings
                 preds["performance (earlier moves, FIDE prior)"] = 1 / (1 + 10 ** ((fb.rating - fw.rating) / 400))
             fewest = min(sw.games, sb.games)
@@ -451,6 +454,7 @@ def main() -> None:
         print(f"warm: profile {profile.name}, {len(context)} games, {stats.searches} searches ({stats.search_seconds:.0f} "
               f"engine-s), {stats.cache_hits} cache hits")
         return
+    assert cal is not None  # loaded unless --warm
     if pool is not None:
         if COMB is None and pool.evidence == "combination":  # --no-combination: the event level from the model's evidence
             pool = replace(pool, evidence="model")
@@ -476,9 +480,9 @@ def main() -> None:
     table("per player-game", game_rows)
     if len(event_rows) >= 10:  # a random sample holds few players with 5+ games in one event: no table of one or two
         table("per player-event (5+ games)", event_rows)
-    bands = [(name, [e for e in rows if e.band is not None]) for name, rows in (("player-game", game_rows),
-                                                                                  ("player-event", event_rows))]
-    print("published 68 % band covers: " + ", ".join(f"{np.mean([e.band.low <= e.truth <= e.band.high for e in rows]):.1%} "
+    bands = [(name, [(e.band, e.truth) for e in rows if e.band is not None])
+             for name, rows in (("player-game", game_rows), ("player-event", event_rows))]
+    print("published 68 % band covers: " + ", ".join(f"{np.mean([b.low <= truth <= b.high for b, truth in rows]):.1%} "
                                                         f"per {name} ({len(rows)})" for name, rows in bands if rows))
     if MODEL is not None:
         print(f"move model: {MODEL.fitted_on} ({'PROVISIONAL' if MODEL.provisional else 'final'}); "

@@ -32,6 +32,15 @@ def family(game_id: str) -> str:
     return next((v for k, v in FAMILIES.items() if game_id.startswith(k)), "other")
 
 
+
+def fide(rating: float | None) -> float:
+    """A sampled rated game's player rating: the samplers keep only games where both players have one, so a missing
+    one is a bug in the sample, not a value to guess."""
+    if rating is None:
+        raise ValueError("a game from a rated sample has a player without a rating")
+    return float(rating)
+
+
 def add_data_argument(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA,
                     help=f"folder of the validation sets (default $KIBITZ_DATA or {DEFAULT_DATA})")

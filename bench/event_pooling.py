@@ -42,7 +42,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from common import ROOT, add_context_argument, add_data_argument, context_flag, data_dir, event_context, event_priors
+from common import ROOT, add_context_argument, add_data_argument, context_flag, data_dir, event_context, event_priors, fide
 from fit_model import analysed
 
 from analyzers.combination import load_combination
@@ -128,15 +128,15 @@ def main() -> None:
     context = [g for g in replay if g.game_id in done]  # replayed through the pool step: these and, as live, the rest
 
     # 1. hyper-parameters from the sample's headers
-    ratings = defaultdict(list)
+    ratings: defaultdict[str, list[float]] = defaultdict(list)
     for g in sample:
-        ratings[g.event] += [g.white.rating, g.black.rating]
+        ratings[g.event] += [fide(g.white.rating), fide(g.black.rating)]
     event_mean = {ev: float(np.mean(v)) for ev, v in ratings.items()}
     means = np.array(list(event_mean.values()))
     within = round(math.sqrt(np.mean([np.var(v) for v in ratings.values()])), 1)
     mean0, tau = round(float(means.mean()), 1), round(float(means.std()), 1)
     # whether a player's opponents say more than the event's level: the correlation of opponents' ratings about it
-    dev = np.array([[g.white.rating - event_mean[g.event], g.black.rating - event_mean[g.event]] for g in sample])
+    dev = np.array([[fide(p.rating) - event_mean[g.event] for p in (g.white, g.black)] for g in sample])
     print(f"{len(games)} rated-dev games fully analysed ({len(sample)} drawn), {len(ratings)} events, the event prior "
           f"from {len(context)} games ({args.context} context); 1. within-event sd "
           f"w {within:.0f}; event means mu_0 {means.mean():.0f}, tau {means.std():.0f}; opponents' ratings about their "
@@ -144,7 +144,10 @@ def main() -> None:
 
     # the player-game scopes at their end, and the last assessment of each (its event prior is the published one's)
     # and each player's event scope at their last move in the event (player-events of 5+ games are scored)
-    scopes, truths, lasts, events = [], [], [], []
+    scopes: list[ScopeStats] = []
+    truths: list[float] = []
+    lasts: list[MoveAssessment] = []
+    events: list[str] = []
     ev_scopes: dict[tuple[str, str], EventScope] = {}
     for g in games:
         for color, me in (("white", g.white), ("black", g.black)):
@@ -158,6 +161,7 @@ def main() -> None:
                     ev.last = a
                     ev.games.add(g.game_id)
             if s.rating.n:
+                assert last is not None  # a counted move was seen
                 scopes.append(s)
                 truths.append(float(me.rating or 0))
                 lasts.append(last)
@@ -174,6 +178,7 @@ def main() -> None:
         of the player-games, or (``per_event``) of the player-events of 5+ games."""
         out = []
         for s, a in ([(v.stats, v.last) for v in pe] if per_event else zip(scopes, lasts, strict=True)):
+            assert a is not None  # every scope scored has counted a move
             p = priors.get((a.game_id, a.ply))
             p = Prior(p.mean, math.hypot(p.sd, e_sd)) if p is not None else None  # step 2's sd: e enters only here
             est = model_estimates(s, model, comb, event_prior=p)

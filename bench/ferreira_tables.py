@@ -35,8 +35,8 @@ from streamer.ingest import read_pgn_games
 from streamer.pipeline import PipelineConfig
 
 #: docs/models.md s. 1: the paper's Figure 1 (pawns per move) and summary figures for Byrne-Fischer 1956.
-PAPER_GOTC = {"Byrne": {"mean": -0.86, "zeros": 13, "moves": 41}, "Fischer": {"mean": 0.094, "moves": 41},
-              "expected_byrne": 0.345, "difference": 113}
+PAPER_SIDES = {"Byrne": {"mean": -0.86, "zeros": 13, "moves": 41}, "Fischer": {"mean": 0.094, "moves": 41}}
+PAPER_GOTC = {"expected_byrne": 0.345, "difference": 113}
 #: The London 2011 perceived ratings docs/models.md quotes from the paper (Houdini 1.5a, depth 20).
 PAPER_LONDON = {"Kramnik": 2790, "Carlsen": 2774, "Adams": 2722}
 PAPER_ENGINE = 2860
@@ -88,9 +88,9 @@ def main() -> None:
     p = expected_score(byrne, fischer)
     print("Byrne-Fischer 1956 (the Game of the Century)   | kibitz | paper |")
     print("|---|---|---|")
-    print(f"| Byrne mean gain, pawns per move               | {byrne.mean / 100:+.3f} | {PAPER_GOTC['Byrne']['mean']:+.3f} |")
-    print(f"| Fischer mean gain, pawns per move             | {fischer.mean / 100:+.3f} | {PAPER_GOTC['Fischer']['mean']:+.3f} |")
-    print(f"| Byrne zero-gain moves / moves | {byrne.zeros} / {byrne.count} | {PAPER_GOTC['Byrne']['zeros']} / {PAPER_GOTC['Byrne']['moves']} |")
+    print(f"| Byrne mean gain, pawns per move               | {byrne.mean / 100:+.3f} | {PAPER_SIDES['Byrne']['mean']:+.3f} |")
+    print(f"| Fischer mean gain, pawns per move             | {fischer.mean / 100:+.3f} | {PAPER_SIDES['Fischer']['mean']:+.3f} |")
+    print(f"| Byrne zero-gain moves / moves | {byrne.zeros} / {byrne.count} | {PAPER_SIDES['Byrne']['zeros']} / {PAPER_SIDES['Byrne']['moves']} |")
     print(f"| expected score Byrne vs Fischer               | {p:.3f} | {PAPER_GOTC['expected_byrne']:.3f} |")
     print(f"| rating difference in Fischer's favour         | {-rating_difference(p):.0f} | {PAPER_GOTC['difference']} |")
 
@@ -100,7 +100,7 @@ def main() -> None:
     print("\nLondon Chess Classic 2011, Algorithm 2 (all pairs; mean pinned to the mean Elo)")
     print("| player | Elo | perceived (kibitz) | paper | moves | mean gain (pawns) |")
     print("|---|---|---|---|---|---|")
-    for name in sorted(perceived, key=perceived.get, reverse=True):
+    for name in sorted(perceived, key=lambda k: perceived[k], reverse=True):
         paper = next((str(v) for k, v in PAPER_LONDON.items() if k in name), "")
         h = hist[name]
         print(f"| {name} | {elo[name]:.0f} | {perceived[name]:.0f} | {paper} | {h.count} | {h.mean / 100:+.3f} |")

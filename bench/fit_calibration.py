@@ -22,7 +22,7 @@ import sys
 import time
 
 import numpy as np
-from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir, follow_player_events
+from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir, fide, follow_player_events
 
 from analyzers.calibration import Calibration
 from analyzers.engine import EnginePool
@@ -64,10 +64,10 @@ def main() -> None:
     if args.elite:
         games += sample_rated_games_from_file(data / "pgn" / "elite-otb" / "pgnmentor_30players_both_elo_dedup.pgn", args.elite, seed=args.seed)
     event_games = sample_player_events(data / "pgn" / "rated-dev", args.events, seed=args.seed) if args.events else []
-    elo = {}
+    elo: dict[tuple[str, str], float] = {}
     for g in games:
-        elo[(g.game_id, "white")] = g.white.rating
-        elo[(g.game_id, "black")] = g.black.rating
+        elo[(g.game_id, "white")] = fide(g.white.rating)
+        elo[(g.game_id, "black")] = fide(g.black.rating)
     t = time.time()
 
     async def run():

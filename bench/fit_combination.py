@@ -152,8 +152,10 @@ def main() -> None:
     for b in range(len(table)):  # a bin too thin to estimate takes its neighbour's quantiles
         if table[b] is None:
             table[b] = next(t for t in (table[b - 1:b] + table[b + 1:]) if t is not None)
+    quantiles = [t for t in table if t is not None]
+    assert len(quantiles) == len(table)  # every thin bin took a neighbour's
     comb = Combination(profile.name, FEATURES, (0.0,) * (2 * len(FEATURES)), 0.0, EDGES, TAILS,
-                       tuple(tuple(round(float(q), 1) for q in t) for t in table))
+                       tuple(tuple(round(float(q), 1) for q in t) for t in quantiles))
     print("\n2. interval from the cross-validated residuals, by moves seen (rows of every kind)")
     print("\n| moves seen | rows | MAE | 95 % half-width | in 95 % | in 68 % |\n|---|---|---|---|---|---|")
     lows = ["<" + str(EDGES[0])] + [f"{a}-{b - 1}" for a, b in zip(EDGES, EDGES[1:], strict=False)] + [f"{EDGES[-1]}+"]

@@ -29,12 +29,11 @@ import argparse
 import asyncio
 import logging
 import math
-import sys
 import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir
+from common import ANALYSIS_CACHE, ROOT, add_data_argument, data_dir, fide
 from scipy.optimize import minimize
 from warm_cache import ELITE_FILE
 
@@ -105,7 +104,10 @@ def game_class(g: PgnGame, elite: bool) -> str:
 
 
 def extract(games: list[tuple[PgnGame, bool]], results: dict[str, list[MoveAssessment]]):  # noqa: ANN201
-    rows_d, rows_cp, played, rating, tcls, pgs, pes, clk, clocked = [], [], [], [], [], [], [], [], []
+    rows_d: list[np.ndarray] = []
+    rows_cp: list[np.ndarray] = []
+    played: list[int] = []
+    rating, tcls, pgs, pes, clk, clocked = [], [], [], [], [], []
     pg_groups: list[Group] = []
     pe_index: dict[tuple[str, str], int] = {}
     pe_groups: list[Group] = []
@@ -113,13 +115,14 @@ def extract(games: list[tuple[PgnGame, bool]], results: dict[str, list[MoveAsses
         tc = game_class(g, elite)
         for color, me in (("white", g.white), ("black", g.black)):
             pg = len(pg_groups)
-            pg_groups.append(Group(me.rating, tc, elite))
+            truth = fide(me.rating)
+            pg_groups.append(Group(truth, tc, elite))
             key = ("elite:" + g.game_id if elite else g.event, me.id)
             if key not in pe_index:
                 pe_index[key] = len(pe_groups)
-                pe_groups.append(Group(me.rating, tc, elite))
+                pe_groups.append(Group(truth, tc, elite))
             pe = pe_index[key]
-            pe_groups[pe].truth = me.rating  # the latest game's rating
+            pe_groups[pe].truth = truth  # the latest game's rating
             for a in results[g.game_id]:
                 if a.color != color or not a.counted:
                     continue
@@ -127,7 +130,7 @@ def extract(games: list[tuple[PgnGame, bool]], results: dict[str, list[MoveAsses
                 d = np.full(K_MAX, np.inf)
                 dc = np.full(K_MAX, np.inf)
                 k = min(len(values), K_MAX)
-                d[:k] = win_losses(np.asarray(values[:k]) * 100)
+                d[:k] = win_losses([v * 100 for v in values[:k]])
                 dc[:k] = max(values[:k]) - np.asarray(values[:k])
                 if idx >= K_MAX:
                     continue
@@ -421,4 +424,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -180,7 +180,7 @@ def design_decided(raw: list[Term]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def calibration_of(b: np.ndarray, d: np.ndarray | None = None, command: str = "") -> ReviewCalibration:
-    return ReviewCalibration(*map(float, b[:3]), float(b[3]) if len(b) > 3 else 0.0, command=command,
+    return ReviewCalibration(float(b[0]), float(b[1]), float(b[2]), float(b[3]) if len(b) > 3 else 0.0, command=command,
                              d=tuple(map(float, d)) if d is not None else (), clock=tuple(map(float, b[4:7])))
 
 

@@ -331,7 +331,7 @@ def fit_calibration(pgs: list[PlayerGame], args: argparse.Namespace, engine: str
     katago = weights is not None
     rank_model: dict = {"prior": [round(float(truths.mean()), 1), round(float(truths.std()), 1)],
                         "c_var": [round(a, 6), round(b, 6)]}
-    if katago:
+    if weights is not None:
         rank_model |= {"weights": list(weights), "features": list(NETWORK_FEATURES)}
     cal = Calibration(
         profile=profile_of(args), engine=engine, engine_elo=0.0, c_knots=[(round(c, 5), round(r, 1)) for c, r in knots],

@@ -122,11 +122,11 @@ def main() -> None:
         rho = float(np.corrcoef(pairs.T)[0, 1])
         for share in (0.0, SHARE):
             for least in (MIN_EVENT_GAMES, 9):
-                z = np.array([z for e, n, rows in scored if e in test_names and n >= least and (z := zs(rows[share], lm))])
-                comb = (z[:, 0] + z[:, 1]) / math.sqrt(2 + 2 * rho)
-                cells = [f"{c.mean():+6.2f} ({c.std(ddof=1):.2f})" for c in (z[:, 0], z[:, 1], comb)]
-                flags = " / ".join(f"{np.mean(c >= DEFAULT_REVIEW_Z):.0%}" for c in (z[:, 0], z[:, 1], comb))
-                print(f"{k:>4}  {share:>5.0%}  {least:>4}+  {len(z):>6}   " + "   ".join(f"{c:>17}" for c in cells)
+                both = np.array([z for e, n, rows in scored if e in test_names and n >= least and (z := zs(rows[share], lm))])
+                comb = (both[:, 0] + both[:, 1]) / math.sqrt(2 + 2 * rho)
+                cells = [f"{c.mean():+6.2f} ({c.std(ddof=1):.2f})" for c in (both[:, 0], both[:, 1], comb)]
+                flags = " / ".join(f"{np.mean(c >= DEFAULT_REVIEW_Z):.0%}" for c in (both[:, 0], both[:, 1], comb))
+                print(f"{k:>4}  {share:>5.0%}  {least:>4}+  {len(both):>6}   " + "   ".join(f"{c:>17}" for c in cells)
                       + f"   {flags}   (rho {rho:.2f}: the other fold)")
 
 

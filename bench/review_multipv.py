@@ -132,14 +132,15 @@ def event_z(moves: list[MoveAssessment], deep: dict[tuple[str, int], PositionAna
             memo: Memo) -> float:
     """The match count's z of a player's ``moves`` under the fit ``b`` (its first len(b) columns); -inf under
     DEFAULT_MIN_MOVES counted moves."""
-    counted = []
+    counted: list[tuple[tuple[float, ...], int]] = []
     for a in moves:
         key = (a.game_id, a.ply, a.uci)
         if key not in memo:
             res = deep.get((a.game_id, a.ply))
             memo[key] = columns(a, res, model) if res is not None else None
-        if memo[key] is not None:
-            counted.append(memo[key])
+        col = memo[key]
+        if col is not None:
+            counted.append(col)
     if len(counted) < DEFAULT_MIN_MOVES:
         return float("-inf")
     x = np.array([c[0][: len(b)] for c in counted])

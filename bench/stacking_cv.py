@@ -145,7 +145,10 @@ def main() -> None:
     feat = Featurizer(model, m)
 
     # per player-game: extract() appends white then black for each game
-    X, y, groups, published = [], [], [], []
+    rows: list[list[float]] = []
+    truths: list[float] = []
+    events: list[str] = []
+    published: list[float] = []
     for gi, g in enumerate(games):
         sides = (pg_groups[2 * gi], pg_groups[2 * gi + 1])
         if not all(s.moves for s in sides):
@@ -153,12 +156,12 @@ def main() -> None:
         tc = game_class(g, False)
         f = [feat(s.moves, tc) for s in sides]
         for me, (mine, theirs) in enumerate(((f[0], f[1]), (f[1], f[0]))):
-            X.append(mine + theirs[:N_OPP])
-            y.append(sides[me].truth)
-            groups.append(g.event)
+            rows.append(mine + theirs[:N_OPP])
+            truths.append(sides[me].truth)
+            events.append(g.event)
             est = model.estimate(feat.loglik(np.asarray(sides[me].moves)), len(sides[me].moves), model.prior_for(tc))
             published.append(est.rating)
-    X, y, groups = np.asarray(X, float), np.asarray(y, float), np.asarray(groups)
+    X, y, groups = np.asarray(rows, float), np.asarray(truths, float), np.asarray(events)
     own = list(range(N_OWN))
     no_clock = [c for c in own if FEATURES[c] not in CLOCK_FEATURES]
     print(f"\nper player-game: {len(y)} player-games in {len(set(groups))} events; FIDE mean {y.mean():.0f}, sd {y.std():.0f}; "
@@ -172,7 +175,10 @@ def main() -> None:
     report("constant = sample mean (oracle)", np.full_like(y, y.mean()), y)
 
     # per player-event with 5+ games: the same own features over all the player's moves in the event
-    Xe, ye, ge, pub_e = [], [], [], []
+    rows_e: list[list[float]] = []
+    truths_e: list[float] = []
+    events_e: list[str] = []
+    pub_e: list[float] = []
     seen_in: dict[int, tuple[str, set[str]]] = {}  # player-event -> (its event, its games)
     for gi, g in enumerate(games):
         for side in (pg_groups[2 * gi], pg_groups[2 * gi + 1]):
@@ -182,11 +188,11 @@ def main() -> None:
         if pe not in seen_in or len(seen_in[pe][1]) < 5:
             continue
         tc = grp.tclass
-        Xe.append(feat(grp.moves, tc))
-        ye.append(grp.truth)
-        ge.append(seen_in[pe][0])
+        rows_e.append(feat(grp.moves, tc))
+        truths_e.append(grp.truth)
+        events_e.append(seen_in[pe][0])
         pub_e.append(model.estimate(feat.loglik(np.asarray(grp.moves)), len(grp.moves), model.prior_for(tc)).rating)
-    Xe, ye, ge = np.asarray(Xe, float), np.asarray(ye, float), np.asarray(ge)
+    Xe, ye, ge = np.asarray(rows_e, float), np.asarray(truths_e, float), np.asarray(events_e)
     print(f"\nper player-event (5+ games): {len(ye)} player-events in {len(set(ge))} events; FIDE mean {ye.mean():.0f}, "
           f"sd {ye.std():.0f}")
     print("\n| estimate | MAE | cut vs constant | bias | r |\n|---|---|---|---|---|")

@@ -95,12 +95,14 @@ def publish_cost(config: PipelineConfig, players_state: TrackedState) -> None:
     scopes = [sc for st in players_state.values() for sc in (st.overall, *st.events.values()) if sc.rating.n]
     for sc in scopes:
         sc.feats.clocked = sc.feats.n
-    times = {"move model alone": [], "with the combination": []}
+    times: dict[str, list[float]] = {"move model alone": [], "with the combination": []}
+    model = config.model
+    assert model is not None  # the live configuration has one
     for _ in range(5):
         for name, comb in (("move model alone", None), ("with the combination", config.combination)):
             t = time.perf_counter()
             for sc in scopes:
-                model_estimates(sc, config.model, comb, declared=(2700.0, None))
+                model_estimates(sc, model, comb, declared=(2700.0, None))
             times[name].append((time.perf_counter() - t) / len(scopes))
     base = min(times["move model alone"])
     for name, ts in times.items():
