@@ -507,7 +507,7 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
 
     best_z: dict[float, list[tuple[int, float]]] = {}  # per share: (games, the highest review z of the player-event)
     for frac in (0.0, *FRACTIONS):
-        rows = []  # (player-event, games, flagged, reviewed, draw), one per draw
+        rows = []  # (player-event, games, flagged, reviewed, draw, family), one per draw
         for (event, pid), games, draw, (top, reviewed) in replayed_player_events(
                 samples, results, assisted, frac, seed, draws, replay_deployed):
             rows.append((f"{event}\t{pid}", len(games), top >= action, reviewed, draw, family(games[0].game_id)))
