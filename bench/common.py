@@ -32,7 +32,6 @@ def family(game_id: str) -> str:
     return next((v for k, v in FAMILIES.items() if game_id.startswith(k)), "other")
 
 
-
 def fide(rating: float | None) -> float:
     """A sampled rated game's player rating: the samplers keep only games where both players have one, so a missing
     one is a bug in the sample, not a value to guess."""

@@ -507,7 +507,7 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
 
     best_z: dict[float, list[tuple[int, float]]] = {}  # per share: (games, the highest review z of the player-event)
     for frac in (0.0, *FRACTIONS):
-        rows = []  # (player-event, games, flagged, reviewed, draw, family), one per draw
+        rows: list[DeployedRow] = []  # one per draw
         for (event, pid), games, draw, (top, reviewed) in replayed_player_events(
                 samples, results, assisted, frac, seed, draws, replay_deployed):
             rows.append((f"{event}\t{pid}", len(games), top >= action, reviewed, draw, family(games[0].game_id)))
@@ -516,10 +516,7 @@ def deployed_report(samples, results, assisted, firsts, model, deployed: Pipelin
         if rows and long_rows:
             k, n = sum(r[2] for r in long_rows), len(long_rows)
             if draws > 1:
-                share, half, units = clustered_mean(np.array([float(r[2]) for r in long_rows]), [r[0] for r in long_rows])
-                lo, hi = max(share - half, 0.0), min(share + half, 1.0)
-                if not half > 0:  # every player-event alike (none or all flagged in every draw): no spread to read,
-                    lo, hi = proportion_interval(round(share * units), units)  # so the player-events' Wilson interval
+                share, lo, hi, units = flagged_share(long_rows)
                 count = f"{k}/{n} over {units} player-events x {draws}"
                 first = [r for r in rows if r[4] == 0]  # the single run's rows
                 first_long = [r for r in first if r[1] >= LONG_EVENT]
@@ -551,17 +548,26 @@ def review_z_by_family(by_frac: dict[float, list[tuple[int, float, float, str]]]
                   f"{np.mean([z >= DEFAULT_REVIEW_Z for z in z5]):.0%} of {len(z5)}")
 
 
-def share_by_family(rows: list[tuple[str, int, bool, bool, int, str]]) -> None:
-    """Detection of the player-events of 9+ games by event family: (player-event, games, flagged, reviewed, draw,
-    family) rows, one per draw; each family's interval counts its player-events, not its draws."""
+DeployedRow = tuple[str, int, bool, bool, int, str]  # (player-event, games, flagged, reviewed, draw, family)
+
+
+def flagged_share(rows: list[DeployedRow]) -> tuple[float, float, float, int]:
+    """(share flagged, its 95 % interval's low and high, player-events) of rows one per draw: the interval by
+    player-event (``clustered_mean``: a player-event's draws share its games); where every player-event is alike (none
+    or all flagged in every draw) there is no spread to read, so the player-events' Wilson interval."""
+    share, half, units = clustered_mean(np.array([float(r[2]) for r in rows]), [r[0] for r in rows])
+    if not half > 0:
+        return (share, *proportion_interval(round(share * units), units), units)
+    return share, max(share - half, 0.0), min(share + half, 1.0), units
+
+
+def share_by_family(rows: list[DeployedRow]) -> None:
+    """Detection of the player-events of 9+ games by event family (:func:`flagged_share` of each family's rows)."""
     for name in sorted({r[5] for r in rows}):
         mine = [r for r in rows if r[5] == name]
-        k = sum(r[2] for r in mine)
-        units = len({r[0] for r in mine})
-        share, half, _ = clustered_mean(np.array([float(r[2]) for r in mine]), [r[0] for r in mine])
-        spread = f"{max(share - half, 0.0):.0%}-{min(share + half, 1.0):.0%}" if half > 0 else "no spread"
-        print(f"          {name}: {k}/{len(mine)} ({share:.0%}; {spread}) over {units} player-events, "
-              f"reviewed {np.mean([r[3] for r in mine]):.0%}")
+        share, lo, hi, units = flagged_share(mine)
+        print(f"          {name}: {sum(r[2] for r in mine)}/{len(mine)} ({share:.0%}; {lo:.0%}-{hi:.0%}) over {units} "
+              f"player-events, reviewed {np.mean([r[3] for r in mine]):.0%}")
 
 
 def proportion_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
