@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, TypeVar
@@ -635,6 +635,17 @@ def _scope(scopes: dict[str, S], key: str, limit: int | None = None, state: Play
     return found
 
 
+def event_scope(state: PlayerState, event: str, config: PipelineConfig) -> ScopeStats:
+    """The player's scope of ``event``, created if missing; the oldest event scope beyond ``config.max_events`` is
+    evicted, and with it the event's entry in ``state.screened``: its evidence is gone, and an event of that name
+    seen again starts unscreened."""
+    before = state.evicted
+    scope = _scope(state.events, event, config.max_events, state)
+    if state.evicted != before and state.screened:
+        state.screened = {e: c for e, c in state.screened.items() if e in state.events}
+    return scope
+
+
 #: With the review on, a player's state keeps this many of their last finished games (a player-scope alert is reviewed
 #: over them: the scope's window is 300-600 counted moves, about 10-20 games) ...
 REVIEW_GAMES = 20
@@ -694,7 +705,7 @@ class PlayerState:
             {k: GoScope.from_dict(v) for k, v in d.get("go_games", {}).items()},
             GoScope.from_dict(d["go_overall"]) if d.get("go_overall") else None,
             [(str(g), str(e), int(n), str(j)) for g, e, n, j in d.get("records", ())], d.get("crossing"),
-            _screened(d.get("screened")),
+            _screened(d.get("screened"), d["events"]),
         )
 
     def review_games(self, alert: FairPlayAlert) -> list[GameRecord]:
@@ -707,13 +718,14 @@ class PlayerState:
         return [GameRecord.model_validate_json(j) for _, _, _, j in self.records]
 
 
-def _screened(raw: Any) -> dict[str, str]:
-    """A stored ``screened`` map; states written when it held one event kept it as an [event, crossing] pair."""
+def _screened(raw: Any, events: Mapping[str, Any]) -> dict[str, str]:
+    """A stored ``screened`` map, kept to the stored ``events`` (states written before :func:`event_scope` pruned it
+    at eviction may name an evicted event); states written when it held one event kept it as an [event, crossing]
+    pair."""
     if not raw:
         return {}
-    if isinstance(raw, list):
-        return {str(raw[0]): str(raw[1])}
-    return {str(e): str(c) for e, c in raw.items()}
+    pairs = [raw] if isinstance(raw, list) else raw.items()
+    return {str(e): str(c) for e, c in pairs if e in events}
 
 
 #: Crossings a player's review state remembers a verdict for (the oldest forgotten first).
@@ -876,7 +888,7 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
     c_ref = (cal.c_from_elo(a.reference_rating) if config.model is None and a.reference_rating and cal is not None
              and cal.has_c_map else None)
     state.overall.fair.window = config.player_fair_window  # the config decides, also for states stored before it
-    scopes = [game, state.overall] + ([_scope(state.events, a.event, config.max_events, state)] if a.event else [])
+    scopes = [game, state.overall] + ([event_scope(state, a.event, config)] if a.event else [])
     if count_move(scopes, a, c_ref, config.model) is not None:
         game.fair_plies.append(a.ply)
     out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config,
@@ -930,8 +942,7 @@ def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, g
         state.crossing = r.game_id  # the game whose end opened this crossing names it
     assert state.crossing is not None
     if config.review is not None and tiers.get("event") is not None:
-        # kept while the event's scope is: an event evicted at PipelineConfig.max_events has no evidence left to review
-        state.screened = {e: c for e, c in state.screened.items() if e in state.events} | {r.event: state.crossing}
+        state.screened[r.event] = state.crossing  # until the event's scope is evicted (event_scope)
         screened = True
     crossed = rank[now] > rank[before]
     if not crossed and config.review is None:
@@ -997,7 +1008,7 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
     ply = max(game.last_ply, 0)
     ev_stats = None
     if r.event:
-        ev_stats = _scope(state.events, r.event, config.max_events, state)
+        ev_stats = event_scope(state, r.event, config)
         ev_stats.games += 1
         pr = perceived(ev_stats, player_id=r.player_id, scope="event", scope_id=r.event, game_id=r.game_id, ply=ply, config=config,
                        declared=declared, event_prior=r.event_prior)

@@ -300,7 +300,7 @@ class _Player:
         import numpy as np
 
         from analyzers.fairplay import FairPlayMove
-        from streamer.pipeline import ScopeStats, apply_player_event
+        from streamer.pipeline import ScopeStats, apply_player_event, event_scope
 
         state, rng = self.state, self.rng
         s, c = MODEL.params(1800.0, "rapid")
@@ -310,7 +310,7 @@ class _Player:
             w = np.exp(-((np.array(losses) / float(s)) ** float(c)))
             idx = 0 if engine_like else int(rng.choice(len(losses), p=w / w.sum()))
             m = FairPlayMove.from_model(losses, idx, float(s), float(c))
-            for scope in (state.games.setdefault(gid, ScopeStats()), state.overall, state.events.setdefault(event, ScopeStats())):
+            for scope in (state.games.setdefault(gid, ScopeStats()), state.overall, event_scope(state, event, self.config)):
                 scope.fair.add(m)
         record = GameRecord(game_id=gid, white=self.me, black=self.other, event=event, moves=["e2e4"], result="1-0")
         _, out = apply_player_event(state, GameResult(game_id=gid, player_id="p", color="white", score=1.0, event=event,
@@ -392,6 +392,28 @@ def test_events_played_at_once_are_each_reviewed_to_their_last_game():
     old = p.state.to_dict() | {"screened": ["arena", "g0"]}
     assert PlayerState.from_dict(old).screened == {"arena": "g0"}
     assert PlayerState.from_dict(p.state.to_dict()).screened == p.state.screened
+
+
+def test_an_evicted_event_is_no_longer_screened_and_starts_afresh_when_seen_again():
+    """A screened event whose scope is evicted at ``max_events`` leaves the screened map with it (its evidence is
+    gone); the same event seen again starts unscreened: under every tier, its game end sends nothing under the old
+    crossing. A stored state that still names an evicted event reads without it."""
+    from streamer.pipeline import PlayerState
+
+    p = _Player()
+    p.config = replace(p.config, max_events=2)
+    p.game(45, True, "open")
+    assert p.state.screened == {"open": "g0"}
+    for event in ("b", "c"):  # honest games in two other events: the oldest event scope, "open", is evicted
+        p.game(40, False, event)
+    assert "open" not in p.state.events and p.state.evicted >= 1
+    assert "open" not in p.state.screened
+    while p.state.crossing is not None:  # honest games until the player is under every tier
+        assert len(p.state.finished) < 60
+        p.game(40, False, "c")
+    assert p.game(40, False, "open") == []  # re-created: not screened, under every tier, nothing to review
+    stale = p.state.to_dict() | {"screened": {"gone": "g0", "c": "g1"}}
+    assert PlayerState.from_dict(stale).screened == {"c": "g1"}
 
 
 async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_that_reaches_the_action_tier(stockfish, tmp_path):
