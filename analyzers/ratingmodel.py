@@ -48,9 +48,10 @@ from .perceived import DEFAULT_LEVEL, RatingEstimate
 
 #: Centipawns per unit of the logistic win-probability curve (lichess's 0.00368208 per cp).
 WIN_SCALE_CP = 1 / 0.00368208
-#: Ratings the posterior is kept on: 400..3400 in steps of 20 (beyond any FIDE rating in the data by 200+; the
-#: quantiles are interpolated, and no interval is narrower than a few grid steps).
-RATING_GRID = np.arange(400.0, 3400.0 + 1e-9, 20.0)
+#: Ratings the posterior is kept on: 400..3400 in steps of RATING_STEP (beyond any FIDE rating in the data by 200+;
+#: the quantiles are interpolated, and no interval is narrower than a few grid steps).
+RATING_STEP = 20.0
+RATING_GRID = np.arange(400.0, 3400.0 + 1e-9, RATING_STEP)
 #: Centre and scale of z = (R - RATING_CENTER) / RATING_SCALE in the parameter functions.
 RATING_CENTER, RATING_SCALE = 1800.0, 400.0
 #: Time-control classes, by the estimated game duration base + 40 x increment (seconds).
@@ -172,7 +173,10 @@ class Prior(NamedTuple):
     sd: float
 
     def log_density(self, grid: np.ndarray = RATING_GRID) -> np.ndarray:
-        return -0.5 * ((grid - self.mean) / self.sd) ** 2
+        """The log density up to a constant, read at an sd of one grid step at least: a narrower prior (a declared RD
+        or an event prior of a few Elo) would put its mass on one or two grid points, where the interpolated
+        quantiles of the posterior no longer hold its mean."""
+        return -0.5 * ((grid - self.mean) / max(self.sd, RATING_STEP)) ** 2
 
 
 #: How many priors' log densities :meth:`MoveModel.posteriors` keeps (1.2 KB each).

@@ -208,6 +208,11 @@ class MoveAssessment(Message):
         for move in (self.uci, *(c.uci for c in self.candidates)):
             if not pattern.match(move):
                 raise ValueError(f"not a {'UCI' if self.game == 'chess' else 'GTP'} move: {move!r}")
+        # the steps index the candidates by these: an inconsistent record is refused here, with its reason
+        if self.played_rank is not None and self.played_rank >= len(self.candidates):
+            raise ValueError(f"played_rank {self.played_rank} outside the {len(self.candidates)} candidates")
+        if self.counted and not self.candidates:
+            raise ValueError("a counted move needs its candidates")
         return self
 
 

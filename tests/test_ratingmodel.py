@@ -8,6 +8,7 @@ import pytest
 
 from analyzers.ratingmodel import (
     RATING_GRID,
+    RATING_STEP,
     UNKNOWN_CLASS,
     MoveModel,
     Prior,
@@ -113,6 +114,16 @@ def test_performance_prior_is_the_declared_rating():
     performance = MODEL.estimate(lik.ll, lik.n, Prior(2450, 100))
     assert abs(performance.rating - 2450) < abs(moves_only.rating - 2450)
     assert performance.half_width < moves_only.half_width
+
+
+def test_a_prior_narrower_than_the_grid_keeps_its_mean_and_an_interval_around_it():
+    """A declared RD or an event prior of 1 Elo between two grid points: without a floor at the grid's step its mass
+    falls on the nearer point (411 -> 420), and the interpolated interval ends below the estimate it surrounds."""
+    lik = likelihood(MODEL, simulate(MODEL, 1800, 20, np.random.default_rng(11)))
+    for mean in (411.0, 1805.0, 2791.0):
+        est = MODEL.estimate(lik.ll, lik.n, Prior(mean, 1.0))
+        assert abs(est.rating - mean) < RATING_STEP / 2 and est.low < est.rating < est.high, (mean, est)
+        assert est.half_width < 3 * RATING_STEP  # still a prior that says nearly everything
 
 
 def test_likelihood_state_and_model_file_round_trip(tmp_path):

@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from analyzers.errors import MalformedEvent
-from schemas import MESSAGES, GameStarted, MoveEvent, PlayerInfo, export_json_schemas, parse_event
+from schemas import MESSAGES, GameStarted, MoveEvent, PlayerInfo, export_json_schemas, parse_event, parse_player_event
 
 
 def test_parse_event_discriminates_and_validates():
@@ -52,6 +52,26 @@ def test_malformed_keeps_game_and_ply_when_it_can():
     with pytest.raises(MalformedEvent) as e:
         parse_event('{"type": "move", "game_id": "g7", "ply": 3, "uci": "zz"}')
     assert e.value.game_id == "g7" and e.value.ply == 3
+
+
+def _assessment(**kw) -> str:  # noqa: ANN003
+    return json.dumps({"type": "assessment", "game_id": "g", "ply": 9, "player_id": "p", "color": "white", "uci": "e2e4",
+                       "eval_before": 0, "eval_after": 0, "gain": 0, "candidates": [{"uci": "e2e4", "cp": 10}],
+                       "played_rank": 0, "counted": True, "engine": "Stockfish", "limits": "d8-mpv5"} | kw)
+
+
+@pytest.mark.parametrize("kw,where", [
+    ({"played_rank": 1}, "played_rank 1 outside the 1 candidates"),
+    ({"candidates": [], "played_rank": None}, "a counted move needs its candidates"),
+])
+def test_an_assessment_whose_candidates_do_not_hold_its_move_is_malformed(kw, where):
+    """The steps index the candidates by played_rank and read a counted move's candidates: a record that cannot hold
+    them is refused with its reason, not failed on inside a step."""
+    assert parse_player_event(_assessment()).played_rank == 0
+    assert parse_player_event(_assessment(candidates=[], played_rank=None, counted=False)).candidates == []
+    with pytest.raises(MalformedEvent) as e:
+        parse_player_event(_assessment(**kw))
+    assert where in str(e.value)
 
 
 def test_player_info_is_frozen_and_strict():

@@ -1,0 +1,114 @@
+"""Property tests of the pool and player steps: whatever a well-formed record of ``kibitz.assessments`` holds (our own
+topic, but a producer of another version or with a bug can write odd values), the steps never raise, never dead-letter
+it as an internal error, publish only finite numbers, and leave states that survive their round trip through JSON.
+
+Hypothesis draws the records within the schema (extreme centipawns, a played rank past the candidates, empty
+candidate lists, odd clocks and classes, Go moves, event priors, game results with and without records) and replays
+them, in its order, through the live configuration: the fast profile's move model, combination, event pooling, the
+review and the Go calibration. The suite runs 200 examples, the same ones each run (``derandomize``, so CI is
+reproducible); to hunt further, raise ``max_examples`` and drop ``derandomize`` for random draws."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analyzers.calibration import load_calibration
+from analyzers.combination import load_combination
+from analyzers.eventpool import load_event_pool
+from analyzers.fairplay import ReviewCalibration
+from analyzers.gorate import load_go_calibration
+from analyzers.profiles import get_profile
+from analyzers.ratingmodel import load_move_model
+from schemas import DeadLetter, FairPlayAlert, PerceivedRating, RatingUpdate, ReviewRequest
+from schemas.messages import MAX_PLIES
+from streamer.pipeline import PipelineConfig, PlayerState
+from streamer.steps import Steps
+
+CONFIG = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=load_move_model("fast"),
+                        combination=load_combination("fast"), event_pool=load_event_pool("fast"),
+                        review=ReviewCalibration.load("fast"), go_calibration=load_go_calibration(), max_events=2,
+                        max_open_games=3)
+CHESS_MOVES = ("e2e4", "d2d4", "g1f3", "c2c4", "e7e5", "a7a8q", "e1g1")
+GO_MOVES = ("D4", "Q16", "pass", "K10")
+PLAYERS, GAMES, EVENTS = ("p", "q"), ("g1", "g2", "g3", "g4"), ("", "open", "swiss", "arena")
+
+cp = st.one_of(st.integers(-400, 400), st.integers(-3900, 3900), st.integers(-10**9, 10**9))
+clock = st.one_of(st.none(), st.floats(0, 1e7, allow_nan=False), st.sampled_from([0.0, 1e-9]))
+rating = st.one_of(st.none(), st.floats(0, 4000, allow_nan=False), st.sampled_from([0.0, 4000.0]))
+prior = st.one_of(st.none(), st.fixed_dictionaries({"mean": st.floats(0, 4000), "sd": st.floats(1e-6, 4000),
+                                                     "player_games": st.integers(1, 10**6)}))
+
+
+@st.composite
+def assessment(draw: st.DrawFn) -> dict:
+    game = draw(st.sampled_from(("chess", "chess", "chess", "go")))
+    moves = CHESS_MOVES if game == "chess" else GO_MOVES
+    n = draw(st.integers(0, 8))
+    cands = [{"uci": draw(st.sampled_from(moves)), "cp": draw(cp), "mate": draw(st.one_of(st.none(), st.integers(-20, 20)))}
+             for _ in range(n)]
+    return {
+        "type": "assessment", "game": game, "game_id": draw(st.sampled_from(GAMES)), "player_id": draw(st.sampled_from(PLAYERS)),
+        "ply": draw(st.one_of(st.integers(0, 120), st.just(MAX_PLIES))), "color": draw(st.sampled_from(("white", "black"))),
+        "uci": draw(st.sampled_from(moves)), "event": draw(st.sampled_from(EVENTS)),
+        "reference_rating": draw(rating), "reference_rd": draw(st.one_of(st.none(), st.floats(1e-3, 1000))),
+        "time_class": draw(st.sampled_from((None, "blitz", "rapid", "classical", "unknown", "bullet", ""))),
+        "clock": draw(clock), "clock_spent": draw(clock),
+        "clock_base": draw(st.one_of(st.none(), st.floats(1e-6, 1e7, allow_nan=False))),
+        "eval_before": draw(cp), "eval_after": draw(cp), "gain": draw(cp),
+        "loss": draw(st.one_of(st.none(), st.integers(0, 10**9))), "candidates": cands,
+        "played_rank": draw(st.one_of(st.none(), st.integers(0, 10))), "played_value": draw(st.one_of(st.none(), cp)),
+        "counted": draw(st.booleans()), "engine": "Stockfish", "limits": "d8-mpv5", "recapture": draw(st.booleans()),
+        "event_prior": draw(prior), "prior": draw(st.one_of(st.none(), st.floats(0, 1))) if game == "go" else None,
+    }
+
+
+@st.composite
+def game_result(draw: st.DrawFn) -> dict:
+    gid, me = draw(st.sampled_from(GAMES)), draw(st.sampled_from(PLAYERS))
+    event = draw(st.sampled_from(EVENTS))
+    info = {"id": me, "rating": draw(rating), "rd": draw(st.one_of(st.none(), st.floats(1e-3, 1000)))}
+    other = {"id": "x" if me != "x" else "y", "rating": draw(rating)}
+    moves = draw(st.lists(st.sampled_from(CHESS_MOVES), max_size=6))
+    record = draw(st.one_of(st.none(), st.just({"game_id": gid, "white": info, "black": other, "event": event, "moves": moves,
+                                                 "clocks": [None] * len(moves), "result": "1-0"})))
+    return {"type": "game_result", "game": draw(st.sampled_from(("chess", "chess", "go"))), "game_id": gid, "player_id": me,
+            "color": "white", "score": draw(st.sampled_from((0.0, 0.5, 1.0))), "event": event, "player": info,
+            "opponent": other, "event_prior": draw(prior), "record": record}
+
+
+def _finite(values: dict) -> bool:
+    return all(math.isfinite(v) for v in values.values() if isinstance(v, float))
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.one_of(assessment(), assessment(), assessment(), game_result()), min_size=1, max_size=40))
+def test_no_well_formed_record_stops_the_pool_or_player_step(records: list[dict]) -> None:
+    steps = Steps(CONFIG)
+    events: dict = {}
+    players: dict = {}
+    for rec in records:
+        raw = json.dumps(rec).encode()
+        passed = steps.pool_record(events, rec["player_id"].encode(), raw, "fuzz")
+        outs = list(passed)
+        for o in passed:
+            if not isinstance(o.message, DeadLetter):
+                outs += steps.player_record(players, o.key_bytes, o.message.model_dump_json().encode(), "fuzz")
+        for o in outs:
+            m = o.message
+            if isinstance(m, DeadLetter):
+                assert m.reason != "error", m.error  # refused with its own reason (malformed, unsupported_game...)
+                continue
+            assert isinstance(m, PerceivedRating | RatingUpdate | FairPlayAlert | ReviewRequest) or m.type == "assessment" \
+                or m.type == "game_result", m
+            assert _finite(m.model_dump()), m
+            if isinstance(m, PerceivedRating):  # (a mean need not lie in its central interval: a posterior can be skewed)
+                assert m.low <= m.high and 0 <= m.rating <= 4000, m
+    for pid, state in players.items():
+        again = PlayerState.from_dict(json.loads(json.dumps(state.to_dict(), allow_nan=False)))
+        assert again.to_dict() == state.to_dict(), pid
+    for ev in events.values():
+        json.dumps(ev.to_dict(), allow_nan=False)
