@@ -1,30 +1,55 @@
-"""Property tests of the pool and player steps: whatever a well-formed record of ``kibitz.assessments`` holds (our own
-topic, but a producer of another version or with a bug can write odd values), the steps never raise, never dead-letter
-it as an internal error, publish only finite numbers, and leave states that survive their round trip through JSON.
+"""Property tests of the steps.
+
+The pool and player steps: whatever a well-formed record of ``kibitz.assessments`` holds (our own topic, but a
+producer of another version or with a bug can write odd values), the steps never raise, never dead-letter it as an
+internal error, publish only finite numbers, and leave states that survive their round trip through JSON.
 
 Hypothesis draws the records within the schema (extreme centipawns, a played rank past the candidates, empty
 candidate lists, odd clocks and classes, Go moves, event priors, game results with and without records) and replays
 them, in its order, through the live configuration: the fast profile's move model, combination, event pooling, the
 review and the Go calibration. The suite runs 200 examples, the same ones each run (``derandomize``, so CI is
-reproducible); to hunt further, raise ``max_examples`` and drop ``derandomize`` for random draws."""
+reproducible); to hunt further, raise ``max_examples`` and drop ``derandomize`` for random draws.
+
+All three steps, end to end in the embedded runtime with the real Stockfish: a stream of input events in which one
+game is played cleanly while another receives its legal moves mixed with illegal ones, repeated and future plies,
+restarts, moves of an unknown game, garbage and an early end. Every record is either processed or dead-lettered with
+its own reason (never an internal error), no ply is assessed twice, the noisy game's legal moves are each assessed
+once, and the clean game loses nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import random
+from dataclasses import replace
 
+import chess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzers.calibration import load_calibration
 from analyzers.combination import load_combination
+from analyzers.engine import EnginePool
 from analyzers.eventpool import load_event_pool
 from analyzers.fairplay import ReviewCalibration
 from analyzers.gorate import load_go_calibration
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import load_move_model
-from schemas import DeadLetter, FairPlayAlert, PerceivedRating, RatingUpdate, ReviewRequest
+from schemas import (
+    DeadLetter,
+    FairPlayAlert,
+    GameEnded,
+    GameStarted,
+    MoveAssessment,
+    MoveEvent,
+    PerceivedRating,
+    PlayerInfo,
+    RatingUpdate,
+    ReviewRequest,
+)
 from schemas.messages import MAX_PLIES
+from streamer.embedded import EmbeddedRuntime
 from streamer.pipeline import PipelineConfig, PlayerState
 from streamer.steps import Steps
 
@@ -112,3 +137,75 @@ def test_no_well_formed_record_stops_the_pool_or_player_step(records: list[dict]
         assert again.to_dict() == state.to_dict(), pid
     for ev in events.values():
         json.dumps(ev.to_dict(), allow_nan=False)
+
+
+NOISE = ("legal", "legal", "legal", "illegal", "repeat", "future", "restart", "unknown", "garbage", "end")
+
+
+def _stream(ops: list[str], seed: int) -> tuple[list[str], list[int], int]:
+    """The input lines for ``ops`` on the noisy game "n" interleaved with the clean game "c"; the plies of "n" whose
+    legal move was sent before its end, and the number of plies of "c"."""
+    rng = random.Random(seed)
+    white, black = PlayerInfo(id="w", rating=1900), PlayerInfo(id="b", rating=1850)
+    lines = [GameStarted(game_id=g, white=white if g == "c" else black, black=black if g == "c" else white, event="fuzz cup")
+             .model_dump_json() for g in ("c", "n")]
+    clean, noisy = chess.Board(), chess.Board()
+    legal: list[int] = []
+    ended = False
+    for op in ops:
+        if not clean.is_game_over() and clean.ply() < 24:  # the clean game advances one ply per op
+            move = rng.choice(list(clean.legal_moves))
+            lines.append(MoveEvent(game_id="c", ply=clean.ply(), uci=move.uci()).model_dump_json())
+            clean.push(move)
+        ply = noisy.ply()
+        if op == "legal" and not noisy.is_game_over():
+            move = rng.choice(list(noisy.legal_moves))
+            lines.append(MoveEvent(game_id="n", ply=ply, uci=move.uci()).model_dump_json())
+            noisy.push(move)
+            if not ended:
+                legal.append(ply)
+        elif op == "illegal":
+            illegal = next(u for u in ("a1a8", "h3h6", "d4d7", "b2b5") if chess.Move.from_uci(u) not in noisy.legal_moves)
+            lines.append(MoveEvent(game_id="n", ply=ply, uci=illegal).model_dump_json())
+        elif op == "repeat" and noisy.move_stack:
+            lines.append(MoveEvent(game_id="n", ply=ply - 1, uci=noisy.peek().uci()).model_dump_json())
+        elif op == "future":
+            lines.append(MoveEvent(game_id="n", ply=ply + rng.randint(1, 5), uci="e2e4").model_dump_json())
+        elif op == "restart":
+            lines.append(GameStarted(game_id="n", white=black, black=white).model_dump_json())
+        elif op == "unknown":
+            lines.append(MoveEvent(game_id="nobody", ply=0, uci="e2e4").model_dump_json())
+        elif op == "garbage":
+            lines.append(rng.choice(['{"type": "move"', "null", '{"type": "move", "game_id": "n", "ply": -3, "uci": "e2e4"}',
+                                     '{"type": "game_ended", "game_id": "n", "result": "2-0"}']))
+        elif op == "end" and not ended:
+            lines.append(GameEnded(game_id="n", result="1-0", plies=noisy.ply()).model_dump_json())
+            ended = True
+    lines.append(GameEnded(game_id="c", result="1/2-1/2", plies=clean.ply()).model_dump_json())
+    return lines, legal, clean.ply()
+
+
+async def _replay(lines: list[str]) -> tuple[list, list]:
+    config = replace(CONFIG, profile=replace(get_profile("fast"), name="fast*", depth=4, multipv=3), review=None)
+    out: list = []
+    dead: list = []
+    async with EnginePool(size=1, timeout=10) as pool:
+        async with EmbeddedRuntime(pool, config, out.append, dead.append) as rt:
+            for raw in lines:
+                rt.submit_raw(raw, source="fuzz")
+            await rt.drain()
+    return out, dead
+
+
+@settings(max_examples=20, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(NOISE), min_size=1, max_size=30), st.integers(0, 2**16))
+def test_no_input_stops_the_game_step_and_the_clean_game_loses_nothing(stockfish, ops: list[str], seed: int) -> None:
+    lines, legal, clean_plies = _stream(ops, seed)
+    out, dead = asyncio.run(_replay(lines))
+    dead_letters = [m for m in out if isinstance(m, DeadLetter)] + [d for d in dead if isinstance(d, DeadLetter)]
+    assert all(d.reason != "error" for d in dead_letters), [d.error for d in dead_letters if d.reason == "error"]
+    assessed = [(m.game_id, m.ply) for m in out if isinstance(m, MoveAssessment)]
+    assert len(assessed) == len(set(assessed)), "a ply assessed twice"
+    assert sorted(p for g, p in assessed if g == "c") == list(range(clean_plies))
+    assert sorted(p for g, p in assessed if g == "n") == legal
+    assert {m.player_id for m in out if isinstance(m, RatingUpdate) and m.game_id == "c"} == {"w", "b"}
