@@ -116,6 +116,16 @@ def test_performance_prior_is_the_declared_rating():
     assert performance.half_width < moves_only.half_width
 
 
+def test_the_interval_of_a_normal_posterior_is_its_normal_interval_not_half_a_step_low():
+    """Quantiles interpolated between the grid cells' edges: a normal density on the grid gives mean +/- 1.96 sd to
+    within an Elo (read at the grid points, both ends were 10 Elo low)."""
+    for mean, sd in ((1800.0, 200.0), (1733.0, 61.0), (2410.0, 240.0)):
+        post = np.exp(Prior(mean, sd).log_density())
+        est = summarise(post / post.sum(), 0)
+        assert est.rating == pytest.approx(mean, abs=0.5)
+        assert est.low == pytest.approx(mean - 1.96 * sd, abs=1.0) and est.high == pytest.approx(mean + 1.96 * sd, abs=1.0)
+
+
 def test_a_prior_narrower_than_the_grid_keeps_its_mean_and_an_interval_around_it():
     """A declared RD or an event prior of 1 Elo between two grid points: without a floor at the grid's step its mass
     falls on the nearer point (411 -> 420), and the interpolated interval ends below the estimate it surrounds."""
