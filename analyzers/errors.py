@@ -73,7 +73,8 @@ class UnsupportedGame(InputError):
 
 
 class MalformedRecord(InputError):
-    """A game record (SGF) that cannot be parsed: truncated, or not SGF at all."""
+    """A game record that cannot be read: an SGF record truncated or not SGF at all, or a kept chess game (a review
+    request's :class:`~schemas.GameRecord`) whose moves do not replay."""
 
     reason = "malformed_record"
 

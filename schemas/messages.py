@@ -226,9 +226,10 @@ class GameRecord(BaseModel):
     black: PlayerInfo
     event: str = ""
     initial_fen: str | None = None
-    moves: list[str] = Field(max_length=MAX_PLIES)
-    clocks: list[float | None] = Field(default_factory=list, max_length=MAX_PLIES, description="the mover's clock after "
-                                       "each move, s (None where the input had none)")
+    moves: list[Annotated[str, Field(pattern=UCI_PATTERN)]] = Field(max_length=MAX_PLIES)
+    clocks: list[Annotated[float, Field(ge=0, allow_inf_nan=False)] | None] = Field(
+        default_factory=list, max_length=MAX_PLIES, description="the mover's clock after each move, s (None where the "
+        "input had none)")
     result: str = "*"
 
 

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 
 import chess
 
+from analyzers import chessboard
 from analyzers.engine import EnginePool, Limits
+from analyzers.errors import IllegalMove, MalformedRecord
 from analyzers.fairplay import (
     DEFAULT_MIN_MOVES,
     DEFAULT_REVIEW_Z,
@@ -211,7 +213,16 @@ def record_of(game: PgnGame) -> GameRecord:
 
 
 def game_of(record: GameRecord) -> PgnGame:
-    """A kept game (:class:`~schemas.GameRecord`) as the batch assessment reads games."""
+    """A kept game (:class:`~schemas.GameRecord`) as the batch assessment reads games. The game step records only
+    moves it applied, so a record whose start does not read or whose moves stop being legal came from elsewhere (or
+    was damaged): :class:`~analyzers.errors.MalformedRecord`, the request's dead letter, rather than a review of part
+    of it."""
+    try:  # replayed as the game step applies moves
+        board = chessboard.start(record.initial_fen)
+        for uci in record.moves:
+            chessboard.play(board, uci)
+    except IllegalMove as e:
+        raise MalformedRecord(f"a kept game that does not replay: {e}", game_id=record.game_id) from None
     clocks = list(record.clocks) + [None] * (len(record.moves) - len(record.clocks))
     return PgnGame(record.game_id, record.white, record.black, record.event, record.result, list(record.moves),
                    clocks[:len(record.moves)], record.initial_fen)

@@ -373,7 +373,7 @@ class Steps:
             return []
         try:
             _, verdict = await self.reviewer.review(req)
-        except EngineError as e:
+        except (EngineError, InputError) as e:  # the engines failed, or a kept game does not replay (MalformedRecord)
             self.metrics.reviews.labels("failed").inc()
             return [self.reject(e, _raw(raw, req), source, key)]
         except Exception as e:  # noqa: BLE001

@@ -505,6 +505,31 @@ async def test_a_review_request_that_cannot_be_reviewed_is_dead_lettered_not_los
     assert refused.message.raw == raw.decode()
 
 
+@pytest.mark.parametrize("record,reason", [
+    ({"moves": ["e2e4", "zz"]}, "malformed"),                       # not UCI: refused by the schema
+    ({"moves": ["e2e4", "e7e5"], "clocks": [60.0, -1.0]}, "malformed"),  # a negative clock
+    ({"moves": ["e2e4", "e2e4"]}, "malformed_record"),              # UCI, but not legal in turn
+    ({"moves": ["e2e4"], "initial_fen": "not a fen"}, "malformed_record"),
+])
+async def test_a_kept_game_that_does_not_replay_dead_letters_its_request_with_its_reason(record, reason):
+    """The game step keeps only moves it applied, so a request whose game does not replay came from elsewhere or was
+    damaged: its dead letter says why (not an internal error), the failure is counted, and nothing is searched."""
+    from streamer.steps import Steps
+
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, review=CALIBRATION)
+    steps = Steps(config, EnginePool(size=1))  # never started: no game here reaches a search
+    alert = FairPlayAlert(player_id="p", game_id="g1", scope="game", scope_id="g1", statistic="match", z=2.0,
+                          threshold=1.5, moves=40, observed=30, expected=20, reference_rating=1800, games=1)
+    game = {"game_id": "g1", "white": {"id": "p", "rating": 1800}, "black": {"id": "q"}, "result": "1-0"} | record
+    raw = json.dumps({"type": "review_request", "player_id": "p", "crossing": "g1", "alert": alert.model_dump(),
+                      "games": [game]}).encode()
+    (dead,) = await steps.review_record({}, b"p", raw, "reviews@3")
+    assert isinstance(dead.message, DeadLetter) and dead.message.reason == reason, dead.message.error
+    assert dead.message.raw == raw.decode()
+    if reason == "malformed_record":
+        assert steps.metrics.reviews.labels("failed")._value.get() == 1 and "game g1" in dead.message.error
+
+
 def test_the_reviews_weighted_count_weighs_each_match_by_one_over_its_honest_probability():
     """The statistic measured beside the review's match count (analyzers.fairplay.ReviewStats): z = sum w (m - p) /
     sqrt(sum w^2 p (1 - p)), w = 1 / max(p, floor), the score test against a share of assisted moves; a match on a move
