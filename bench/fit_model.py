@@ -42,6 +42,7 @@ from analyzers.errors import EngineError
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import (
     RATING_GRID,
+    RATING_STEP,
     TIME_CLASSES,
     UNKNOWN_CLASS,
     MoveModel,
@@ -250,8 +251,9 @@ def score(model: MoveModel, grids: np.ndarray, points, level: float = 0.95) -> d
     for label, truth, tc, idx in points:
         ll = grids[idx].sum(axis=0)
         post = model.posterior(ll, model.prior_for(tc))
+        # the density per Elo at the first grid point at or above the truth: its mass over the grid's step
         j = int(np.clip(np.searchsorted(RATING_GRID, truth), 1, len(RATING_GRID) - 1))
-        dens = max(float(post[j]), 1e-12) / 10.0
+        dens = max(float(post[j]), 1e-12) / RATING_STEP
         est = summarise(post, len(idx), level)
         acc.setdefault(label, []).append((math.log(dens), est.low <= truth <= est.high, abs(est.rating - truth)))
     return {k: (float(np.mean([x[0] for x in v])), float(np.mean([x[1] for x in v])), float(np.mean([x[2] for x in v])),

@@ -175,6 +175,18 @@ async def test_no_zombies_after_close(stockfish):
     assert children() - before == set()
 
 
+async def test_closing_with_a_search_in_flight_starts_no_engine_and_leaves_no_process(stockfish):
+    """A look-ahead search still running when the pool closes is cancelled and its engine killed; the closing pool does
+    not start a replacement (counted as a restart, a process started only to be quit)."""
+    before = children()
+    async with EnginePool(stockfish, size=1) as pool:
+        pool.prefetch(chess.Board(), Limits(depth=40, multipv=3))
+        await asyncio.sleep(0.3)  # the search is running
+    assert pool.stats.restarts == 0 and pool.stats.searches == 0
+    await asyncio.sleep(0.1)
+    assert children() - before == set()
+
+
 async def test_closed_pool_refuses(stockfish):
     pool = EnginePool(stockfish, size=1)
     with pytest.raises(PoolClosed):

@@ -220,9 +220,11 @@ class EnginePool:
                 last = EngineCrashed(f"{engine.name} failed on {self.game.describe(board)}: {e!r}")
             except asyncio.CancelledError:
                 # the search may be half-way: the process's state is unknown, so replace it before anyone reuses it
+                # (a pool that is closing has no one to reuse it: it is only killed)
                 await engine.kill()
                 await _settle(search)
-                await self._replace(engine)
+                if self._open:
+                    await self._replace(engine)
                 raise
             else:
                 self.stats.searches += 1
