@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from analyzers.calibration import load_calibration
 from analyzers.combination import load_combination
 from analyzers.engine import EnginePool
-from analyzers.eventpool import load_event_pool
+from analyzers.eventpool import EventEvidence, load_event_pool
 from analyzers.fairplay import ReviewCalibration
 from analyzers.gorate import load_go_calibration
 from analyzers.profiles import get_profile
@@ -135,8 +135,9 @@ def test_no_well_formed_record_stops_the_pool_or_player_step(records: list[dict]
     for pid, state in players.items():
         again = PlayerState.from_dict(json.loads(json.dumps(state.to_dict(), allow_nan=False)))
         assert again.to_dict() == state.to_dict(), pid
-    for ev in events.values():
-        json.dumps(ev.to_dict(), allow_nan=False)
+    for name, ev in events.items():
+        back = EventEvidence.from_dict(json.loads(json.dumps(ev.to_dict(), allow_nan=False)))
+        assert back.to_dict() == ev.to_dict(), name
 
 
 NOISE = ("legal", "legal", "legal", "illegal", "repeat", "future", "restart", "unknown", "garbage", "end")
