@@ -2,11 +2,12 @@
 
 The pool and player steps: whatever a well-formed record of ``kibitz.assessments`` holds (our own topic, but a
 producer of another version or with a bug can write odd values), the steps never raise, never dead-letter it as an
-internal error, publish only finite numbers, and leave states that survive their round trip through JSON.
+internal error (a record the schema refuses is ``malformed``), publish only finite numbers and intervals with
+``low <= high``, and leave states that survive their round trip through JSON.
 
-Hypothesis draws the records within the schema (extreme centipawns, a played rank past the candidates, empty
-candidate lists, odd clocks and classes, Go moves, event priors, game results with and without records) and replays
-them, in its order, through the live configuration: the fast profile's move model, combination, event pooling, the
+Hypothesis draws records of the schema's shape (extreme centipawns, played ranks past the candidates, empty candidate
+lists, odd clocks and classes, Go moves, event priors, game results with and without records) and replays them, in
+its order, through the live configuration: the fast profile's move model, combination, event pooling, the
 review and the Go calibration. The suite runs 200 examples, the same ones each run (``derandomize``, so CI is
 reproducible); to hunt further, raise ``max_examples`` and drop ``derandomize`` for random draws.
 
@@ -105,8 +106,15 @@ def game_result(draw: st.DrawFn) -> dict:
             "opponent": other, "event_prior": draw(prior), "record": record}
 
 
-def _finite(values: dict) -> bool:
-    return all(math.isfinite(v) for v in values.values() if isinstance(v, float))
+def _finite(value: object) -> bool:
+    """Whether every float in ``value`` (a message's dump: nested dicts and lists) is finite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return True
 
 
 @settings(max_examples=200, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
