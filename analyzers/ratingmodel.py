@@ -178,8 +178,8 @@ class Prior(NamedTuple):
 
     def log_density(self, grid: np.ndarray = RATING_GRID) -> np.ndarray:
         """The log density up to a constant, read at an sd of one grid step at least: a narrower prior (a declared RD
-        or an event prior of a few Elo) would put its mass on one or two grid points, where the interpolated
-        quantiles of the posterior no longer hold its mean."""
+        or an event prior of a few Elo) would put its mass on the nearest grid point, and the estimate would snap to
+        it (up to half a step from the prior's mean) with an interval one cell wide, narrower than the grid can tell."""
         return -0.5 * ((grid - self.mean) / max(self.sd, RATING_STEP)) ** 2
 
 

@@ -126,14 +126,17 @@ def test_the_interval_of_a_normal_posterior_is_its_normal_interval_not_half_a_st
         assert est.low == pytest.approx(mean - 1.96 * sd, abs=1.0) and est.high == pytest.approx(mean + 1.96 * sd, abs=1.0)
 
 
-def test_a_prior_narrower_than_the_grid_keeps_its_mean_and_an_interval_around_it():
-    """A declared RD or an event prior of 1 Elo between two grid points: without a floor at the grid's step its mass
-    falls on the nearer point (411 -> 420), and the interpolated interval ends below the estimate it surrounds."""
+def test_a_prior_narrower_than_the_grid_keeps_its_mean_between_grid_points():
+    """A declared RD or an event prior of 1 Elo between two grid points is read at the grid's step: with no moves the
+    estimate is the prior's mean (without the floor its mass falls on the nearer point: 1811 -> 1820), and the interval
+    is as wide as the grid can tell."""
+    for mean in (1811.0, 1805.0, 2791.0):
+        est = MODEL.estimate(np.zeros_like(RATING_GRID), 0, Prior(mean, 1.0))
+        assert est.rating == pytest.approx(mean, abs=1.0), (mean, est)
+        assert est.half_width == pytest.approx(1.96 * RATING_STEP, abs=2.0)
     lik = likelihood(MODEL, simulate(MODEL, 1800, 20, np.random.default_rng(11)))
-    for mean in (411.0, 1805.0, 2791.0):
-        est = MODEL.estimate(lik.ll, lik.n, Prior(mean, 1.0))
-        assert abs(est.rating - mean) < RATING_STEP / 2 and est.low < est.rating < est.high, (mean, est)
-        assert est.half_width < 3 * RATING_STEP  # still a prior that says nearly everything
+    est = MODEL.estimate(lik.ll, lik.n, Prior(1811.0, 1.0))  # the moves pull it little: the prior says nearly everything
+    assert abs(est.rating - 1811.0) < RATING_STEP / 2 and est.low < est.rating < est.high
 
 
 def test_likelihood_state_and_model_file_round_trip(tmp_path):
