@@ -619,14 +619,17 @@ def move_likelihood(a: MoveAssessment, model: MoveModel) -> tuple[np.ndarray, st
 
 
 def _scope(scopes: dict[str, S], key: str, limit: int | None = None, state: PlayerState | None = None,
-           new: Callable[[], S] = ScopeStats) -> S:  # type: ignore[assignment]
+           new: Callable[[], S] = ScopeStats, forget: dict[str, Any] | None = None) -> S:  # type: ignore[assignment]
     """The scope under ``key``, created if missing (``setdefault`` would build a throwaway one on every call). A new
-    scope beyond ``limit`` evicts the oldest one (dicts keep creation order), counted in ``state.evicted``."""
+    scope beyond ``limit`` evicts the oldest one (dicts keep creation order), counted in ``state.evicted``, and drops
+    its key from ``forget`` too (what the state keeps about the scope elsewhere)."""
     found = scopes.get(key)
     if found is None:
         if limit is not None and len(scopes) >= limit:
             oldest = next(iter(scopes))
             del scopes[oldest]
+            if forget:
+                forget.pop(oldest, None)
             if state is not None:
                 state.evicted += 1
                 log.warning("player state at its scope limit: oldest scope evicted",
@@ -639,11 +642,7 @@ def event_scope(state: PlayerState, event: str, config: PipelineConfig) -> Scope
     """The player's scope of ``event``, created if missing; the oldest event scope beyond ``config.max_events`` is
     evicted, and with it the event's entry in ``state.screened``: its evidence is gone, and an event of that name
     seen again starts unscreened."""
-    before = state.evicted
-    scope = _scope(state.events, event, config.max_events, state)
-    if state.evicted != before and state.screened:
-        state.screened = {e: c for e, c in state.screened.items() if e in state.events}
-    return scope
+    return _scope(state.events, event, config.max_events, state, forget=state.screened)
 
 
 #: With the review on, a player's state keeps this many of their last finished games (a player-scope alert is reviewed
