@@ -1,6 +1,7 @@
 """The engine pool against the real Stockfish, and fault injection with a small fake engine."""
 
 import asyncio
+import gc
 import os
 import sys
 from pathlib import Path
@@ -155,6 +156,28 @@ async def test_hang_times_out_and_engine_is_replaced():
             await pool.analyse(chess.Board(), depth=1)
         assert pool.stats.restarts == 2
         assert not (set(pool.pids) & before)  # the hung process is gone, a fresh one holds the slot
+
+
+async def test_an_engine_killed_before_its_search_began_fails_the_search_at_once_and_reports_nothing_unretrieved():
+    """An engine that hangs between the ``ucinewgame`` a search starts with and its ``readyok``: the timeout kills it
+    there. python-chess alone would leave that search pending (the pool waited a grace second per attempt, then
+    cancelled it) and its AnalysisResult's error unretrieved, which asyncio reports when it is collected."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    try:
+        async with EnginePool(fake("hang-ready"), size=1, timeout=0.3) as pool:
+            started = loop.time()
+            with pytest.raises(EngineTimeout):
+                await pool.analyse(chess.Board(), depth=1)
+            elapsed = loop.time() - started
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert pool.stats.restarts == 2
+    assert reported == []
+    assert elapsed < 2 * 0.3 + 1.0, elapsed  # two attempts of 0.3 s and two restarts; a grace second each was 2.6 s+
 
 
 async def test_garbage_answer_is_an_error_not_a_result():

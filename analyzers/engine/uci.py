@@ -66,6 +66,30 @@ class EngineLineBoard(chess.Board):
         return self.move_stack.pop()
 
 
+class UciProtocol(chess.engine.UciProtocol):
+    """python-chess's UCI protocol, failing a search whose engine dies before the search began.
+
+    python-chess (1.11) starts an analysis with ``ucinewgame`` and ``isready`` and resolves the command's result, which
+    ``analyse`` awaits, only at the engine's ``readyok``. A process killed in between (a timeout, a cancelled search, a
+    pool closing) fails the command's AnalysisResult but leaves that result pending: the search would wait for ever
+    (the pool gives up on it after a grace second) and the AnalysisResult's error is reported as never retrieved when
+    it is collected. Here the lost connection fails the pending result too, as python-chess's own play command does.
+    """
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        command = self.command
+        super().connection_lost(exc)
+        if command is None or command.result.done():
+            return
+        code = self.returncode.result()
+        command.result.set_exception(chess.engine.EngineTerminatedError(
+            f"engine process died before its search began (exit code: {code})"))
+        analysis = getattr(command, "analysis", None)
+        if isinstance(analysis, chess.engine.AnalysisResult):
+            # its error is this one: read it (no one else will), so asyncio does not report it at collection
+            asyncio.ensure_future(analysis.wait()).add_done_callback(lambda t: t.exception())
+
+
 class UciEngine:
     """One UCI engine process."""
 
@@ -74,10 +98,16 @@ class UciEngine:
         self.options = dict(options)
         self.name = "?"
         self._transport: asyncio.SubprocessTransport | None = None
-        self._protocol: chess.engine.UciProtocol | None = None
+        self._protocol: UciProtocol | None = None
 
     async def start(self) -> None:
-        self._transport, self._protocol = await chess.engine.popen_uci(self.command)
+        transport, protocol = await UciProtocol.popen(self.command)
+        try:
+            await protocol.initialize()
+        except BaseException:
+            transport.close()
+            raise
+        self._transport, self._protocol = transport, protocol
         self.name = self._protocol.id.get("name", "unknown engine")
         known = {k: v for k, v in self.options.items() if k in self._protocol.options}
         await self._protocol.configure(known)
