@@ -38,6 +38,7 @@ from .engine.gtp import POLICY_FLOOR
 from .errors import CalibrationError
 from .gain import GainHistogram
 from .gorank import rank_label
+from .gridstats import central_interval
 from .perceived import DEFAULT_LEVEL, RatingEstimate
 from .posterior import SkillPosterior
 
@@ -193,10 +194,7 @@ class RankModel:
             logp = logp - 0.5 * (stat - c_grid) ** 2 / var
         p = np.exp(logp - logp.max())
         p /= p.sum()
-        cdf = np.cumsum(p)
-        tail = (1.0 - level) / 2
-        mean = float((p * r).sum())
-        return RatingEstimate(mean, float(np.interp(tail, cdf, r)), float(np.interp(1.0 - tail, cdf, r)), n, level)
+        return RatingEstimate(float(p @ r), *central_interval(p, r, level, r[0], r[-1]), n, level)
 
 
 def rank_range(est: RatingEstimate) -> tuple[str, str, str]:

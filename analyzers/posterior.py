@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from .gridstats import central_interval
 from .perceived import DEFAULT_LEVEL
 
 #: The paper's K, in pawns: keeps the best move's likelihood finite.
@@ -327,19 +328,15 @@ class SkillPosterior:
         return self.moments()[1]
 
     def interval(self, level: float = DEFAULT_LEVEL) -> tuple[float, float]:
-        """Central credible interval for c, by linear interpolation of the cumulative mass."""
-        p = self.probabilities()
-        cdf = np.cumsum(p)
-        tail = (1.0 - level) / 2.0
-        return float(np.interp(tail, cdf, self.grid)), float(np.interp(1.0 - tail, cdf, self.grid))
+        """Central credible interval for c: quantiles between the grid's cell edges (:mod:`.gridstats`), within
+        [c_min, c_max]."""
+        return central_interval(self.probabilities(), self.grid, level, self.c_min, self.c_max)
 
     def summary(self, level: float = DEFAULT_LEVEL) -> tuple[float, float, float, float]:
         """(mean, sd, low, high) in one pass over the grid."""
         p = self.probabilities()
         m, sd = self._weighted_moments(p)[1]
-        cdf = np.cumsum(p)
-        tail = (1.0 - level) / 2.0
-        return m, sd, float(np.interp(tail, cdf, self.grid)), float(np.interp(1.0 - tail, cdf, self.grid))
+        return (m, sd, *central_interval(p, self.grid, level, self.c_min, self.c_max))
 
     # -- state ----------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

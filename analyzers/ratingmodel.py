@@ -44,6 +44,7 @@ import numpy as np
 
 from .calibrations import read_fitted
 from .errors import CalibrationError
+from .gridstats import cell_edges, central_quantiles, edge_cdf
 from .perceived import DEFAULT_LEVEL, RatingEstimate
 
 #: Centipawns per unit of the logistic win-probability curve (lichess's 0.00368208 per cp).
@@ -52,10 +53,9 @@ WIN_SCALE_CP = 1 / 0.00368208
 #: the quantiles are interpolated, and no interval is narrower than a few grid steps).
 RATING_STEP = 20.0
 RATING_GRID = np.arange(400.0, 3400.0 + 1e-9, RATING_STEP)
-#: The edges of the grid's cells, one step wide around each point. A point's mass stands for its cell, so the
-#: cumulative mass up to a point is reached at its cell's upper edge; read at the point itself, every quantile would
-#: sit half a step (10 Elo) low.
-RATING_EDGES = np.append(RATING_GRID - RATING_STEP / 2, RATING_GRID[-1] + RATING_STEP / 2)
+#: The edges of the grid's cells, one step wide around each point (:mod:`.gridstats`: read at the points themselves,
+#: every quantile would sit half a step, 10 Elo, low).
+RATING_EDGES = cell_edges(RATING_GRID)
 #: Centre and scale of z = (R - RATING_CENTER) / RATING_SCALE in the parameter functions.
 RATING_CENTER, RATING_SCALE = 1800.0, 400.0
 #: Time-control classes, by the estimated game duration base + 40 x increment (seconds).
@@ -392,15 +392,12 @@ class PosteriorSummaries:
 
     def __init__(self, posts: np.ndarray, n: int) -> None:
         self.means: list[float] = (posts @ RATING_GRID).tolist()
-        self.cdf = np.zeros((posts.shape[0], posts.shape[1] + 1))  # 0 at the lowest cell's lower edge, then each cell's
-        posts.cumsum(axis=1, out=self.cdf[:, 1:])                   # mass added at its upper edge: RATING_EDGES
+        self.cdf = edge_cdf(posts)  # at RATING_EDGES
         self.n = n
 
     def at(self, row: int, levels: Sequence[float]) -> list[RatingEstimate]:
-        """Mean and central interval at each of ``levels`` of posterior ``row``: quantiles interpolated linearly
-        between the cells' edges (a grid point's mass spread over its cell, whose mean is the point)."""
-        tails = [(1.0 - lv) / 2.0 for lv in levels]
-        q = np.interp([x for t in tails for x in (t, 1.0 - t)], self.cdf[row], RATING_EDGES).tolist()
+        """Mean and central interval at each of ``levels`` of posterior ``row`` (:mod:`.gridstats`)."""
+        q = central_quantiles(self.cdf[row], RATING_EDGES, levels)
         mean = self.means[row]
         return [RatingEstimate(mean, q[2 * i], q[2 * i + 1], self.n, lv) for i, lv in enumerate(levels)]
 
