@@ -5,8 +5,15 @@ with ``If-None-Match`` / ``If-Modified-Since`` for a URL). A :class:`FeedTracker
 events it adds: a :class:`~schemas.GameStarted` for a game seen for the first time, a :class:`~schemas.MoveEvent`
 (with its ``[%clk]`` clock) per new ply, a :class:`~schemas.GameEnded` once the result tag is set.
 
-A feed is rewritten while it is read, so nothing in one poll is taken as final:
+A feed is rewritten while it is read, so nothing in one poll is taken as final. A whole game's text ends with its
+result token (``*`` while it is being played), as PGN requires; the last game of a text that does not is being
+written, and what it shows may still change:
 
+- its tag pairs until a blank line or the moves follow them: until then the game is not seen at all (a half-written
+  White or Black tag would name another game);
+- its last move (``O-O`` may be the start of ``O-O-O``, its ``[%clk]`` comment may still be coming) and its end
+  (the moves after the last one shown may be missing): both wait until the text grows, or until it has stayed as it
+  is for :data:`STABLE_POLLS` polls (a feed that leaves out the result token);
 - a game shorter than before (the file is being rewritten, or half-written) is left as it is: its known plies stay,
   and the next poll sees the rest;
 - a move that fails to parse at the end of the text is a half-written move, retried at the next poll; one that
@@ -27,6 +34,7 @@ import hashlib
 import io
 import logging
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +53,8 @@ log = logging.getLogger("kibitz.follow")
 
 #: Seconds between polls of a source (broadcast sites refresh their round PGN every few seconds).
 DEFAULT_INTERVAL = 2.0
-#: A parse error at the end of a feed is retried this many polls before it is taken as the feed's content.
+#: The end of a feed's text that is not a whole game (a parse error, a last game without its result token) is taken as
+#: the feed's content once the same text has been polled this many times.
 STABLE_POLLS = 3
 #: Headers that identify a game within a feed.
 IDENT_HEADERS = ("Event", "Site", "Date", "Round", "White", "Black")
@@ -125,8 +134,8 @@ class _Game:
     moves: list[str] = field(default_factory=list)
     ended: bool = False
     revision: int = 1
-    error_at: tuple[int, str] | None = None  # (ply, message) of a parse error seen at the feed's end
-    error_polls: int = 0
+    tail: str | None = None  # this game's text at the feed's end at the last poll, and for how many polls in a row
+    tail_polls: int = 0
     rejected: bool = False
 
 
@@ -139,13 +148,28 @@ class ParsedGame:
     clocks: list[float | None]
     error: str | None       # the first parse error (an illegal or unreadable move), None if the game parsed whole
     at_end: bool            # the last game of the text: a half-written move there is expected
+    whole: bool = True      # its text is complete: another game follows it, or it ends with its result token
+    text: str = ""          # the last game's text, from its first tag to the end of the feed
+
+
+#: The tag pairs of a game's text are over: a blank line or a line of moves follows one.
+_TAGS_OVER = re.compile(r"\][ \t\r]*\n[ \t\r]*(\n|[^\s\[])")
+
+
+def tags_complete(raw: str) -> bool:
+    """Whether a game's text (from its first tag) has got past its tag pairs, so its identifying tags are whole."""
+    s = raw.lstrip()
+    return bool(s) and (not s.startswith("[") or _TAGS_OVER.search(s) is not None)
 
 
 def parse_feed(text: str) -> list[ParsedGame]:
-    """Every game of a PGN text, each up to its first unreadable move."""
+    """Every game of a PGN text, each up to its first unreadable move; the last one only once its tag pairs are
+    whole (:func:`tags_complete`), marked ``whole`` if the text ends with its result token."""
     stream = io.StringIO(text)
     out: list[ParsedGame] = []
+    start = last_start = 0
     while True:
+        start = stream.tell()
         try:
             game = read_game(stream)
         except Exception as e:  # noqa: BLE001 - python-chess may raise on garbage; the rest is retried next poll
@@ -158,13 +182,15 @@ def parse_feed(text: str) -> list[ParsedGame]:
             moves.append(node.move.uci())
             clocks.append(node.clock())
         out.append(ParsedGame(game.headers, moves, clocks, str(game.errors[0]) if game.errors else None, False))
+        last_start = start
+    if out:
+        if not tags_complete(text[last_start:]):
+            out.pop()  # its tags are still being written: which game it is is not known yet
     if out:
         last = out[-1]
         last.at_end = True
-        tail = text.rstrip()
-        if text == tail and tail[-1:].isalnum() and not tail.endswith(RESULT_TOKENS) and last.moves:
-            # the text stops inside a token: its last move may be half-written ("O-O" of "O-O-O"); next poll
-            del last.moves[-1], last.clocks[-1]
+        last.whole = text.rstrip().endswith(RESULT_TOKENS)
+        last.text = text[last_start:]
     return out
 
 
@@ -175,13 +201,22 @@ class FeedTracker:
         self.name = name
         self.on_error = on_error or (lambda e: None)
         self.games: dict[str, _Game] = {}
+        self._last: str | None = None  # the text of the last poll that returned one
+        self._waiting = False          # whether that text's end is waiting to be confirmed by later polls
 
     def game_key(self, headers: chess.pgn.Headers) -> str:
         ident = "|".join(headers.get(k, "") for k in IDENT_HEADERS)
         return f"{self.name}:{hashlib.sha1(ident.encode()).hexdigest()[:10]}"
 
-    def update(self, text: str) -> list[FeedEvent]:
-        """The events ``text`` (the feed's whole current content) adds to what was delivered."""
+    def update(self, text: str | None) -> list[FeedEvent]:
+        """The events ``text`` (the feed's whole current content; None: unchanged since the last poll) adds to what
+        was delivered. An unchanged text is read again only while the end of its last game waits
+        (:data:`STABLE_POLLS`)."""
+        if text is None:
+            if self._last is None or not self._waiting:
+                return []
+            text = self._last
+        self._last, self._waiting = text, False
         out: list[FeedEvent] = []
         for pg in parse_feed(text):
             out += self._update_game(pg)
@@ -196,38 +231,55 @@ class FeedTracker:
             out.append(self._started(g.game_id, pg))
         if g.ended:
             return out
-        if pg.error is not None and not self._error_is_final(g, pg):
+        # the end of the text: what it shows of this game is final once whole, or once it stays the same long enough
+        settled = not pg.at_end or self._settled(g, pg)
+        if pg.error is not None and not self._error_is_final(g, pg, settled):
+            self._waiting = True
             return out  # a half-written move: wait for the next poll
+        whole = pg.whole or settled
+        moves, clocks = pg.moves, pg.clocks
+        if not whole and pg.error is None and moves:
+            # the text stops after this move: it may be half-written ("O-O" of "O-O-O"), its clock still to come
+            moves, clocks = moves[:-1], clocks[:-1]
+            self._waiting = True
         known = g.moves
-        common = next((i for i, (a, b) in enumerate(zip(known, pg.moves)) if a != b), min(len(known), len(pg.moves)))
-        if common < len(known) and common < len(pg.moves):
+        common = next((i for i, (a, b) in enumerate(zip(known, moves)) if a != b), min(len(known), len(moves)))
+        if common < len(known) and common < len(moves):
             # a move changed: the operator corrected the game; rate it again from the start under a new id
             g.revision += 1
             new_id = f"{key}~{g.revision}"
             log.warning("game corrected in the feed: restarted", extra={
-                "game_id": g.game_id, "new_game_id": new_id, "ply": common, "was": known[common], "now": pg.moves[common]})
-            g.game_id, g.moves, g.rejected, g.error_at = new_id, [], False, None
+                "game_id": g.game_id, "new_game_id": new_id, "ply": common, "was": known[common], "now": moves[common]})
+            g.game_id, g.moves, g.rejected = new_id, [], False
             out.append(self._started(new_id, pg))
             known = g.moves
-        if len(pg.moves) > len(known):
-            out += [MoveEvent(game_id=g.game_id, ply=i, uci=pg.moves[i], clock=pg.clocks[i])
-                    for i in range(len(known), len(pg.moves))]
-            g.moves = list(pg.moves)
-        # a result ends the game only once its moves parsed whole: a half-written game keeps its "*" anyway
+        if len(moves) > len(known):
+            out += [MoveEvent(game_id=g.game_id, ply=i, uci=moves[i], clock=clocks[i])
+                    for i in range(len(known), len(moves))]
+            g.moves = list(moves)
+        # a result ends the game only once its moves parsed whole: a half-written game keeps its "*" anyway, and a
+        # text cut short of its last moves may already carry the final result tag
         result = pg.headers.get("Result", "*")
-        if pg.error is None and result in RESULT_SCORES and len(pg.moves) >= len(g.moves):
-            g.ended = True
-            out.append(GameEnded(game_id=g.game_id, result=result, plies=len(g.moves)))
+        if pg.error is None and result in RESULT_SCORES and len(moves) >= len(g.moves):
+            if whole:
+                g.ended = True
+                out.append(GameEnded(game_id=g.game_id, result=result, plies=len(g.moves)))
+            else:
+                self._waiting = True
         return out
 
-    def _error_is_final(self, g: _Game, pg: ParsedGame) -> bool:
+    @staticmethod
+    def _settled(g: _Game, pg: ParsedGame) -> bool:
+        """Count the polls in a row that showed this game's text unchanged at the feed's end; whether it is now taken
+        as it is."""
+        g.tail_polls = g.tail_polls + 1 if g.tail == pg.text else 1
+        g.tail = pg.text
+        return g.tail_polls >= STABLE_POLLS
+
+    def _error_is_final(self, g: _Game, pg: ParsedGame, settled: bool) -> bool:
         """Whether a parse error should be taken as the feed's content (rejected once) rather than retried."""
-        at = (len(pg.moves), pg.error or "")
-        if pg.at_end:
-            g.error_polls = g.error_polls + 1 if g.error_at == at else 1
-            g.error_at = at
-            if g.error_polls < STABLE_POLLS:
-                return False
+        if not settled:
+            return False
         if not g.rejected:
             g.rejected = True
             self.on_error(IllegalMove(f"{self.name}: {pg.error}", game_id=g.game_id, ply=len(pg.moves)))
@@ -267,9 +319,7 @@ class Follower:
                 continue
             if self.unavailable.pop(s.location, None) is not None:
                 log.info("feed available again", extra={"source": s.location})
-            if text is None:
-                continue
-            for ev in self.trackers[s.location].update(text):
+            for ev in self.trackers[s.location].update(text):  # None (unchanged): what waited may now be taken
                 self.submit(ev)
                 n += 1
         return n

@@ -10,6 +10,8 @@ import os
 import pytest
 from aiohttp import web
 from conftest import pgn_upto
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analyzers.errors import IllegalMove
 from schemas import GameEnded, GameStarted, MoveEvent
@@ -43,11 +45,45 @@ def test_a_shorter_or_half_written_feed_loses_nothing_and_invents_nothing():
     assert t.update("") == []
     full = pgn_upto(12)
     assert t.update(full[: full.index("6. b3") + len("6. b")]) == []  # stops inside a move: retried
-    # stops right after a move's last character: it may be half-written ("O-O" of "O-O-O" is legal), so it waits
+    # stops right after a move: it may be half-written ("O-O" of "O-O-O" is legal) and its clock may follow, so it
+    # waits until the text grows or ends with the result token
     upto_b3 = full[: full.index("6. b3") + len("6. b3")]
     assert t.update(upto_b3) == []
-    assert moves_of(t.update(upto_b3 + " ")) == [(next(iter(t.games)), 10, "b2b3")]
+    assert t.update(upto_b3 + " ") == []
+    assert t.update(upto_b3 + " { [%clk 0:0") == []
+    b3 = t.update(pgn_upto(11))
+    assert moves_of(b3) == [(next(iter(t.games)), 10, "b2b3")] and b3[0].clock == 181.1
     assert [e.ply for e in t.update(pgn_upto(12))] == [11]
+
+
+def test_a_feed_cut_in_its_tags_or_short_of_its_last_moves_starts_and_ends_nothing_early():
+    """A text cut inside the tags would name another game (White "Bai, Jin"); one cut after the final result tag
+    but short of the last moves would end the game without them."""
+    t = FeedTracker("round1")
+    full = pgn_upto(N_PLIES)
+    assert t.update(full[: full.index("Bai, Jinshi") + 3]) == []
+    assert t.update(full[: full.index("[BlackElo")]) == []   # whole tags so far, but more may follow
+    started = t.update(pgn_upto(0))
+    assert len(started) == 1 and started[0].white.name == "Bai, Jinshi"
+    cut = full[: full.index("25. Nxf5")]
+    assert [e.ply for e in t.update(cut)] == list(range(47))  # the final result tag, ply 47 still to come: no end
+    end = t.update(full)
+    assert [e.ply for e in end if isinstance(e, MoveEvent)] == [47, 48]
+    assert isinstance(end[-1], GameEnded) and end[-1].plies == N_PLIES and len(t.games) == 1
+
+
+def test_a_feed_without_result_tokens_is_taken_as_it_is_after_stable_polls():
+    """PGN ends every game's moves with its result token; a feed that leaves it out has its last move and its end
+    taken once the same text has been polled STABLE_POLLS times (the Follower polls an unchanged feed as None)."""
+    t = FeedTracker("round1")
+    full = pgn_upto(N_PLIES)
+    bare = full.rstrip()[: -len("1-0")]
+    assert [e.ply for e in t.update(bare) if isinstance(e, MoveEvent)] == list(range(N_PLIES - 1))
+    for _ in range(STABLE_POLLS - 2):
+        assert t.update(None) == []
+    end = t.update(None)
+    assert [e.ply for e in end if isinstance(e, MoveEvent)] == [N_PLIES - 1] and isinstance(end[-1], GameEnded)
+    assert t.update(None) == []
 
 
 def test_a_half_written_move_at_the_end_is_retried_and_an_illegal_one_rejected_once():
@@ -79,6 +115,43 @@ def test_two_games_in_one_feed_have_distinct_stable_ids():
     ids = {e.game_id for e in FeedTracker("r").update(a + b) if isinstance(e, GameStarted)}
     again = {e.game_id for e in FeedTracker("r").update(a + b) if isinstance(e, GameStarted)}
     assert len(ids) == 2 and ids == again
+
+
+def two_games(k1: int, k2: int) -> str:
+    """A feed of two games after k1 and k2 plies (the second under another White, so another game)."""
+    return pgn_upto(k1) + pgn_upto(k2, white="Other, Player")
+
+
+def delivered(events) -> list[tuple]:
+    return [(type(e).__name__, e.game_id, getattr(e, "ply", None), getattr(e, "uci", None), getattr(e, "clock", None),
+             getattr(e, "plies", None)) for e in events]
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, N_PLIES), st.integers(0, N_PLIES), st.none() | st.floats(0.0, 1.0)),
+                max_size=10))
+def test_any_growth_of_a_feed_polled_whole_or_cut_anywhere_delivers_what_the_final_feed_does(polls):
+    """Property: a two-game feed growing by any steps, each poll seeing the text whole or cut at any character (a
+    relay rewriting the file, a site serving it half-uploaded), then the final text: every game starts once under
+    its real tags, every ply comes once with its clock, each game ends once after its last ply, no error; the same
+    events as the final text read in one poll."""
+    final = two_games(N_PLIES, N_PLIES)
+    expected = sorted(delivered(FeedTracker("r").update(final)))
+    errors: list = []
+    t, got, k1, k2, previous = FeedTracker("r", errors.append), [], 0, 0, None
+    for a, b, cut in polls:
+        k1, k2 = max(k1, a), max(k2, b)  # a feed grows; a cut text may still look shorter
+        text = two_games(k1, k2)
+        text = text if cut is None else text[: int(cut * len(text))]
+        if text != previous:  # an unchanged feed is polled as None (Follower), the same text fewer than STABLE_POLLS times
+            got += t.update(text)
+        previous = text
+    got += t.update(final)
+    for _ in range(STABLE_POLLS):
+        got += t.update(None)
+    assert errors == []
+    assert sorted(delivered(got)) == expected
+    assert len(expected) == 2 * (N_PLIES + 2)
 
 
 async def test_a_growing_file_is_followed_ply_by_ply(tmp_path):
