@@ -67,7 +67,8 @@ class DuplicateGame(InputError):
 
 
 class UnsupportedGame(InputError):
-    """A game kibitz cannot rate: a Go board size or handicap setup it has no calibration for."""
+    """A game kibitz cannot rate: a chess variant (Chess960, Crazyhouse...), a Go board size or handicap setup it has
+    no calibration for."""
 
     reason = "unsupported_game"
 

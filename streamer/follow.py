@@ -44,10 +44,10 @@ from urllib.parse import urlparse
 import chess
 import chess.pgn
 
-from analyzers.errors import IllegalMove, InputError, SourceUnavailable
+from analyzers.errors import IllegalMove, InputError, SourceUnavailable, UnsupportedGame
 from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo
 
-from .ingest import RESULT_TOKENS, player_id_for, rating_from_tag, read_game
+from .ingest import RESULT_TOKENS, player_id_for, rating_from_tag, read_game, unsupported_variant
 
 log = logging.getLogger("kibitz.follow")
 
@@ -150,6 +150,7 @@ class ParsedGame:
     at_end: bool            # the last game of the text: a half-written move there is expected
     whole: bool = True      # its text is complete: another game follows it, or it ends with its result token
     text: str = ""          # the last game's text, from its first tag to the end of the feed
+    unsupported: str | None = None  # why the game cannot be rated (a variant), its moves left unread
 
 
 #: The tag pairs of a game's text are over: a blank line or a line of moves follows one.
@@ -178,10 +179,12 @@ def parse_feed(text: str) -> list[ParsedGame]:
         if game is None:
             break
         moves, clocks = [], []
-        for node in game.mainline():
+        variant = unsupported_variant(game)
+        for node in game.mainline() if variant is None else ():
             moves.append(node.move.uci())
             clocks.append(node.clock())
-        out.append(ParsedGame(game.headers, moves, clocks, str(game.errors[0]) if game.errors else None, False))
+        error = str(game.errors[0]) if game.errors and variant is None else None
+        out.append(ParsedGame(game.headers, moves, clocks, error, False, unsupported=variant))
         last_start = start
     if out:
         if not tags_complete(text[last_start:]):
@@ -228,6 +231,10 @@ class FeedTracker:
         out: list[FeedEvent] = []
         if g is None:
             g = self.games[key] = _Game(key)
+            if pg.unsupported is not None:  # refused once, then left alone
+                g.ended = g.rejected = True
+                self.on_error(UnsupportedGame(f"{self.name}: {pg.unsupported}", game_id=key))
+                return out
             out.append(self._started(g.game_id, pg))
         if g.ended:
             return out

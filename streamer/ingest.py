@@ -21,7 +21,7 @@ from typing import BinaryIO, TextIO
 import chess
 import chess.pgn
 
-from analyzers.errors import IllegalMove, InputError
+from analyzers.errors import IllegalMove, InputError, UnsupportedGame
 from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo
 
 log = logging.getLogger("kibitz.ingest")
@@ -58,6 +58,8 @@ class PgnGame:
         return RESULT_SCORES.get(self.result)
 
     def events(self) -> list[GameStarted | MoveEvent | GameEnded]:
+        if any(isinstance(e, UnsupportedGame) for e in self.errors):
+            return []  # nothing of it is rated: its rejection is all it gives
         evs: list[GameStarted | MoveEvent | GameEnded] = [
             GameStarted(game_id=self.game_id, white=self.white, black=self.black, event=self.event, initial_fen=self.initial_fen)
         ]
@@ -127,22 +129,36 @@ class GameBuilder(chess.pgn.GameBuilder):
         self.game.errors.append(error)
 
 
+def unsupported_variant(game: chess.pgn.Game) -> str | None:
+    """Why a game cannot be rated, or None: a variant other than standard chess (its ``Variant`` tag: Chess960,
+    Crazyhouse, Atomic...), whose moves the game step, the engine profiles and the models do not read."""
+    board = game.board()
+    if type(board) is chess.Board and not board.chess960:
+        return None
+    return f"variant {game.headers.get('Variant', board.uci_variant)!r} is not rated: kibitz rates standard chess"
+
+
 def read_game(stream: TextIO) -> chess.pgn.Game | None:
     """The next game of a PGN stream (None at its end), its parse errors in ``game.errors``, none logged."""
     return chess.pgn.read_game(stream, Visitor=GameBuilder)
 
 
 def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
-    """A parsed python-chess game as kibitz's :class:`PgnGame`; an illegal move becomes an error at its ply."""
+    """A parsed python-chess game as kibitz's :class:`PgnGame`; an illegal move becomes an error at its ply, a variant
+    (:func:`unsupported_variant`) an :class:`~analyzers.errors.UnsupportedGame` and no moves."""
     moves: list[str] = []
     clocks: list[float | None] = []
-    for node in game.mainline():
+    variant = unsupported_variant(game)
+    for node in game.mainline() if variant is None else ():
         moves.append(node.move.uci())
         clocks.append(node.clock())
     gid = game_id_for(path, index, game.headers)
     fen = game.headers.get("FEN") if game.headers.get("SetUp") == "1" or "FEN" in game.headers else None
     g = PgnGame(gid, _player(game.headers, "White", gid), _player(game.headers, "Black", gid), game.headers.get("Event", ""),
                 game.headers.get("Result", "*"), moves, clocks, fen)
+    if variant is not None:
+        g.errors.append(UnsupportedGame(f"{path.name}: {variant}", game_id=gid))
+        return g
     for err in game.errors:
         g.errors.append(IllegalMove(f"{path.name}: {err}", game_id=gid, ply=len(moves)))
     return g

@@ -13,7 +13,7 @@ from conftest import pgn_upto
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzers.errors import IllegalMove
+from analyzers.errors import IllegalMove, UnsupportedGame
 from schemas import GameEnded, GameStarted, MoveEvent
 from streamer.follow import STABLE_POLLS, FeedTracker, Follower, PgnSource, http_date
 
@@ -115,6 +115,18 @@ def test_two_games_in_one_feed_have_distinct_stable_ids():
     ids = {e.game_id for e in FeedTracker("r").update(a + b) if isinstance(e, GameStarted)}
     again = {e.game_id for e in FeedTracker("r").update(a + b) if isinstance(e, GameStarted)}
     assert len(ids) == 2 and ids == again
+
+
+def test_a_variant_game_in_a_feed_is_refused_once_and_the_standard_game_beside_it_is_followed():
+    """A Crazyhouse game (drops such as P@d5 are no UCI move of chess) beside a standard one: one UnsupportedGame, no
+    event of it, the standard game's plies as usual."""
+    errors: list = []
+    t = FeedTracker("round1", errors.append)
+    variant = '[Event "v"]\n[White "A"]\n[Black "B"]\n[Variant "Crazyhouse"]\n[Result "*"]\n\n1. e4 d5 2. exd5 Qxd5 3. Nc3 Qa5 4. P@d5 *\n\n'
+    out = t.update(variant + pgn_upto(3)) + t.update(variant + pgn_upto(5))
+    assert len(errors) == 1 and isinstance(errors[0], UnsupportedGame) and "Crazyhouse" in str(errors[0])
+    assert [e.ply for e in out if isinstance(e, MoveEvent)] == list(range(5))
+    assert [e.white.name for e in out if isinstance(e, GameStarted)] == ["Bai, Jinshi"]
 
 
 def two_games(k1: int, k2: int) -> str:

@@ -1,7 +1,7 @@
 import logging
 from pathlib import Path
 
-from analyzers.errors import IllegalMove
+from analyzers.errors import IllegalMove, UnsupportedGame
 from schemas import GameEnded, GameStarted, MoveEvent
 from streamer.follow import parse_feed
 from streamer.ingest import DEMO_PGN, TruncatedInput, read_pgn_games, replay_timeline
@@ -41,6 +41,23 @@ def test_a_parse_error_is_reported_by_kibitz_alone(tmp_path, caplog):
         parsed = parse_feed(BAD_PGN)
     assert isinstance(games[0].errors[0], IllegalMove) and parsed[0].error
     assert not [r for r in caplog.records if r.name.startswith("chess")], caplog.text
+
+
+def test_a_chess_variant_is_refused_as_an_unsupported_game_and_the_other_games_are_read(tmp_path):
+    """Chess960, Crazyhouse (drops are no UCI move of chess) and Atomic games: each an UnsupportedGame naming its
+    variant, with no events; a standard game in the same file is read as usual (this used to stop `kibitz replay` with
+    a validation error)."""
+    p = tmp_path / "variants.pgn"
+    p.write_text(
+        '[Event "v"]\n[White "A"]\n[Black "B"]\n[Result "*"]\n[Variant "Crazyhouse"]\n\n1. e4 d5 2. exd5 Qxd5 3. Nc3 Qa5 4. P@d5 *\n\n'
+        '[Event "w"]\n[White "C"]\n[Black "D"]\n[Result "*"]\n[Variant "Chess960"]\n[SetUp "1"]\n'
+        '[FEN "bqnb1rkr/pp3ppp/3ppn2/2p5/5P2/P2P4/NPP1P1PP/BQ1BNRKR w HFhf - 2 9"]\n\n9. g3 Nbc6 10. O-O *\n\n'
+        '[Event "x"]\n[White "E"]\n[Black "F"]\n[Result "*"]\n[Variant "Atomic"]\n\n1. e4 d5 2. exd5 *\n\n'
+        '[Event "y"]\n[White "G"]\n[Black "H"]\n[Result "1-0"]\n\n1. e4 e5 2. Qh5 Nc6 3. Bc4 Nf6 4. Qxf7# 1-0\n')
+    games = list(read_pgn_games(p))
+    for g, variant in zip(games, ("Crazyhouse", "Chess960", "Atomic")):
+        assert [type(e) for e in g.errors] == [UnsupportedGame] and variant in str(g.errors[0]) and g.events() == []
+    assert not games[3].errors and len(games[3].moves) == 7 and isinstance(games[3].events()[-1], GameEnded)
 
 
 def test_timeline_keeps_each_game_in_order():
