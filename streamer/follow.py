@@ -47,7 +47,7 @@ import chess.pgn
 from analyzers.errors import IllegalMove, InputError, SourceUnavailable, UnsupportedGame
 from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo
 
-from .ingest import RESULT_TOKENS, player_id_for, rating_from_tag, read_game, unsupported_variant
+from .ingest import RESULT_TOKENS, mainline, player_id_for, rating_from_tag, read_game, unsupported_variant
 
 log = logging.getLogger("kibitz.follow")
 
@@ -178,12 +178,9 @@ def parse_feed(text: str) -> list[ParsedGame]:
             break
         if game is None:
             break
-        moves, clocks = [], []
         variant = unsupported_variant(game)
-        for node in game.mainline() if variant is None else ():
-            moves.append(node.move.uci())
-            clocks.append(node.clock())
-        error = str(game.errors[0]) if game.errors and variant is None else None
+        moves, clocks, stop = mainline(game) if variant is None else ([], [], None)
+        error = stop or (str(game.errors[0]) if game.errors and variant is None else None)
         out.append(ParsedGame(game.headers, moves, clocks, error, False, unsupported=variant))
         last_start = start
     if out:

@@ -138,6 +138,19 @@ def unsupported_variant(game: chess.pgn.Game) -> str | None:
     return f"variant {game.headers.get('Variant', board.uci_variant)!r} is not rated: kibitz rates standard chess"
 
 
+def mainline(game: chess.pgn.Game) -> tuple[list[str], list[float | None], str | None]:
+    """The UCI moves and ``[%clk]`` clocks of a game's main line, up to a move that is no move of chess (python-chess
+    reads ``--`` as the null move, which no board of kibitz plays), and why it stopped there (None if it did not)."""
+    moves: list[str] = []
+    clocks: list[float | None] = []
+    for node in game.mainline():
+        if not node.move:
+            return moves, clocks, f"a null move (--) is not a move of chess (ply {len(moves)})"
+        moves.append(node.move.uci())
+        clocks.append(node.clock())
+    return moves, clocks, None
+
+
 def read_game(stream: TextIO) -> chess.pgn.Game | None:
     """The next game of a PGN stream (None at its end), its parse errors in ``game.errors``, none logged."""
     return chess.pgn.read_game(stream, Visitor=GameBuilder)
@@ -146,12 +159,8 @@ def read_game(stream: TextIO) -> chess.pgn.Game | None:
 def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
     """A parsed python-chess game as kibitz's :class:`PgnGame`; an illegal move becomes an error at its ply, a variant
     (:func:`unsupported_variant`) an :class:`~analyzers.errors.UnsupportedGame` and no moves."""
-    moves: list[str] = []
-    clocks: list[float | None] = []
     variant = unsupported_variant(game)
-    for node in game.mainline() if variant is None else ():
-        moves.append(node.move.uci())
-        clocks.append(node.clock())
+    moves, clocks, stop = mainline(game) if variant is None else ([], [], None)
     gid = game_id_for(path, index, game.headers)
     fen = game.headers.get("FEN") if game.headers.get("SetUp") == "1" or "FEN" in game.headers else None
     g = PgnGame(gid, _player(game.headers, "White", gid), _player(game.headers, "Black", gid), game.headers.get("Event", ""),
@@ -159,7 +168,7 @@ def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
     if variant is not None:
         g.errors.append(UnsupportedGame(f"{path.name}: {variant}", game_id=gid))
         return g
-    for err in game.errors:
+    for err in [stop] if stop is not None else game.errors:
         g.errors.append(IllegalMove(f"{path.name}: {err}", game_id=gid, ply=len(moves)))
     return g
 

@@ -60,6 +60,20 @@ def test_a_chess_variant_is_refused_as_an_unsupported_game_and_the_other_games_a
     assert not games[3].errors and len(games[3].moves) == 7 and isinstance(games[3].events()[-1], GameEnded)
 
 
+def test_a_null_move_stops_its_game_at_its_ply_and_the_feed_reads_it_the_same_way(tmp_path):
+    """python-chess reads "--" as the null move (UCI "0000"), which is no move of chess: an IllegalMove at its ply,
+    the moves before it kept (it used to stop `kibitz replay` with a validation error)."""
+    text = '[Event "n"]\n[White "A"]\n[Black "B"]\n[Result "*"]\n\n1. e4 -- 2. d4 e5 *\n\n'
+    p = tmp_path / "null.pgn"
+    p.write_text(text + '[Event "m"]\n[White "C"]\n[Black "D"]\n[Result "*"]\n\n1. d4 *\n')
+    games = list(read_pgn_games(p))
+    assert games[0].moves == ["e2e4"] and isinstance(games[0].errors[0], IllegalMove) and games[0].errors[0].ply == 1
+    assert [e.uci for e in games[0].events() if isinstance(e, MoveEvent)] == ["e2e4"]
+    assert games[1].moves == ["d2d4"] and not games[1].errors
+    (parsed,) = parse_feed(text)
+    assert parsed.moves == ["e2e4"] and "null move" in (parsed.error or "")
+
+
 def test_timeline_keeps_each_game_in_order():
     games = list(read_pgn_games(DEMO_PGN))
     tl = replay_timeline(games, speed=60)
