@@ -128,14 +128,23 @@ class GameBuilder(chess.pgn.GameBuilder):
     def handle_error(self, error: Exception) -> None:
         self.game.errors.append(error)
 
+    def end_variation(self) -> None:
+        # a ")" that closes no variation is skipped: python-chess would pop the main line itself and fail with an
+        # IndexError at the next comment or annotation of the game
+        if len(self.variation_stack) > 1:
+            super().end_variation()
+
 
 def unsupported_variant(game: chess.pgn.Game) -> str | None:
     """Why a game cannot be rated, or None: a variant other than standard chess (its ``Variant`` tag: Chess960,
     Crazyhouse, Atomic...), whose moves the game step, the engine profiles and the models do not read."""
-    board = game.board()
-    if type(board) is chess.Board and not board.chess960:
-        return None
-    return f"variant {game.headers.get('Variant', board.uci_variant)!r} is not rated: kibitz rates standard chess"
+    tags = game.headers  # read from the tags alone: a setup position that does not read is the moves' error, not this
+    try:
+        if tags.variant() is chess.Board and not tags.is_chess960():
+            return None
+    except ValueError:  # a variant python-chess does not know
+        pass
+    return f"variant {tags.get('Variant', '?')!r} is not rated: kibitz rates standard chess"
 
 
 def mainline(game: chess.pgn.Game) -> tuple[list[str], list[float | None], str | None]:
