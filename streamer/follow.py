@@ -44,10 +44,10 @@ from urllib.parse import urlparse
 import chess
 import chess.pgn
 
-from analyzers.errors import IllegalMove, InputError, SourceUnavailable, UnsupportedGame
+from analyzers.errors import IllegalMove, InputError, SourceUnavailable
 from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo
 
-from .ingest import RESULT_TOKENS, mainline, player_id_for, rating_from_tag, read_game, unsupported_variant
+from .ingest import RESULT_TOKENS, mainline, player_id_for, rating_from_tag, read_game, refusal, setup_fen
 
 log = logging.getLogger("kibitz.follow")
 
@@ -150,7 +150,7 @@ class ParsedGame:
     at_end: bool            # the last game of the text: a half-written move there is expected
     whole: bool = True      # its text is complete: another game follows it, or it ends with its result token
     text: str = ""          # the last game's text, from its first tag to the end of the feed
-    unsupported: str | None = None  # why the game cannot be rated (a variant), its moves left unread
+    refused: bool = False   # the game cannot be rated at all (ingest.refusal): its moves are left unread
 
 
 #: The tag pairs of a game's text are over: a blank line or a line of moves follows one.
@@ -178,10 +178,10 @@ def parse_feed(text: str) -> list[ParsedGame]:
             break
         if game is None:
             break
-        variant = unsupported_variant(game)
-        moves, clocks, stop = mainline(game) if variant is None else ([], [], None)
-        error = stop or (str(game.errors[0]) if game.errors and variant is None else None)
-        out.append(ParsedGame(game.headers, moves, clocks, error, False, unsupported=variant))
+        refused = refusal(game.headers, "", "") is not None
+        moves, clocks, stop = mainline(game) if not refused else ([], [], None)
+        error = stop or (str(game.errors[0]) if game.errors and not refused else None)
+        out.append(ParsedGame(game.headers, moves, clocks, error, False, refused=refused))
         last_start = start
     if out:
         if not tags_complete(text[last_start:]):
@@ -228,9 +228,10 @@ class FeedTracker:
         out: list[FeedEvent] = []
         if g is None:
             g = self.games[key] = _Game(key)
-            if pg.unsupported is not None:  # refused once, then left alone
+            refused = refusal(pg.headers, key, self.name) if pg.refused else None
+            if refused is not None:  # refused once, then left alone
                 g.ended = g.rejected = True
-                self.on_error(UnsupportedGame(f"{self.name}: {pg.unsupported}", game_id=key))
+                self.on_error(refused)
                 return out
             out.append(self._started(g.game_id, pg))
         if g.ended:
@@ -293,9 +294,8 @@ class FeedTracker:
         h = pg.headers
         players = [PlayerInfo(id=player_id_for(h, c, game_id), name=(h.get(c, "?").strip() or "?"),
                               rating=rating_from_tag(h.get(f"{c}Elo"))) for c in ("White", "Black")]
-        fen = h.get("FEN") if h.get("SetUp") == "1" or "FEN" in h else None
         return GameStarted(game_id=game_id, white=players[0], black=players[1], event=h.get("Event", ""),
-                           time_control=h.get("TimeControl", ""), initial_fen=fen)
+                           time_control=h.get("TimeControl", ""), initial_fen=setup_fen(h))
 
 
 class Follower:

@@ -21,6 +21,7 @@ from typing import BinaryIO, TextIO
 import chess
 import chess.pgn
 
+from analyzers import chessboard
 from analyzers.errors import IllegalMove, InputError, UnsupportedGame
 from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo
 
@@ -52,14 +53,15 @@ class PgnGame:
     clocks: list[float | None]
     initial_fen: str | None = None
     errors: list[InputError] = field(default_factory=list)
+    refused: bool = False  # not rated at all (:func:`refusal`): its error is all it gives
 
     @property
     def white_score(self) -> float | None:
         return RESULT_SCORES.get(self.result)
 
     def events(self) -> list[GameStarted | MoveEvent | GameEnded]:
-        if any(isinstance(e, UnsupportedGame) for e in self.errors):
-            return []  # nothing of it is rated: its rejection is all it gives
+        if self.refused:
+            return []
         evs: list[GameStarted | MoveEvent | GameEnded] = [
             GameStarted(game_id=self.game_id, white=self.white, black=self.black, event=self.event, initial_fen=self.initial_fen)
         ]
@@ -135,16 +137,27 @@ class GameBuilder(chess.pgn.GameBuilder):
             super().end_variation()
 
 
-def unsupported_variant(game: chess.pgn.Game) -> str | None:
-    """Why a game cannot be rated, or None: a variant other than standard chess (its ``Variant`` tag: Chess960,
-    Crazyhouse, Atomic...), whose moves the game step, the engine profiles and the models do not read."""
-    tags = game.headers  # read from the tags alone: a setup position that does not read is the moves' error, not this
+def setup_fen(tags: chess.pgn.Headers) -> str | None:
+    """The game's initial position from its tags (``FEN``, with or without ``SetUp``), None for the standard one."""
+    return tags.get("FEN") if tags.get("SetUp") == "1" or "FEN" in tags else None
+
+
+def refusal(tags: chess.pgn.Headers, game_id: str, source: str) -> InputError | None:
+    """Why a game cannot be rated at all, from its tags, or None: a variant other than standard chess (its ``Variant``
+    tag: Chess960, Crazyhouse, Atomic...), whose moves the game step, the engine profiles and the models do not read,
+    or an initial position that does not read (:func:`analyzers.chessboard.start`)."""
     try:
-        if tags.variant() is chess.Board and not tags.is_chess960():
-            return None
+        standard = tags.variant() is chess.Board and not tags.is_chess960()
     except ValueError:  # a variant python-chess does not know
-        pass
-    return f"variant {tags.get('Variant', '?')!r} is not rated: kibitz rates standard chess"
+        standard = False
+    if not standard:
+        return UnsupportedGame(f"{source}: variant {tags.get('Variant', '?')!r} is not rated: kibitz rates standard "
+                               "chess", game_id=game_id)
+    try:
+        chessboard.start(setup_fen(tags))
+    except IllegalMove as e:
+        return IllegalMove(f"{source}: {e}", game_id=game_id)
+    return None
 
 
 def mainline(game: chess.pgn.Game) -> tuple[list[str], list[float | None], str | None]:
@@ -166,16 +179,16 @@ def read_game(stream: TextIO) -> chess.pgn.Game | None:
 
 
 def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
-    """A parsed python-chess game as kibitz's :class:`PgnGame`; an illegal move becomes an error at its ply, a variant
-    (:func:`unsupported_variant`) an :class:`~analyzers.errors.UnsupportedGame` and no moves."""
-    variant = unsupported_variant(game)
-    moves, clocks, stop = mainline(game) if variant is None else ([], [], None)
+    """A parsed python-chess game as kibitz's :class:`PgnGame`; an illegal move becomes an error at its ply, a game
+    that cannot be rated at all (:func:`refusal`) its error and no moves."""
     gid = game_id_for(path, index, game.headers)
-    fen = game.headers.get("FEN") if game.headers.get("SetUp") == "1" or "FEN" in game.headers else None
+    refused = refusal(game.headers, gid, path.name)
+    moves, clocks, stop = mainline(game) if refused is None else ([], [], None)
     g = PgnGame(gid, _player(game.headers, "White", gid), _player(game.headers, "Black", gid), game.headers.get("Event", ""),
-                game.headers.get("Result", "*"), moves, clocks, fen)
-    if variant is not None:
-        g.errors.append(UnsupportedGame(f"{path.name}: {variant}", game_id=gid))
+                game.headers.get("Result", "*"), moves, clocks, setup_fen(game.headers))
+    if refused is not None:
+        g.errors.append(refused)
+        g.refused = True
         return g
     for err in [stop] if stop is not None else game.errors:
         g.errors.append(IllegalMove(f"{path.name}: {err}", game_id=gid, ply=len(moves)))

@@ -21,6 +21,8 @@ from typing import Any
 import chess
 from pydantic import BaseModel
 
+from analyzers import chessboard
+from analyzers.errors import IllegalMove
 from schemas import GameEnded, GameStarted, MoveAssessment, MoveEvent, PerceivedRating, PlayerInfo, RatingUpdate
 
 #: Games kept (the oldest finished ones go first).
@@ -125,7 +127,10 @@ class LiveStore:
             held.append(msg)
 
     def _start(self, ev: GameStarted) -> None:
-        board = chess.Board(ev.initial_fen) if ev.initial_fen else chess.Board()
+        try:
+            board = chessboard.start(ev.initial_fen)
+        except IllegalMove:
+            return  # a start that does not read: the game step dead-letters the game, and there is no board to show
         self._games.pop(ev.game_id, None)
         self._games[ev.game_id] = _Game(ev.game_id, ev.event, {"white": _Side(ev.white), "black": _Side(ev.black)}, board)
         for p in (ev.white, ev.black):

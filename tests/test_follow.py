@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analyzers.errors import IllegalMove, UnsupportedGame
-from schemas import GameEnded, GameStarted, MoveEvent
+from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
 from streamer.follow import STABLE_POLLS, FeedTracker, Follower, PgnSource, http_date
+from streamer.live import LiveStore
 
 N_PLIES = 49
 
@@ -127,6 +128,24 @@ def test_a_variant_game_in_a_feed_is_refused_once_and_the_standard_game_beside_i
     assert len(errors) == 1 and isinstance(errors[0], UnsupportedGame) and "Crazyhouse" in str(errors[0])
     assert [e.ply for e in out if isinstance(e, MoveEvent)] == list(range(5))
     assert [e.white.name for e in out if isinstance(e, GameStarted)] == ["Bai, Jinshi"]
+
+
+def test_a_setup_position_that_does_not_read_is_refused_once_and_the_overlay_ignores_such_a_start():
+    """A [FEN "garbage"] game in a feed: one IllegalMove ("invalid initial position"), no event of it; the game beside
+    it is followed. The overlay's store, which builds a board from every start it is given (a worker's topics may carry
+    one), skips a start that does not read: it used to raise and stop `kibitz follow --serve`."""
+    errors: list = []
+    t = FeedTracker("round1", errors.append)
+    bad = '[Event "x"]\n[White "A"]\n[Black "B"]\n[SetUp "1"]\n[FEN "garbage"]\n[Result "*"]\n\n*\n\n'
+    out = t.update(bad + pgn_upto(2)) + t.update(bad + pgn_upto(3))
+    assert len(errors) == 1 and isinstance(errors[0], IllegalMove) and "initial position" in str(errors[0])
+    assert [e.white.name for e in out if isinstance(e, GameStarted)] == ["Bai, Jinshi"]
+    store = LiveStore()
+    store.apply(GameStarted(game_id="g", white=PlayerInfo(id="a"), black=PlayerInfo(id="b"), initial_fen="garbage"))
+    store.apply(MoveEvent(game_id="g", ply=0, uci="e2e4"))
+    for e in out:
+        store.apply(e)
+    assert store.game("g") is None and [g["moves"] for g in store.games()] == [3]
 
 
 def two_games(k1: int, k2: int) -> str:

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from analyzers.errors import IllegalMove, InputError, UnsupportedGame
 from schemas import GameEnded, GameStarted, MoveEvent
 from streamer.follow import STABLE_POLLS, FeedTracker, parse_feed
+from streamer.live import LiveStore
 from streamer.ingest import DEMO_PGN, TruncatedInput, read_pgn_games, replay_timeline
 
 BAD_PGN = (Path(__file__).parent / "fixtures" / "bad.pgn").read_text()
@@ -46,18 +47,21 @@ def test_a_parse_error_is_reported_by_kibitz_alone(tmp_path, caplog):
     assert not [r for r in caplog.records if r.name.startswith("chess")], caplog.text
 
 
-def test_a_chess_variant_is_refused_as_an_unsupported_game_and_the_other_games_are_read(tmp_path):
+def test_a_chess_variant_or_a_start_that_does_not_read_is_refused_and_the_other_games_are_read(tmp_path):
     """Chess960, Crazyhouse (drops are no UCI move of chess) and Atomic games: each an UnsupportedGame naming its
-    variant, with no events; a standard game in the same file is read as usual (this used to stop `kibitz replay` with
-    a validation error)."""
+    variant, with no events (this used to stop `kibitz replay` with a validation error); a FEN that does not read: an
+    IllegalMove, no events; a standard game in the same file is read as usual."""
     p = tmp_path / "variants.pgn"
     p.write_text(
         '[Event "v"]\n[White "A"]\n[Black "B"]\n[Result "*"]\n[Variant "Crazyhouse"]\n\n1. e4 d5 2. exd5 Qxd5 3. Nc3 Qa5 4. P@d5 *\n\n'
         '[Event "w"]\n[White "C"]\n[Black "D"]\n[Result "*"]\n[Variant "Chess960"]\n[SetUp "1"]\n'
         '[FEN "bqnb1rkr/pp3ppp/3ppn2/2p5/5P2/P2P4/NPP1P1PP/BQ1BNRKR w HFhf - 2 9"]\n\n9. g3 Nbc6 10. O-O *\n\n'
         '[Event "x"]\n[White "E"]\n[Black "F"]\n[Result "*"]\n[Variant "Atomic"]\n\n1. e4 d5 2. exd5 *\n\n'
-        '[Event "y"]\n[White "G"]\n[Black "H"]\n[Result "1-0"]\n\n1. e4 e5 2. Qh5 Nc6 3. Bc4 Nf6 4. Qxf7# 1-0\n')
+        '[Event "y"]\n[White "G"]\n[Black "H"]\n[Result "1-0"]\n\n1. e4 e5 2. Qh5 Nc6 3. Bc4 Nf6 4. Qxf7# 1-0\n\n'
+        '[Event "z"]\n[White "I"]\n[Black "J"]\n[Result "*"]\n[SetUp "1"]\n[FEN "garbage"]\n\n*\n')
     games = list(read_pgn_games(p))
+    assert [type(e) for e in games[4].errors] == [IllegalMove] and "initial position" in str(games[4].errors[0])
+    assert games[4].events() == []  # no start with a position nothing downstream can read
     for g, variant in zip(games, ("Crazyhouse", "Chess960", "Atomic")):
         assert [type(e) for e in g.errors] == [UnsupportedGame] and variant in str(g.errors[0]) and g.events() == []
     assert not games[3].errors and len(games[3].moves) == 7 and isinstance(games[3].events()[-1], GameEnded)
@@ -142,9 +146,9 @@ PGN_PIECES = ['[Event "e"]\n', '[White "A"]\n', '[Black "B"]\n', '[Result "*"]\n
 @given(st.lists(st.sampled_from(PGN_PIECES) | st.text(max_size=3), max_size=60))
 def test_any_pgn_text_reads_into_well_formed_events_or_typed_errors(tmp_path_factory, pieces):
     """Property: whatever the text (6,000 random examples passed; this runs 150 derandomized), reading it as a file
-    and following it as a feed, polled whole and cut, raise nothing (python-chess's own IndexError and a null move's
-    or a drop's ValidationError once did); every game's events are a start, its plies 0, 1, ... and at most one end;
-    every error is a typed InputError."""
+    and following it as a feed, polled whole and cut, into the overlay's store raise nothing (python-chess's own
+    IndexError, a null move's or a drop's ValidationError and a bad FEN in the store once did); every game's events
+    are a start, its plies 0, 1, ... and at most one end; every error is a typed InputError."""
     text = "".join(pieces)
     p = tmp_path_factory.mktemp("pgn") / "x.pgn"
     p.write_text(text, encoding="utf-8", errors="replace")
@@ -160,6 +164,9 @@ def test_any_pgn_text_reads_into_well_formed_events_or_typed_errors(tmp_path_fac
     got = [e for i in range(0, len(text) + 1, max(1, len(text) // 7)) for e in t.update(text[:i])]
     got += t.update(text) + [e for _ in range(STABLE_POLLS) for e in t.update(None)]
     assert all(isinstance(e, InputError) for e in errors)
+    store = LiveStore()  # what the overlay shows of them: built from every event, raising nothing
+    for e in got:
+        store.apply(e)
     plies: dict[str, list[int]] = {}
     for e in got:
         if isinstance(e, MoveEvent):
