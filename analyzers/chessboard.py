@@ -14,12 +14,28 @@ import chess
 from .errors import IllegalMove
 
 
+#: What makes a position no position of chess (python-chess's status flags): a side without a king or with two, a pawn
+#: on its first or last rank, the side not to move in check, an empty board. Stockfish is not made for such
+#: positions (without a king it crashes: a restart per search, then a dead letter). Castling rights or an en-passant
+#: square the position does not allow are not among them: python-chess and the engine ignore those.
+NOT_CHESS = {chess.STATUS_EMPTY: "an empty board", chess.STATUS_NO_WHITE_KING: "no white king",
+             chess.STATUS_NO_BLACK_KING: "no black king", chess.STATUS_TOO_MANY_KINGS: "more than one king a side",
+             chess.STATUS_PAWNS_ON_BACKRANK: "a pawn on the first or last rank",
+             chess.STATUS_OPPOSITE_CHECK: "the side not to move is in check"}
+
+
 def start(fen: str | None = None) -> chess.Board:
-    """The initial position (``fen``, or the standard one); raises :class:`IllegalMove` for an invalid FEN."""
+    """The initial position (``fen``, or the standard one); raises :class:`IllegalMove` for a FEN that does not read
+    or that is no position of chess (:data:`NOT_CHESS`)."""
     try:
-        return chess.Board(fen) if fen else chess.Board()
+        board = chess.Board(fen) if fen else chess.Board()
     except ValueError as e:
         raise IllegalMove(f"invalid initial position: {e}") from None
+    status = board.status()
+    wrong = [why for flag, why in NOT_CHESS.items() if status & flag]
+    if wrong:
+        raise IllegalMove(f"invalid initial position {fen}: {', '.join(wrong)}")
+    return board
 
 
 def play(board: chess.Board, move: str, side: int | None = None) -> None:

@@ -54,6 +54,24 @@ def test_invalid_setups_are_illegal_moves():
         GO.start("21 7.5")  # a size kibitz does not rate
 
 
+@pytest.mark.parametrize("fen,why", [
+    ("4k3/8/8/8/8/8/8/R7 w - - 0 1", "no white king"),  # Stockfish crashes (signal 11) on it
+    ("4k3/8/8/8/8/8/8/K3k3 w - - 0 1", "more than one king"),
+    ("PPPPkPPP/8/8/8/8/8/8/4K3 w - - 0 1", "a pawn on the first or last rank"),
+    ("4k3/8/8/8/8/8/8/4K2r b - - 0 1", "the side not to move is in check"),
+    ("8/8/8/8/8/8/8/8 w - - 0 1", "an empty board"),
+])
+def test_a_fen_that_is_no_position_of_chess_is_an_invalid_setup(fen, why):
+    with pytest.raises(IllegalMove, match=why):
+        CHESS.start(fen)
+
+
+def test_odd_castling_rights_or_en_passant_squares_are_not_refused():
+    """Castling rights or an en-passant square the position does not allow: python-chess and the engine ignore them."""
+    board = CHESS.start("4k3/8/8/8/8/8/8/4K3 w KQkq e6 0 1")
+    assert not list(board.generate_castling_moves()) and not board.has_legal_en_passant()
+
+
 def test_chess_side_override_must_be_the_side_to_move():
     board = CHESS.start()
     with pytest.raises(IllegalMove, match="White is to move"):
