@@ -12,7 +12,8 @@ Move-based skill (from the moves alone):
 - :mod:`.eventpool`: the event prior: an event's level read from its *other* players' moves, moved by the player's
   own results in it; one event's evidence is a state kept within byte budgets, so it fits one Kafka record;
 - :mod:`.calibration`: c and gain histograms to Elo for one engine profile (:mod:`.profiles`), with model error;
-- :mod:`.fairplay`: z-scores of engine matching and loss against a player's reference rating.
+- :mod:`.fairplay`: z-scores of engine matching and loss against a player's reference rating;
+- :mod:`.gridstats`: the central intervals of every grid posterior (the rating's, c's, a Go rank's), read one way.
 
 Result-based ratings: :mod:`.glicko2` (platform updates after each game), :mod:`.pool` (Ordo-style pool fit with
 error bars), :mod:`.concordance` (Kendall's tau_a, how well one ordering agrees with another).
