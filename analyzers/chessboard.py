@@ -13,7 +13,6 @@ import chess
 
 from .errors import IllegalMove
 
-
 #: What makes a position no position of chess (python-chess's status flags): a side without a king or with two, a pawn
 #: on its first or last rank, the side not to move in check, an empty board. Stockfish is not made for such
 #: positions (without a king it crashes: a restart per search, then a dead letter). Castling rights or an en-passant

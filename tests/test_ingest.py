@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from analyzers.errors import IllegalMove, InputError, UnsupportedGame
 from schemas import GameEnded, GameStarted, MoveEvent
 from streamer.follow import STABLE_POLLS, FeedTracker, parse_feed
-from streamer.live import LiveStore
 from streamer.ingest import DEMO_PGN, TruncatedInput, read_pgn_games, replay_timeline
+from streamer.live import LiveStore
 
 BAD_PGN = (Path(__file__).parent / "fixtures" / "bad.pgn").read_text()
 
