@@ -1,9 +1,10 @@
 """Ingestion: PGN files and JSON-lines streams turned into kibitz input events.
 
 PGN games become ``GameStarted``, one ``MoveEvent`` per ply (with the mover's clock when the PGN has ``[%clk]``)
-and ``GameEnded``. A game whose movetext has an illegal move, or a file cut off mid-game, still yields its events up
-to the point of failure, plus an :class:`~analyzers.errors.InputError` naming the game and ply; the other games
-are unaffected.
+and ``GameEnded``. A game whose movetext has an illegal move (or a null move), or a file cut off mid-game, still
+yields its events up to the point of failure, plus an :class:`~analyzers.errors.InputError` naming the game and ply; a
+game that cannot be rated at all (a chess variant, a start position that does not read: :func:`refusal`) yields its
+error alone; the other games are unaffected.
 """
 
 from __future__ import annotations
