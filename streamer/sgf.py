@@ -125,6 +125,11 @@ def parse_game(data: bytes, source: str) -> GoGame:
         return game
     try:
         for node in g.get_main_sequence()[1:]:
+            if node.has_setup_stones():  # stones added or removed mid-game: the position is not the moves' alone
+                game.error = UnsupportedGame(f"{source}: stones set up after {len(game.moves)} moves (AB/AW/AE) are "
+                                             "not rated: the moves alone do not give the position", game_id=game_id,
+                                             ply=len(game.moves))
+                return game
             colour, point = node.get_move()
             if colour is None:
                 continue

@@ -144,6 +144,15 @@ def test_sgf_errors_are_typed_and_name_the_game(tmp_path):
     assert games[4].error is None and games[4].moves == games[0].moves
 
 
+def test_stones_set_up_after_the_first_move_keep_the_game_out():
+    """AB/AW/AE in a move node change the position beside the moves: rating the moves alone would search positions
+    the game never had, so the game is unsupported (as a handicap setup in the root is)."""
+    g = parse_game(b"(;GM[1]FF[4]SZ[19]KM[6.5];B[pd];W[dd]AB[aa];B[pp])", "mid.sgf#0")
+    assert isinstance(g.error, UnsupportedGame) and "set up after 1 moves" in str(g.error) and g.error.ply == 1
+    assert isinstance(game_events(g), UnsupportedGame)
+    assert parse_game(b"(;GM[1]FF[4]SZ[19]KM[6.5];B[pd];W[dd];B[pp])", "ok.sgf#0").error is None
+
+
 def test_fox_komi_quirks():
     assert parse_game(b"(;SZ[19]KM[650]TC[3]TT[30];B[dd])", "x.sgf#0").komi == 6.5
     assert parse_game(b"(;SZ[19]KM[375]AP[foxwq];B[dd])", "x.sgf#0").komi == 7.5
