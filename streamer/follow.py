@@ -150,7 +150,6 @@ class ParsedGame:
     at_end: bool            # the last game of the text: a half-written move there is expected
     whole: bool = True      # its text is complete: another game follows it, or it ends with its result token
     text: str = ""          # the last game's text, from its first tag to the end of the feed
-    refused: bool = False   # the game cannot be rated at all (ingest.refusal): its moves are left unread
 
 
 #: The tag pairs of a game's text are over: a blank line or a line of moves follows one.
@@ -178,10 +177,8 @@ def parse_feed(text: str) -> list[ParsedGame]:
             break
         if game is None:
             break
-        refused = refusal(game.headers, "", "") is not None
-        moves, clocks, stop = mainline(game) if not refused else ([], [], None)
-        error = stop or (str(game.errors[0]) if game.errors and not refused else None)
-        out.append(ParsedGame(game.headers, moves, clocks, error, False, refused=refused))
+        moves, clocks, stop = mainline(game)
+        out.append(ParsedGame(game.headers, moves, clocks, stop or (str(game.errors[0]) if game.errors else None), False))
         last_start = start
     if out:
         if not tags_complete(text[last_start:]):
@@ -228,8 +225,8 @@ class FeedTracker:
         out: list[FeedEvent] = []
         if g is None:
             g = self.games[key] = _Game(key)
-            refused = refusal(pg.headers, key, self.name) if pg.refused else None
-            if refused is not None:  # refused once, then left alone
+            refused = refusal(pg.headers, key, self.name)  # decided once, at first sight: its moves are never read
+            if refused is not None:
                 g.ended = g.rejected = True
                 self.on_error(refused)
                 return out
