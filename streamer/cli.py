@@ -545,9 +545,9 @@ async def _produce(args: argparse.Namespace) -> int:
             from .sgf import read_sgf_games
 
             for g in read_sgf_games(p):
-                evs = game_events(g)
-                errors += [evs] if isinstance(evs, InputError) else []
-                go_events += [] if isinstance(evs, InputError) else evs
+                evs, error = game_events(g)
+                errors += [error] if error is not None else []
+                go_events += evs
         else:
             games.extend(read_pgn_games(p))
     errors += [e for g in games for e in g.errors]

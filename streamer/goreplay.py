@@ -9,9 +9,10 @@ pool, and yields what the runtime publishes:
   after every move, with its interval on the GoR scale and the kyu/dan labels, and the player scope at each game end;
 - at the end of a game with a result, a Glicko-2 :class:`~schemas.messages.RatingUpdate` for each player, starting
   from the declared rank (``BR``/``WR``) or the platform default;
-- for a game that cannot be rated (unreadable record, unsupported size or handicap, illegal move, a side moving twice,
-  engine failure), a :class:`~schemas.messages.DeadLetter` naming the game and the move (with the whole SGF record
-  when the record itself is at fault), and the other games go on.
+- for a game that cannot be rated (unreadable record, unsupported size or handicap) or not to its end (an illegal
+  move, a side moving twice: the moves before it are rated, the game is not scored), and for an engine failure, a
+  :class:`~schemas.messages.DeadLetter` naming the game and the move (with the whole SGF record when the record itself
+  is at fault), and the other games go on.
 """
 
 from __future__ import annotations
@@ -38,32 +39,37 @@ GoOutput = PerceivedRating | RatingUpdate | DeadLetter
 _RESULTS = {1.0: "0-1", 0.0: "1-0", 0.5: "1/2-1/2"}
 
 
-def game_events(game: GoGame) -> list[GameEvent] | InputError:
-    """The events of ``game`` up to the end of play (two passes), or the error that keeps it out of the stream: the
-    record's own, an illegal move, or a side moving twice (the stream's moves alternate; a record may leave a pass
-    out)."""
+def game_events(game: GoGame) -> tuple[list[GameEvent], InputError | None]:
+    """The events of ``game`` up to the end of play (two passes), and the error that stopped them, if any. A record
+    at fault (unreadable, unsupported size, handicap) gives no events; an illegal move or a side moving twice (the
+    stream's moves alternate; a record may leave a pass out) gives the start and the moves before it, and no end, as
+    a PGN game with an illegal move does (:meth:`streamer.ingest.PgnGame.events`): the moves played are rated, the
+    game is not scored."""
     if game.error is not None:
-        return game.error
+        return [], game.error
     pos = GoPosition(size=game.size, komi=game.komi)
-    moves = []
+    moves: list[str] = []
+    error: InputError | None = None
     for i, (colour, move) in enumerate(game.moves):
         if pos.over:
             break
         where = f"move {i + 1} ({colour.upper()} {move})"
         if colour != pos.to_move:
-            return IllegalMove(f"{where}: {'Black' if colour == 'b' else 'White'} moves twice (a pass left out?); "
-                               "a streamed game alternates", game_id=game.game_id, ply=i)
+            error = IllegalMove(f"{where}: {'Black' if colour == 'b' else 'White'} moves twice (a pass left out?); "
+                                "a streamed game alternates", game_id=game.game_id, ply=i)
+            break
         try:
             pos.play(move)
         except IllegalMove as e:
-            return IllegalMove(f"{where}: {e}", game_id=game.game_id, ply=i)
+            error = IllegalMove(f"{where}: {e}", game_id=game.game_id, ply=i)
+            break
         moves.append(move)
     events: list[GameEvent] = [GameStarted(game="go", game_id=game.game_id, white=game.white, black=game.black,
                                            event=game.event, board_size=game.size, komi=game.komi)]
     events += [MoveEvent(game="go", game_id=game.game_id, ply=i, uci=m) for i, m in enumerate(moves)]
-    if game.black_score is not None:
+    if game.black_score is not None and error is None:
         events.append(GameEnded(game_id=game.game_id, result=_RESULTS[game.black_score], plies=len(moves)))
-    return events
+    return events, error
 
 
 async def replay_go(games: Sequence[GoGame], pool: EnginePool, calibration: Calibration, *, limits: GoEngineLimits,
@@ -78,10 +84,9 @@ async def replay_go(games: Sequence[GoGame], pool: EnginePool, calibration: Cali
     async with EmbeddedRuntime(None, config, queue.put_nowait, queue.put_nowait, partitions=partitions,
                                go_pool=pool) as runtime:
         for game in games:
-            events = game_events(game)
-            if isinstance(events, InputError):
-                yield dead_letter(events, game.record, source=game.source, key=game.game_id)
-                continue
+            events, error = game_events(game)
+            if error is not None:
+                yield dead_letter(error, game.record, source=game.source, key=game.game_id)
             for ev in events:
                 runtime.submit(ev, source=game.source)
 

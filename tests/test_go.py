@@ -24,7 +24,7 @@ from analyzers.goboard import GoPosition, from_gtp, to_gtp
 from analyzers.gorank import parse_rank, rank_label
 from analyzers.gorate import GNUGO_PROFILE, GoSkill, RankModel, go_gain, load_go_calibration
 from analyzers.profiles import get_profile
-from schemas import GameStarted, MoveEvent, PlayerInfo
+from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
 from streamer.goassess import assess_go_game
 from streamer.goreplay import game_events
 from streamer.pipeline import PipelineConfig, apply_move, start_game
@@ -149,8 +149,23 @@ def test_stones_set_up_after_the_first_move_keep_the_game_out():
     the game never had, so the game is unsupported (as a handicap setup in the root is)."""
     g = parse_game(b"(;GM[1]FF[4]SZ[19]KM[6.5];B[pd];W[dd]AB[aa];B[pp])", "mid.sgf#0")
     assert isinstance(g.error, UnsupportedGame) and "set up after 1 moves" in str(g.error) and g.error.ply == 1
-    assert isinstance(game_events(g), UnsupportedGame)
+    assert game_events(g) == ([], g.error)
     assert parse_game(b"(;GM[1]FF[4]SZ[19]KM[6.5];B[pd];W[dd];B[pp])", "ok.sgf#0").error is None
+
+
+def test_an_illegal_move_keeps_the_moves_before_it_and_leaves_the_game_unscored():
+    """As a PGN game with an illegal move: the start and the moves before it are streamed (and rated), the error names
+    the move, and no end is sent (no Glicko-2 update from a game whose record is wrong)."""
+    g = parse_game(b"(;GM[1]FF[4]SZ[9]KM[7]RE[B+R];B[ee];W[cc];B[cc];W[gg])", "occ.sgf#0")
+    events, error = game_events(g)
+    assert isinstance(error, IllegalMove) and error.ply == 2 and "move 3 (B C7)" in str(error)
+    assert isinstance(events[0], GameStarted) and [e.uci for e in events[1:] if isinstance(e, MoveEvent)] == ["E5", "C7"]
+    assert not any(isinstance(e, GameEnded) for e in events)
+    twice = parse_game(b"(;GM[1]FF[4]SZ[9]KM[7]RE[B+R];B[ee];B[cc])", "twice.sgf#0")
+    events, error = game_events(twice)
+    assert isinstance(error, IllegalMove) and "moves twice" in str(error) and len(events) == 2
+    events, error = game_events(parse_game(b"(;GM[1]FF[4]SZ[9]KM[7]RE[B+R];B[ee];W[cc])", "ok.sgf#0"))
+    assert error is None and isinstance(events[-1], GameEnded) and events[-1].result == "0-1"
 
 
 def test_fox_komi_quirks():
@@ -250,6 +265,8 @@ def test_replay_of_a_held_out_fox_game_rates_both_players_move_by_move(tmp_path)
     assert [d["reason"] for d in dead] == ["illegal_move", "malformed_record"]
     assert dead[0]["raw"] == "(;GM[1]FF[4]SZ[19]PB[x]PW[y];B[dd];W[dd])" and dead[0]["source"] == "bad_then_good.sgf#0"
     assert "move 2 (W dd" not in dead[0]["error"] and "move 2" in dead[0]["error"] and dead[0]["ply"] == 1
+    # the bad game's first move (before the illegal one) is rated; the game is not scored
+    assert [m["moves"] for m in msgs if m["type"] == "perceived" and m["player_id"] == "x" and m["scope"] == "game"] == [1]
     game = [m for m in msgs if m["type"] == "perceived" and m["scope"] == "game" and m["game_id"].startswith("bad_then_good")]
     fox = [m for m in game if m["moves"] and m["player_id"] in ("E9A38EE584BFE58EBB", "jkl012")]
     by_player = {p: [m for m in fox if m["player_id"] == p] for p in ("E9A38EE584BFE58EBB", "jkl012")}
@@ -283,10 +300,12 @@ def test_any_sgf_text_reads_into_alternating_legal_moves_or_a_typed_error(tmp_pa
     p = tmp_path_factory.mktemp("sgf") / "x.sgf"
     p.write_text("".join(pieces), encoding="utf-8", errors="replace")
     for game in read_sgf_games(p):
-        evs = game_events(game)
-        if isinstance(evs, InputError):
+        evs, error = game_events(game)
+        if not evs:
+            assert isinstance(error, InputError)
             continue
         assert isinstance(evs[0], GameStarted)
+        assert error is None or not isinstance(evs[-1], GameEnded)  # a game stopped by an error is not scored
         pos = GoPosition(size=evs[0].board_size, komi=evs[0].komi)
         for e in evs[1:]:
             if isinstance(e, MoveEvent):
