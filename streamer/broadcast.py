@@ -75,7 +75,7 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource], s
     from aiokafka import AIOKafkaProducer
 
     from .cli import kafka_settings
-    from .kafka_config import input_records, wait_for_broker
+    from .kafka_config import input_records, rejection_record, wait_for_broker
 
     settings = kafka_settings(args)
     await wait_for_broker(settings)
@@ -83,18 +83,24 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource], s
     await producer.start()
     pending: list[asyncio.Future] = []
 
-    def submit(ev: FeedEvent) -> None:
+    def send(records: list[tuple[str, bytes, bytes]]) -> None:
         # sent records are dropped from the list (a follow runs for days); a failed send stops the follow loudly
         for f in [f for f in pending if f.done()]:
             pending.remove(f)
             f.result()
         # sends are queued in order per key; the producer keeps them in order on the partition
-        pending.extend(asyncio.ensure_future(producer.send(topic, value, key=key))
-                       for topic, key, value in input_records(settings.topics, ev))
+        pending.extend(asyncio.ensure_future(producer.send(topic, value, key=key)) for topic, key, value in records)
+
+    def submit(ev: FeedEvent) -> None:
+        send(input_records(settings.topics, ev))
+
+    def rejected(e: InputError) -> None:
+        topic, key, d = rejection_record(settings.topics, e, source=e.game_id or "feed")
+        print_rejection(d)
+        send([(topic, key, d.model_dump_json().encode())])
 
     try:
-        follower = Follower(sources, submit, interval=args.interval,
-                            on_error=print_rejection)
+        follower = Follower(sources, submit, interval=args.interval, on_error=rejected)
         async with serving(store, args.serve) as server:
             reader = asyncio.create_task(read_outputs(settings, store)) if server else None
             try:

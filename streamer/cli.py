@@ -35,7 +35,7 @@ from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, Rat
 
 from .embedded import MAX_GAMES, MAX_PLAYERS
 from .follow import DEFAULT_INTERVAL
-from .kafka_config import STAGES, input_records, wait_for_broker
+from .kafka_config import STAGES, input_records, rejection_record, wait_for_broker
 from .logs import setup_logging
 
 EXIT_OK, EXIT_FATAL, EXIT_USAGE, EXIT_REJECTED = 0, 1, 2, 3
@@ -538,7 +538,7 @@ async def _produce(args: argparse.Namespace) -> int:
     settings = kafka_settings(args)
     games: list = []
     go_events: list = []  # SGF games: no clocks to pace by, sent as fast as the broker takes them
-    errors: list = []
+    errors: list[tuple[InputError, str]] = []  # (error, source): each refusal, printed and dead-lettered
     for p in args.pgn:
         if p.suffix.lower() == ".sgf":
             from .goreplay import game_events
@@ -546,18 +546,21 @@ async def _produce(args: argparse.Namespace) -> int:
 
             for g in read_sgf_games(p):
                 evs, error = game_events(g)
-                errors += [error] if error is not None else []
+                errors += [(error, g.source)] if error is not None else []
                 go_events += evs
         else:
-            games.extend(read_pgn_games(p))
-    errors += [e for g in games for e in g.errors]
-    for e in errors:
-        print_rejection(e)
+            read = list(read_pgn_games(p))
+            games += read
+            errors += [(e, p.name) for g in read for e in g.errors]
     timeline = replay_timeline(games, speed=None if args.max_speed else args.speed)
     await wait_for_broker(settings)
     producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
     await producer.start()
     try:
+        for error, source in errors:
+            topic, key, d = rejection_record(settings.topics, error, source=source)
+            print_rejection(d)
+            await producer.send(topic, d.model_dump_json().encode(), key=key)
         async for te in paced(timeline):
             for topic, key, value in input_records(settings.topics, te.event):
                 await producer.send(topic, value, key=key)

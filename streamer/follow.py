@@ -137,6 +137,7 @@ class _Game:
     tail: str | None = None  # this game's text at the feed's end at the last poll, and for how many polls in a row
     tail_polls: int = 0
     rejected: bool = False
+    over: bool = False  # ended, or rejected with its result set in the feed: nothing more to wait for unless corrected
 
 
 @dataclass
@@ -227,7 +228,7 @@ class FeedTracker:
             g = self.games[key] = _Game(key)
             refused = refusal(pg.headers, key, self.name)  # decided once, at first sight: its moves are never read
             if refused is not None:
-                g.ended = g.rejected = True
+                g.ended = g.rejected = g.over = True
                 self.on_error(refused)
                 return out
             out.append(self._started(g.game_id, pg))
@@ -264,10 +265,13 @@ class FeedTracker:
         result = pg.headers.get("Result", "*")
         if pg.error is None and result in RESULT_SCORES and len(moves) >= len(g.moves):
             if whole:
-                g.ended = True
+                g.ended = g.over = True
                 out.append(GameEnded(game_id=g.game_id, result=result, plies=len(g.moves)))
             else:
                 self._waiting = True
+        # a game rejected at a move (no end is sent: it is not scored) whose result is set is over in the feed, unless
+        # the operator corrects it later
+        g.over = g.ended or (g.rejected and pg.error is not None and result in RESULT_SCORES)
         return out
 
     @staticmethod
@@ -297,7 +301,7 @@ class FeedTracker:
 
 class Follower:
     """Polls sources every ``interval`` seconds and hands each new event to ``submit``. Runs until cancelled, or
-    with ``until_ended`` until every game seen has ended (and at least one was seen)."""
+    with ``until_ended`` until every game seen is over (:meth:`all_ended`; at least one was seen)."""
 
     def __init__(self, sources: Iterable[PgnSource], submit: Callable[[FeedEvent], object], *, interval: float = DEFAULT_INTERVAL,
                  on_error: Callable[[InputError], None] | None = None) -> None:
@@ -326,8 +330,10 @@ class Follower:
         return n
 
     def all_ended(self) -> bool:
+        """Whether at least one game was seen and every game seen is over: ended, refused, or rejected at a move with
+        its result set (it would wait for a correction that a finished round does not bring)."""
         games = [g for t in self.trackers.values() for g in t.games.values()]
-        return bool(games) and all(g.ended for g in games)
+        return bool(games) and all(g.over for g in games)
 
     async def run(self, *, until_ended: bool = False) -> None:
         try:

@@ -14,7 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from .steps import Route
+from analyzers.errors import InputError
+from schemas import DeadLetter
+
+from .steps import Route, dead_letter
 
 DEFAULT_BROKER = "127.0.0.1:9092"
 #: The stages of a worker, in pipeline order: analyse (moves -> assessments; those of a game in an event go by way of
@@ -220,6 +223,15 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
             delay = min(delay * 2, most)
     finally:
         quiet.setLevel(level)
+
+
+def rejection_record(topics: Topics, error: InputError, *, source: str) -> tuple[str, bytes, DeadLetter]:
+    """(topic, key, dead letter) of an input a producer refused before sending it (a game with an illegal move, an
+    unsupported variant, a feed that does not parse): on ``kibitz.deadletter`` keyed by its game, as the worker's own
+    rejections are, so that one topic holds everything that was not rated. The raw text is the error's message: the
+    refused input is a piece of a file or feed, not a record."""
+    d = dead_letter(error, str(error), source=source, key=error.game_id or source)
+    return topics.deadletter, (d.key or source).encode(), d
 
 
 def input_records(topics: Topics, ev: BaseModel) -> list[tuple[str, bytes, bytes]]:

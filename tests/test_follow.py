@@ -198,6 +198,30 @@ async def test_a_growing_file_is_followed_ply_by_ply(tmp_path):
     assert isinstance(got[-1], GameEnded) and follower.all_ended()
 
 
+async def test_until_ended_stops_once_a_game_rejected_at_a_move_has_its_result(tmp_path):
+    """A game with an illegal move waits in the feed for its correction (no end is sent: it is not scored); once its
+    result is set, a follow ``until_ended`` does not wait for it for ever. While it is still being played it does."""
+
+    def feed(result: str) -> str:
+        bad = pgn_upto(4, result=result).rstrip()
+        assert bad.endswith(result)
+        return bad[: -len(result)] + f"3. Qxh7 {result}\n\n" + pgn_upto(N_PLIES).replace('Round "1.7"', 'Round "1.8"')
+
+    path = tmp_path / "games.pgn"
+    path.write_text(feed("*"))
+    got: list = []
+    errors: list = []
+    follower = Follower([PgnSource(str(path))], got.append, interval=0.01, on_error=errors.append)
+    with pytest.raises(TimeoutError):  # "*": the game is still being played
+        await asyncio.wait_for(follower.run(until_ended=True), 0.5)
+    assert len(errors) == 1 and isinstance(errors[0], IllegalMove)
+    path.write_text(feed("1-0"))
+    follower = Follower([PgnSource(str(path))], got.append, interval=0.01, on_error=errors.append)
+    await asyncio.wait_for(follower.run(until_ended=True), 5)
+    ended = [e for e in got if isinstance(e, GameEnded)]
+    assert len(errors) == 2 and len(ended) == 2 and len({e.game_id for e in ended}) == 1  # the good game, once per run
+
+
 class Feed:
     """A broadcast site on 127.0.0.1: serves ``text`` with an ETag and Last-Modified, honours conditional GETs, or
     answers the next queued status instead."""

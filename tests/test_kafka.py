@@ -296,6 +296,42 @@ def test_garbage_is_dead_lettered_and_no_valid_message_is_lost(broker, tmp_path,
     assert perceived == emb_perceived and glicko == emb_glicko
 
 
+def test_produce_dead_letters_what_it_refuses_and_sends_the_rest(broker, tmp_path):
+    """``kibitz produce`` of a PGN file with an illegal move and a truncated game, and an SGF game with an illegal
+    move: each refusal is printed and lands on ``kibitz.deadletter`` keyed by its game (exit 3), the moves before it
+    are sent, and no end is sent for a game that was refused part way."""
+    sgf = tmp_path / "occupied.sgf"
+    sgf.write_bytes(b"(;GM[1]FF[4]SZ[9]KM[7]RE[B+R];B[ee];W[cc];B[cc];W[gg])")
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    r = cli("produce", str(ROOT / "tests/fixtures/bad.pgn"), str(sgf), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.count("rejected (") == 3, r.stderr
+    dead = {k: [json.loads(v) for v in vs] for k, vs in asyncio.run(read_topic(broker, t.deadletter)).items()}
+    reasons = {k.decode(): [d["reason"] for d in ds] for k, ds in dead.items()}
+    games = {g.game_id: g for g in read_pgn_games(ROOT / "tests/fixtures/bad.pgn")}
+    illegal, _, truncated = games
+    assert len(games) == 3
+    occupied = next(k for k in reasons if k.startswith("occupied"))
+    assert reasons == {illegal: ["illegal_move"], truncated: ["truncated"], occupied: ["illegal_move"]}
+    assert dead[occupied.encode()][0]["ply"] == 2 and dead[illegal.encode()][0]["ply"] == 2
+    moves = {k.decode(): [json.loads(v) for v in vs] for k, vs in asyncio.run(read_topic(broker, t.moves)).items()}
+    kinds = {k: [m["type"] for m in ms] for k, ms in moves.items()}
+    assert kinds[illegal] == ["game_started", "move", "move"]  # 1. e4 e5 2. Ke3??: the two moves before it
+    assert kinds[occupied] == ["game_started", "move", "move"]  # no end: the game is not scored
+    assert kinds[truncated][-1] == "move" and all(k[-1] == "game_ended" for g, k in kinds.items()
+                                                  if g not in (illegal, occupied, truncated))
+    # a live feed through ``follow --produce``: the same refusal on the same topic
+    feed = tmp_path / "feed.pgn"
+    feed.write_text(ROOT.joinpath("tests/fixtures/bad.pgn").read_text().split("\n\n[Event")[0] + "\n")
+    prefix = fresh_prefix()
+    r = cli("follow", str(feed), "--produce", "--until-ended", "--interval", "0.2", "--broker", broker,
+            "--topic-prefix", prefix, timeout=120)
+    assert r.returncode == 0 and "rejected (illegal_move)" in r.stderr, r.stderr
+    dead = [json.loads(v) for vs in asyncio.run(read_topic(broker, Topics(prefix=prefix).deadletter)).values() for v in vs]
+    assert [(d["reason"], d["ply"]) for d in dead] == [("illegal_move", 2)]
+
+
 def test_tail_prints_a_topic(broker):
     prefix = fresh_prefix()
     t = Topics(prefix=prefix)
