@@ -27,6 +27,9 @@ from schemas import GameEnded, GameStarted, MoveAssessment, MoveEvent, Perceived
 
 #: Games kept (the oldest finished ones go first).
 MAX_GAMES = 2_000
+#: Players kept (their names and player- and event-scope ratings); the one updated longest ago goes first. A store
+#: fed by a platform's topics for weeks sees millions of players; the games kept name at most 2 * MAX_GAMES of them.
+MAX_PLAYERS = 20_000
 #: Rating points per game and player kept for the sparkline.
 MAX_HISTORY = 400
 #: A subscriber that does not keep up keeps only the newest snapshot.
@@ -75,8 +78,9 @@ def shown_rating(p: PerceivedRating) -> dict[str, Any]:
 
 
 class LiveStore:
-    def __init__(self, max_games: int = MAX_GAMES) -> None:
+    def __init__(self, max_games: int = MAX_GAMES, max_players: int = MAX_PLAYERS) -> None:
         self.max_games = max_games
+        self.max_players = max_players
         self._games: dict[str, _Game] = {}
         self._players: dict[str, dict[str, Any]] = {}
         self._subscribers: dict[str, set[asyncio.Queue]] = {}
@@ -171,7 +175,14 @@ class LiveStore:
         del side.history[:-MAX_HISTORY]
 
     def _player(self, pid: str) -> dict[str, Any]:
-        return self._players.setdefault(pid, {"id": pid})
+        """The player's entry, made the most recently updated (dicts keep insertion order: the first is the oldest)."""
+        p = self._players.pop(pid, None)
+        if p is None:
+            p = {"id": pid}
+            if len(self._players) >= self.max_players:
+                del self._players[next(iter(self._players))]
+        self._players[pid] = p
+        return p
 
     # -- output -------------------------------------------------------------------------------------------
     def games(self) -> list[dict[str, Any]]:
@@ -194,11 +205,16 @@ class LiveStore:
         }
 
     def player(self, player_id: str) -> dict[str, Any] | None:
+        """A player's name, declared rating, player- and event-scope ratings and games kept; None for a player in no
+        game kept and not among the last ``max_players`` updated."""
+        sides = [(g.game_id, s.info) for g in self._games.values() for s in g.sides.values() if s.info.id == player_id]
         p = self._players.get(player_id)
         if p is None:
-            return None
-        games = [g.game_id for g in self._games.values() if any(s.info.id == player_id for s in g.sides.values())]
-        return {**p, "games": games}
+            if not sides:
+                return None
+            info = sides[-1][1]  # dropped from the players kept while a game of theirs is: its start names them
+            p = {"id": player_id, "name": info.name, "declared": info.rating}
+        return {**p, "games": list(dict.fromkeys(gid for gid, _ in sides))}
 
     def subscribe(self, game_id: str) -> asyncio.Queue:
         q: asyncio.Queue = asyncio.Queue(QUEUE_SIZE)

@@ -1,0 +1,61 @@
+"""The overlay's store (streamer.live): what it keeps of a stream that runs for weeks is bounded, and what it drops
+first is what a viewer misses least."""
+
+from __future__ import annotations
+
+from schemas import GameEnded, GameStarted, MoveEvent, PerceivedRating, PlayerInfo
+from streamer import live
+from streamer.live import LiveStore
+
+
+def start(gid: str, white: str, black: str) -> GameStarted:
+    return GameStarted(game_id=gid, white=PlayerInfo(id=white, name=white.upper(), rating=2000),
+                       black=PlayerInfo(id=black, name=black.upper()), event="e")
+
+
+def player_rating(pid: str, rating: float) -> PerceivedRating:
+    return PerceivedRating(player_id=pid, scope="player", scope_id=pid, game_id="g0", ply=0, rating=rating,
+                           low=rating - 300, high=rating + 300, method="model", moves=10, gain_moves=10, profile="fast",
+                           provisional=False)
+
+
+def test_players_kept_are_bounded_and_a_player_of_a_kept_game_is_still_shown():
+    store = LiveStore(max_games=2, max_players=3)
+    store.apply(start("g0", "a", "b"))
+    store.apply(player_rating("a", 1900))
+    for i in range(1, 4):  # six more players: a and b are the least recently updated
+        store.apply(start(f"g{i}", f"w{i}", f"b{i}"))
+    assert len(store._players) == 3
+    assert store.player("a") is None  # dropped, and its game too (two games kept)
+    assert store.player("w3")["games"] == ["g3"] and store.player("w3")["name"] == "W3"
+    # a player dropped from the players kept while a game of theirs is kept: shown from the game's start
+    store = LiveStore(max_games=10, max_players=2)
+    store.apply(start("g0", "a", "b"))
+    store.apply(start("g1", "c", "d"))
+    assert "a" not in store._players
+    assert store.player("a") == {"id": "a", "name": "A", "declared": 2000, "games": ["g0"]}
+    store.apply(player_rating("a", 1900))  # a rating brings the player back, the least recently updated goes
+    assert store.player("a")["player"]["rating"] == 1900 and "c" not in store._players
+
+
+def test_games_kept_are_bounded_and_finished_ones_go_first():
+    store = LiveStore(max_games=2)
+    store.apply(start("g0", "a", "b"))
+    store.apply(start("g1", "c", "d"))
+    store.apply(GameEnded(game_id="g1", result="1-0", plies=0))
+    store.apply(start("g2", "e", "f"))
+    assert {g["game_id"] for g in store.games()} == {"g0", "g2"}
+    store.apply(start("g3", "g", "h"))  # none finished: the oldest goes
+    assert {g["game_id"] for g in store.games()} == {"g2", "g3"}
+
+
+def test_messages_of_games_not_started_are_held_within_bounds(monkeypatch):
+    monkeypatch.setattr(live, "MAX_EARLY_GAMES", 2)
+    monkeypatch.setattr(live, "MAX_EARLY_MESSAGES", 3)
+    store = LiveStore()
+    for gid in ("x", "y", "z"):
+        for ply in range(5):
+            store.apply(MoveEvent(game_id=gid, ply=ply, uci="e2e4" if ply == 0 else "e7e5"))
+    assert list(store._early) == ["y", "z"] and all(len(v) == 3 for v in store._early.values())
+    store.apply(start("z", "a", "b"))  # the held messages are applied once the game starts: 1. e4 e5 (the third is illegal)
+    assert store.game("z")["moves"] == 2 and "z" not in store._early
