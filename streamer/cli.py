@@ -377,13 +377,24 @@ async def _review(args: argparse.Namespace) -> int:
     if config.model is None or calibration is None:
         raise CalibrationError(f"profile {config.profile.name} has no move model or no review calibration "
                                "(bench/fit_review.py fits one); the review needs both")
-    games = [g for p in args.pgn for g in read_pgn_games(p) if args.event is None or g.event == args.event]
+    read = [g for p in args.pgn for g in read_pgn_games(p)]
+    games = [g for g in read if args.event is None or g.event == args.event]
+    if not games and read:
+        events = sorted({g.event for g in read})
+        print(f"kibitz: no game of event {args.event!r} in these games; their events: "
+              + ", ".join(map(repr, events[:10])) + (f" and {len(events) - 10} more" if len(events) > 10 else ""),
+              file=sys.stderr)
+        return EXIT_USAGE
     for e in (e for g in games for e in g.errors):
         print_rejection(e)
-    ids = sorted({pl.id for g in games for pl in (g.white, g.black) if args.player in (pl.id, pl.name)})
+    players = {pl.id: pl.name for g in games for pl in (g.white, g.black)}
+    ids = sorted(pid for pid, name in players.items() if args.player in (pid, name))
     if len(ids) != 1:
-        print(f"kibitz: {'no player' if not ids else 'several players'} named {args.player!r} in these games"
-              + (f" ({', '.join(ids)}); pass one id" if ids else ""), file=sys.stderr)
+        near = sorted(f"{name!r} (id {pid})" for pid, name in players.items() if args.player.casefold() in name.casefold())
+        hint = (f" ({', '.join(ids)}); pass one id" if ids else
+                f"; did you mean {', '.join(near[:5])}{' ...' if len(near) > 5 else ''}?" if near else "")
+        print(f"kibitz: {'no player' if not ids else 'several players'} named {args.player!r} in these games{hint}",
+              file=sys.stderr)
         return EXIT_USAGE
     async with EnginePool(args.engine, size=args.engines, cache_path=args.cache, timeout=config.timeout) as pool:
         review = await review_player(pool, config, config.model, games, ids[0], calibration)

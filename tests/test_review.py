@@ -233,6 +233,13 @@ async def test_a_player_who_always_plays_the_deeper_choice_matches_it_at_every_c
     unknown = subprocess.run([sys.executable, "-m", "streamer.cli", "review", str(pgn), "--player", "Nobody"],
                              capture_output=True, text=True, timeout=120)
     assert unknown.returncode == 2 and "no player named 'Nobody'" in unknown.stderr
+    # a part of a name, in any case, is answered with the names it is part of; an unknown event with the events there
+    near = subprocess.run([sys.executable, "-m", "streamer.cli", "review", str(pgn), "--player", "assisted"],
+                          capture_output=True, text=True, timeout=120)
+    assert near.returncode == 2 and "did you mean 'Assisted, A'" in near.stderr, near.stderr
+    event = subprocess.run([sys.executable, "-m", "streamer.cli", "review", str(pgn), "--player", "Assisted, A", "--event",
+                            "Nope"], capture_output=True, text=True, timeout=120)
+    assert event.returncode == 2 and "no game of event 'Nope'" in event.stderr and repr(games[0].event) in event.stderr
 
 
 def test_with_the_review_on_the_player_step_keeps_its_last_games_and_sends_each_alert_with_its_scopes_games():
