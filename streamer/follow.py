@@ -20,7 +20,10 @@ written, and what it shows may still change:
   fails elsewhere, or is still there after :data:`STABLE_POLLS` polls, is rejected (a dead letter) and the game
   waits for its correction;
 - a game whose moves *change* (an operator corrected a wrongly entered move) is restarted under a new id
-  (``<id>~2``, ...), with a warning in the log: the plies already rated stay rated in the old game.
+  (``<id>~2``, ...), with a warning in the log: the plies already rated stay rated in the old game;
+- a game missing from the text for :data:`STABLE_POLLS` polls in a row (renamed, e.g. a player's name corrected,
+  which makes it another game, or taken out) is taken as over, with a warning in the log, so a follow
+  ``until_ended`` is not held up by it; followed again if it comes back.
 
 Game ids are stable across polls and restarts of ``kibitz follow``: the source's name and a hash of the headers
 that identify a game (Event, Site, Date, Round, White, Black).
@@ -138,6 +141,8 @@ class _Game:
     tail_polls: int = 0
     rejected: bool = False
     over: bool = False  # ended, or rejected with its result set in the feed: nothing more to wait for unless corrected
+    absent: int = 0     # polls in a row whose text did not have this game (it was renamed or taken out of the feed)
+    gone: bool = False  # absent long enough to be taken as over
 
 
 @dataclass
@@ -201,6 +206,7 @@ class FeedTracker:
         self.games: dict[str, _Game] = {}
         self._last: str | None = None  # the text of the last poll that returned one
         self._waiting = False          # whether that text's end is waiting to be confirmed by later polls
+        self._present: set[str] = set()  # the games of the last text parsed
 
     def game_key(self, headers: chess.pgn.Headers) -> str:
         ident = "|".join(headers.get(k, "") for k in IDENT_HEADERS)
@@ -212,13 +218,31 @@ class FeedTracker:
         (:data:`STABLE_POLLS`)."""
         if text is None:
             if self._last is None or not self._waiting:
+                self._count_absent(self._present)
                 return []
             text = self._last
         self._last, self._waiting = text, False
         out: list[FeedEvent] = []
-        for pg in parse_feed(text):
+        parsed = parse_feed(text)
+        for pg in parsed:
             out += self._update_game(pg)
+        self._present = {self.game_key(pg.headers) for pg in parsed}
+        self._count_absent(self._present)
         return out
+
+    def _count_absent(self, present: set[str]) -> None:
+        """Count the polls in a row without each game. A game gone for :data:`STABLE_POLLS` polls (the operator
+        renamed it, e.g. corrected a player's name or the round, which makes it another game, or took it out) is
+        over: it cannot end in this feed. Logged once; a game that comes back is followed again (:meth:`_update_game`)."""
+        for key, g in self.games.items():
+            if key in present:
+                g.absent = 0
+            elif not g.over:
+                g.absent += 1
+                if g.absent >= STABLE_POLLS:
+                    g.over = g.gone = True
+                    log.warning("game no longer in the feed: taken as over", extra={
+                        "game_id": g.game_id, "plies": len(g.moves), "polls": STABLE_POLLS})
 
     def _update_game(self, pg: ParsedGame) -> list[FeedEvent]:
         key = self.game_key(pg.headers)
@@ -232,6 +256,9 @@ class FeedTracker:
                 self.on_error(refused)
                 return out
             out.append(self._started(g.game_id, pg))
+        if g.gone:
+            g.gone, g.over = False, g.ended
+            log.info("game back in the feed", extra={"game_id": g.game_id})
         if g.ended:
             return out
         # the end of the text: what it shows of this game is final once whole, or once it stays the same long enough

@@ -111,6 +111,28 @@ def test_a_corrected_move_restarts_the_game_under_a_new_id_with_a_log_line(caplo
     assert any(r.message == "game corrected in the feed: restarted" and r.ply == 4 for r in caplog.records)
 
 
+def test_a_game_renamed_or_taken_out_of_the_feed_is_over_after_stable_polls_and_followed_again_if_it_returns(caplog):
+    """A corrected player name makes another game (the name is part of its id); the game under the old name can no
+    longer end in this feed. Gone for STABLE_POLLS polls (unchanged polls count), it is taken as over, logged once,
+    so that a follow ``until_ended`` ends; a game that comes back is followed again."""
+    t = FeedTracker("round1")
+    t.update(pgn_upto(6, white="Bai, Jin"))
+    renamed = pgn_upto(6)
+    with caplog.at_level(logging.WARNING, logger="kibitz.follow"):
+        t.update(renamed)
+        for _ in range(STABLE_POLLS - 2):
+            t.update(None)
+        assert sum(g.over for g in t.games.values()) == 0  # not yet: a half-written text may lack a game for a poll
+        t.update(None)
+    over = [g for g in t.games.values() if g.over]
+    assert len(over) == 1 and len(over[0].moves) == 6
+    assert over[0].game_id != next(e.game_id for e in t.update(pgn_upto(7)) if isinstance(e, MoveEvent))
+    assert [r.message for r in caplog.records].count("game no longer in the feed: taken as over") == 1
+    back = t.update(pgn_upto(7, white="Bai, Jin") + pgn_upto(7))  # it returns: followed again
+    assert [e.ply for e in back if e.game_id == over[0].game_id and isinstance(e, MoveEvent)] == [6]
+    assert not over[0].over
+
+
 def test_two_games_in_one_feed_have_distinct_stable_ids():
     a, b = pgn_upto(3), pgn_upto(3).replace('Round "1.7"', 'Round "1.8"')
     ids = {e.game_id for e in FeedTracker("r").update(a + b) if isinstance(e, GameStarted)}
