@@ -85,11 +85,20 @@ class LiveStore:
         self._players: dict[str, dict[str, Any]] = {}
         self._subscribers: dict[str, set[asyncio.Queue]] = {}
         self._early: dict[str, list[BaseModel]] = {}
+        self._not_chess: dict[str, None] = {}  # the last max_games games of another game (Go), whose messages are dropped
 
     # -- input --------------------------------------------------------------------------------------------
     def apply(self, msg: BaseModel) -> None:
         """Take one message (others are ignored); subscribers of the game it concerns get the new snapshot."""
         gid: str | None = getattr(msg, "game_id", None)
+        if getattr(msg, "game", "chess") != "chess" or gid in self._not_chess:
+            # the overlay draws chess: a Go game is rated on the topics, not shown here (its GoR ratings are not Elo)
+            if gid is not None and isinstance(msg, GameStarted):
+                self._not_chess[gid] = None
+                while len(self._not_chess) > self.max_games:
+                    del self._not_chess[next(iter(self._not_chess))]
+                self._early.pop(gid, None)
+            return
         if isinstance(msg, GameStarted):
             self._start(msg)
             for early in self._early.pop(msg.game_id, []):

@@ -59,3 +59,19 @@ def test_messages_of_games_not_started_are_held_within_bounds(monkeypatch):
     assert list(store._early) == ["y", "z"] and all(len(v) == 3 for v in store._early.values())
     store.apply(start("z", "a", "b"))  # the held messages are applied once the game starts: 1. e4 e5 (the third is illegal)
     assert store.game("z")["moves"] == 2 and "z" not in store._early
+
+
+def test_go_games_are_not_drawn_as_chess():
+    """The overlay draws chess boards: a Go game's start, moves, ratings (GoR, not Elo) and end are left out, even
+    when a message overtakes its start; a chess game beside it is shown."""
+    store = LiveStore()
+    go_rating = player_rating("a", 2400).model_copy(update={"game": "go", "scope": "game", "game_id": "go1"})
+    store.apply(go_rating)  # before its start: held, then dropped with the start
+    store.apply(GameStarted(game="go", game_id="go1", white=PlayerInfo(id="a", name="A"), black=PlayerInfo(id="b", name="B"),
+                            board_size=19, komi=6.5))
+    store.apply(MoveEvent(game="go", game_id="go1", ply=0, uci="D4"))
+    store.apply(player_rating("a", 2400).model_copy(update={"game": "go"}))
+    store.apply(GameEnded(game_id="go1", result="1-0", plies=1))
+    store.apply(start("c1", "a", "d"))
+    assert [g["game_id"] for g in store.games()] == ["c1"] and store._early == {}
+    assert "player" not in store.player("a")  # the Go player-scope rating is not shown as a chess one
