@@ -94,8 +94,9 @@ class PgnSource:
                 data = f.read()
         except OSError as e:
             raise SourceUnavailable(f"cannot read {self.location}: {e.strerror or e}") from e
+        text = self._pgn_text(data)
         self._stat = stat
-        return data.decode("utf-8", errors="replace")
+        return text
 
     async def _fetch_url(self) -> str | None:
         import aiohttp
@@ -113,12 +114,21 @@ class PgnSource:
                     return None
                 if r.status != 200:
                     raise SourceUnavailable(f"{self.location} answered HTTP {r.status}")
-                body = await r.read()
+                text = self._pgn_text(await r.read())
                 self._etag = r.headers.get("ETag")
                 self._modified = r.headers.get("Last-Modified")
         except (TimeoutError, aiohttp.ClientError) as e:
             raise SourceUnavailable(f"cannot fetch {self.location}: {e!r}") from e
-        return body.decode("utf-8", errors="replace")
+        return text
+
+    def _pgn_text(self, data: bytes) -> str:
+        """The feed's bytes as text; markup (an HTML page: a wrong URL, a login or error page served as 200) is
+        refused as the feed being unavailable, not read as PGN (python-chess would find moves in its words, "e4",
+        and start a game of them). Nothing of such a text is remembered, so it is fetched and refused again."""
+        text = data.decode("utf-8", errors="replace")
+        if text.lstrip("\ufeff \t\r\n").startswith("<"):
+            raise SourceUnavailable(f"{self.location} is markup (an HTML page?), not PGN")
+        return text
 
     async def close(self) -> None:
         if self._session is not None:

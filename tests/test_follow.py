@@ -311,3 +311,26 @@ async def test_an_unreachable_url_is_retried(feed):
     assert await follower.poll_once() == 0 and "cannot fetch" in follower.unavailable[dead]
     await asyncio.sleep(0)
     await follower.sources[0].close()
+
+
+async def test_an_html_page_in_place_of_the_feed_is_unavailable_not_a_game(feed, tmp_path):
+    """A wrong URL, or a site's error or login page served with 200: python-chess reads "e4" in its words as a move
+    and would start a game of them. It is refused as the feed being unavailable, fetched and refused again at each
+    poll (logged once), and the feed is followed once it serves PGN; the same for a file."""
+    f, url = feed
+    html = "<!DOCTYPE html>\n<html><body><p>Round 1: Game e4 started, see d4 and Nf3</p></body></html>"
+    f.set(html)
+    got: list = []
+    follower = Follower([PgnSource(url)], got.append, interval=0.01)
+    for _ in range(3):
+        assert await follower.poll_once() == 0
+        assert "markup" in follower.unavailable[url] and got == []
+    assert f.conditional == 0  # no ETag kept of the page: it is fetched whole again
+    f.set(pgn_upto(3))
+    await follower.poll_once()
+    assert not follower.unavailable and [e.ply for e in got if isinstance(e, MoveEvent)] == [0, 1, 2]
+    await follower.sources[0].close()
+    path = tmp_path / "round.pgn"
+    path.write_text("\ufeff  " + html)
+    follower = Follower([PgnSource(str(path))], got.append, interval=0.01)
+    assert await follower.poll_once() == 0 and "markup" in follower.unavailable[str(path)]
