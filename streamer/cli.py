@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -48,13 +49,13 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine")
     g.add_argument("--profile", default=DEFAULT_PROFILE, choices=sorted(PROFILES), help="engine profile (limits and calibration); default %(default)s")
     lim = g.add_mutually_exclusive_group()
-    lim.add_argument("--depth", type=int, help="override the profile's search depth (results are then not calibrated)")
-    lim.add_argument("--nodes", type=int, help="search a fixed number of nodes instead of a depth")
-    g.add_argument("--multipv", type=int, help="override the profile's number of candidate moves")
-    g.add_argument("--engines", type=int, default=2, help="engine processes (one core each); default %(default)s")
+    lim.add_argument("--depth", type=positive(int), help="override the profile's search depth (results are then not calibrated)")
+    lim.add_argument("--nodes", type=positive(int), help="search a fixed number of nodes instead of a depth")
+    g.add_argument("--multipv", type=positive(int), help="override the profile's number of candidate moves")
+    g.add_argument("--engines", type=positive(int), default=2, help="engine processes (one core each); default %(default)s")
     g.add_argument("--engine", default=None, help="engine binary (default: $KIBITZ_ENGINE or stockfish)")
     g.add_argument("--cache", type=Path, default=None, help="SQLite file caching analyses across runs")
-    g.add_argument("--search-timeout", type=float, default=None, metavar="SECONDS",
+    g.add_argument("--search-timeout", type=positive(float), default=None, metavar="SECONDS",
                    help="deadline of one engine search before the engine is replaced and the search retried once "
                         "(default: 50x the profile's mean search time, at least 5 s)")
     g.add_argument("--prior", type=population_prior, metavar="MEAN:SD", default=None,
@@ -186,6 +187,23 @@ class JsonLines:
     def close(self) -> None:
         if self.f is not None and self.f not in (sys.stdout, sys.stderr):
             self.f.close()
+
+
+def positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+    """An argparse type: a number of ``kind`` above 0 (engine counts, intervals, speeds, limits), refused as a usage
+    error otherwise (0 engines or a negative poll interval would fail later, or poll without pause)."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"  # argparse names the type in its error
+    return parse
 
 
 def print_rejection(d: DeadLetter | InputError) -> None:
@@ -664,7 +682,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("pgn", nargs="*", help="PGN or SGF files (default: the London 2011 round-1 demo)")
     r.add_argument("--demo", action="store_true", help="replay the shipped demo (the default when no PGN is given)")
     sp = r.add_mutually_exclusive_group()
-    sp.add_argument("--speed", type=float, default=60.0, help="time compression: 60 plays a minute of thinking in a second (default %(default)s)")
+    sp.add_argument("--speed", type=positive(float), default=60.0, help="time compression: 60 plays a minute of thinking in a second (default %(default)s)")
     sp.add_argument("--max-speed", action="store_true", help="as fast as the engines allow")
     r.add_argument("--out", type=Path, help="write every PerceivedRating, RatingUpdate and FairPlayAlert as JSON lines")
     r.add_argument("--no-ui", action="store_true", help="no live view (the final table is still printed)")
@@ -680,11 +698,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "Read GameStarted / MoveEvent / GameEnded events, one JSON object per line, from stdin; write "
                        "PerceivedRating, RatingUpdate and FairPlayAlert as JSON lines to stdout (or --out).")
     s.add_argument("--out", type=Path, help="write here instead of stdout")
-    s.add_argument("--max-games", type=int, default=MAX_GAMES, help="games kept in memory; the least recently "
+    s.add_argument("--max-games", type=positive(int), default=MAX_GAMES, help="games kept in memory; the least recently "
                    "active beyond this are evicted, counted in kibitz_evicted_total (default %(default)s)")
-    s.add_argument("--max-players", type=int, default=MAX_PLAYERS, help="players kept in memory, likewise "
+    s.add_argument("--max-players", type=positive(int), default=MAX_PLAYERS, help="players kept in memory, likewise "
                    "(default %(default)s; with the games' default about 200 MB of state)")
-    s.add_argument("--idle-game-seconds", type=float, default=None, help="evict an open game with no event for this "
+    s.add_argument("--idle-game-seconds", type=positive(float), default=None, help="evict an open game with no event for this "
                    "long (default 6 h)")
     add_engine_options(s)
     add_review_option(s)
@@ -729,8 +747,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "Scale out by starting more workers (up to the partition count), each with its own --instance-id.")
     kafka_options(w)
     w.add_argument("--app-id", default=None, help="faust application id = consumer group (default kibitz)")
-    w.add_argument("--partitions", type=int, default=None, help="partitions for topics this worker creates (default 4)")
-    w.add_argument("--replication-factor", type=int, default=None, help="replicas of the topics this worker creates "
+    w.add_argument("--partitions", type=positive(int), default=None, help="partitions for topics this worker creates (default 4)")
+    w.add_argument("--replication-factor", type=positive(int), default=None, help="replicas of the topics this worker creates "
                    "(default 1, or $KIBITZ_KAFKA_REPLICATION_FACTOR; 3 on a production cluster)")
     w.add_argument("--runtime", choices=["transactional", "faust"], default="transactional",
                    help="transactional: aiokafka transactions, exactly once (default); faust: the faust-streaming app")
@@ -739,7 +757,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--stages", default=",".join(STAGES), help="which stages this process runs (transactional runtime): "
                    "all (default; review only with --review), or some, with other processes running the others, each on "
                    "its own core")
-    w.add_argument("--transaction-timeout", type=float, default=30.0, help="seconds before the broker aborts the open "
+    w.add_argument("--transaction-timeout", type=positive(float), default=30.0, help="seconds before the broker aborts the open "
                    "transaction of a worker that died and whose partitions no other worker took over (readers of what it "
                    "wrote wait that long); default %(default)s")
     w.add_argument("--store", choices=["auto", "memory", "rocksdb"], default="auto", help="where game and player state "
@@ -756,7 +774,7 @@ def build_parser() -> argparse.ArgumentParser:
     go.add_argument("--go", action="store_true", help="rate Go games too (events with game \"go\"): a pool of the Go "
                     "calibration's engine (KataGo or GNU Go) in the analyse stage and the calibration in the rate stage; "
                     "without it they are dead-lettered")
-    go.add_argument("--go-engines", type=int, default=1, help="Go engine processes with --go (default %(default)s; one "
+    go.add_argument("--go-engines", type=positive(int), default=1, help="Go engine processes with --go (default %(default)s; one "
                     "KataGo process already uses every core)")
     w.set_defaults(func=_worker)
 
@@ -766,7 +784,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("pgn", nargs="+", type=Path, help="PGN files, or SGF files (Go games, for a worker started with --go)")
     kafka_options(pr)
     sp2 = pr.add_mutually_exclusive_group()
-    sp2.add_argument("--speed", type=float, default=60.0, help="time compression (default %(default)s)")
+    sp2.add_argument("--speed", type=positive(float), default=60.0, help="time compression (default %(default)s)")
     sp2.add_argument("--max-speed", action="store_true", help="as fast as the broker takes them")
     pr.set_defaults(func=lambda a: asyncio.run(_produce(a)))
 
@@ -775,7 +793,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "each new ply as it appears: in the embedded runtime, or with --produce on Kafka. Corrected games "
                         "restart under a new id; half-written files and failing URLs are retried.")
     fo.add_argument("sources", nargs="+", metavar="SOURCE", help="PGN file or http(s) URL")
-    fo.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="seconds between polls (default %(default)s)")
+    fo.add_argument("--interval", type=positive(float), default=DEFAULT_INTERVAL, help="seconds between polls (default %(default)s)")
     fo.add_argument("--serve", metavar="HOST:PORT", default=None, help="serve the overlay and API (e.g. 127.0.0.1:8080)")
     fo.add_argument("--produce", action="store_true", help="send the events to the Kafka input topic instead of rating here")
     fo.add_argument("--out", type=Path, help="write every PerceivedRating, RatingUpdate and FairPlayAlert as JSON lines")
@@ -797,8 +815,8 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("topic")
     kafka_options(tl)
     tl.add_argument("--from-beginning", action="store_true", help="start at the oldest record, not the newest")
-    tl.add_argument("--max", type=int, default=None, help="stop after this many records")
-    tl.add_argument("--idle", type=float, default=None, help="stop after this many seconds without a record")
+    tl.add_argument("--max", type=positive(int), default=None, help="stop after this many records")
+    tl.add_argument("--idle", type=positive(float), default=None, help="stop after this many seconds without a record")
     tl.set_defaults(func=lambda a: asyncio.run(_tail(a)))
 
     sc = sub.add_parser("schemas", help="message schemas", description="Work with the wire schemas.")

@@ -25,6 +25,19 @@ def test_help_is_complete(cmd):
             assert opt in r.stdout
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (["replay", "x.pgn", "--engines", "0"], "argument --engines: must be above 0: '0'"),
+    (["follow", "x.pgn", "--interval", "-1"], "argument --interval: must be above 0: '-1'"),
+    (["follow", "x.pgn", "--interval", "nan"], "argument --interval: must be above 0: 'nan'"),
+    (["replay", "x.pgn", "--speed", "fast"], "argument --speed: not a number: 'fast'"),
+    (["worker", "--go-engines", "0"], "argument --go-engines: must be above 0"),
+])
+def test_a_count_or_interval_not_above_0_is_a_usage_error(args, said):
+    """0 engines failed with a traceback deep in the engine pool; a negative poll interval polled without pause."""
+    r = kibitz(*args, timeout=60)
+    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_replay_with_bad_pgn_reports_each_problem_and_processes_the_rest(tmp_path, stockfish):
     pgn = tmp_path / "bad.pgn"
     pgn.write_text(BAD_PGN)
