@@ -14,7 +14,7 @@ import pytest
 from analyzers.engine import EnginePool, Limits
 from analyzers.engine.analysis import canonical_board
 from analyzers.engine.uci import DEFAULT_OPTIONS, UciEngine
-from analyzers.errors import EngineCrashed, EngineTimeout, PoolClosed
+from analyzers.errors import EngineCrashed, EngineError, EngineTimeout, PoolClosed
 from analyzers.gain import MATE_CP
 from streamer.ingest import DEMO_PGN as ROUND1
 
@@ -178,6 +178,21 @@ async def test_an_engine_killed_before_its_search_began_fails_the_search_at_once
     assert pool.stats.restarts == 2
     assert reported == []
     assert elapsed < 2 * 0.3 + 1.0, elapsed  # two attempts of 0.3 s and two restarts; a grace second each was 2.6 s+
+
+
+async def test_a_program_that_never_answers_the_uci_handshake_is_refused_at_start_and_leaves_no_process(monkeypatch):
+    """``--engine /bin/cat`` (or any program that is no UCI engine, or one waiting for input of its own) hung the pool's
+    start for ever: python-chess waits for ``uciok`` without a deadline."""
+    monkeypatch.setattr(UciEngine, "start_timeout", 0.5)
+    before = children()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(EngineError, match="did not answer the UCI handshake .* is it a UCI engine"):
+        async with EnginePool("cat", size=2):
+            pass
+    assert loop.time() - started < 5
+    await asyncio.sleep(0.2)
+    assert children() - before == set()
 
 
 async def test_garbage_answer_is_an_error_not_a_result():

@@ -93,6 +93,10 @@ class UciProtocol(chess.engine.UciProtocol):
 class UciEngine:
     """One UCI engine process."""
 
+    #: Seconds for a new process to answer the UCI handshake (``uci`` ... ``uciok``): Stockfish answers in a few
+    #: milliseconds, a program that is no UCI engine (or waits for input of its own) never would.
+    start_timeout = 30.0
+
     def __init__(self, command: str | list[str], options: Mapping[str, Any]) -> None:
         self.command = command
         self.options = dict(options)
@@ -103,7 +107,11 @@ class UciEngine:
     async def start(self) -> None:
         transport, protocol = await UciProtocol.popen(self.command)
         try:
-            await protocol.initialize()
+            await asyncio.wait_for(protocol.initialize(), self.start_timeout)
+        except TimeoutError:
+            transport.close()
+            raise EngineCrashed(f"{self.command!r} did not answer the UCI handshake (uci -> uciok) within "
+                                f"{self.start_timeout:g} s: is it a UCI engine?") from None
         except BaseException:
             transport.close()
             raise
