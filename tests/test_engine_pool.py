@@ -180,18 +180,48 @@ async def test_an_engine_killed_before_its_search_began_fails_the_search_at_once
     assert elapsed < 2 * 0.3 + 1.0, elapsed  # two attempts of 0.3 s and two restarts; a grace second each was 2.6 s+
 
 
-async def test_a_program_that_never_answers_the_uci_handshake_is_refused_at_start_and_leaves_no_process(monkeypatch):
-    """``--engine /bin/cat`` (or any program that is no UCI engine, or one waiting for input of its own) hung the pool's
-    start for ever: python-chess waits for ``uciok`` without a deadline."""
-    monkeypatch.setattr(UciEngine, "start_timeout", 0.5)
+SILENT = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+@pytest.mark.parametrize(("engine", "game", "said"), [
+    ("cat", "chess", "did not answer the UCI handshake .* is it a UCI engine"),
+    (SILENT, "chess", "did not answer the UCI handshake"),
+    (SILENT, "go", "did not answer GTP's name and version .* is it a GTP engine"),
+    (SILENT, "katago", "did not answer KataGo's version and model queries"),
+])
+async def test_a_program_that_never_answers_at_start_is_refused_and_leaves_no_process(monkeypatch, engine, game, said):
+    """``--engine /bin/cat`` (or any program that is no engine of the kind, or one waiting for input of its own) hung the
+    pool's start for ever: python-chess waits for ``uciok``, and the GTP and KataGo clients for their first answers,
+    without a deadline."""
+    from analyzers.engine.adapter import CHESS, GO, GO_KATAGO
+    from analyzers.engine.gtp import GtpEngine
+    from analyzers.engine.katago import KataGoEngine
+
+    for cls in (UciEngine, GtpEngine, KataGoEngine):
+        monkeypatch.setattr(cls, "start_timeout", 0.5)
     before = children()
     loop = asyncio.get_running_loop()
     started = loop.time()
-    with pytest.raises(EngineError, match="did not answer the UCI handshake .* is it a UCI engine"):
-        async with EnginePool("cat", size=2):
+    with pytest.raises(EngineError, match=said):
+        async with EnginePool(engine, size=2, game={"chess": CHESS, "go": GO, "katago": GO_KATAGO}[game]):
             pass
     assert loop.time() - started < 5
     await asyncio.sleep(0.2)
+    assert children() - before == set()
+
+
+async def test_a_start_that_fails_waits_for_the_other_starts_and_leaves_no_process(tmp_path):
+    """Two engines start at once; the first fails at once, the second answers a second later. The pool used to raise
+    at the first failure and kill what had started by then: the second's process came up afterwards, owned by no one."""
+    script = ("import os, sys, time\n"
+              "try:\n    os.close(os.open(sys.argv[1], os.O_CREAT | os.O_EXCL))\nexcept FileExistsError:\n"
+              "    time.sleep(1.0)\n    os.execv(sys.executable, [sys.executable, sys.argv[2], 'ok'])\n"
+              "sys.exit(1)\n")
+    before = children()
+    with pytest.raises(EngineError, match="cannot start engine"):
+        async with EnginePool([sys.executable, "-c", script, str(tmp_path / "first"), FAKE], size=2):
+            pass
+    await asyncio.sleep(1.5)
     assert children() - before == set()
 
 

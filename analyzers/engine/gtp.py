@@ -131,14 +131,25 @@ class GtpEngine:
         self._level: int | None = None
         self._searched = False
 
+    #: Seconds for a new process to answer ``name`` and ``version`` (GNU Go: milliseconds); a program that is no GTP
+    #: engine may never answer.
+    start_timeout = 30.0
+
     async def start(self) -> None:
         self._proc = await asyncio.create_subprocess_exec(
             *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, limit=MAX_LINE)
         self._game, self._level, self._searched = None, None, False
-        name = await self._send("name")
-        version = await self._send("version")
+        try:
+            name, version = await asyncio.wait_for(self._identify(), self.start_timeout)
+        except TimeoutError:
+            await self.kill()
+            raise EngineCrashed(f"{self.command[0]!r} did not answer GTP's name and version within "
+                                f"{self.start_timeout:g} s: is it a GTP engine?") from None
         self.name = f"{name} {version}".strip() or "unknown GTP engine"
+
+    async def _identify(self) -> tuple[str, str]:
+        return await self._send("name"), await self._send("version")
 
     @property
     def pid(self) -> int | None:

@@ -136,6 +136,10 @@ class KataGoEngine:
         self._proc: asyncio.subprocess.Process | None = None
         self._ids = itertools.count()
 
+    #: Seconds for a new process to load its network and answer its first queries (a few seconds on the CPU; the
+    #: OpenCL tuning that could take minutes is skipped by deploy/katago/setup.sh's tuning file).
+    start_timeout = 300.0
+
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
@@ -145,14 +149,22 @@ class KataGoEngine:
             *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, limit=MAX_LINE)
         try:
-            version = await self._ask({"id": f"v{next(self._ids)}", "action": "query_version"})
-            # the network by its own name (part of every cache key: another network's answers are not these)
-            models = (await self._ask({"id": f"m{next(self._ids)}", "action": "query_models"})).get("models") or [{}]
+            version, models = await asyncio.wait_for(self._identify(), self.start_timeout)
+        except TimeoutError:
+            await self.kill()
+            raise EngineCrashed(f"{self.command[0]!r} did not answer KataGo's version and model queries within "
+                                f"{self.start_timeout:g} s: is it KataGo's analysis engine?") from None
         except EngineCrashed as e:
             raise EngineCrashed(f"KataGo did not start ({e}): is {self.options['model']} a KataGo network and "
                                 f"{self.options['config']} an analysis configuration? (deploy/katago/setup.sh installs "
                                 "both)") from e
         self.name = f"KataGo {version.get('version', '?')} {models[0].get('internalName', '?')}"
+
+    async def _identify(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        version = await self._ask({"id": f"v{next(self._ids)}", "action": "query_version"})
+        # the network by its own name (part of every cache key: another network's answers are not these)
+        models = (await self._ask({"id": f"m{next(self._ids)}", "action": "query_models"})).get("models") or [{}]
+        return version, models
 
     async def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         """Send one request and return the answer with its id; KataGo's warnings (same id, ``warning``) are skipped and

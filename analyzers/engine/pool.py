@@ -99,11 +99,15 @@ class EnginePool:
     # -- lifecycle ------------------------------------------------------------------------------------
     async def __aenter__(self) -> EnginePool:
         engines = [self.game.make_engine(self.command, self.options) for _ in range(self.size)]
-        try:
-            await asyncio.gather(*(e.start() for e in engines))
-        except Exception as e:
+        # every start runs to its end (each has its own deadline) before a failure is raised: a start still running
+        # when another failed would leave its process behind, owned by no pool
+        started = await asyncio.gather(*(e.start() for e in engines), return_exceptions=True)
+        failed = next((r for r in started if isinstance(r, BaseException)), None)
+        if failed is not None:
             await asyncio.gather(*(x.kill() for x in engines), return_exceptions=True)
-            raise EngineError(f"cannot start engine {self.command!r}: {e}") from e
+            if not isinstance(failed, Exception):
+                raise failed  # a cancellation
+            raise EngineError(f"cannot start engine {self.command!r}: {failed}") from failed
         self._engines = engines
         for engine in engines:
             self._idle.put_nowait(engine)
