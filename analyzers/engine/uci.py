@@ -33,7 +33,10 @@ def find_engine(command: str | None = None, *, default: str = "stockfish", env: 
         return found
     if Path(cmd).is_file():
         return cmd
-    raise EngineError(f"engine {cmd!r} not found: install it (Debian: apt-get install {default}) or set {env}")
+    # a Debian package is named by its binary (stockfish, gnugo); a default that is a path is what `make setup` puts
+    # there (KataGo, which Debian does not package)
+    how = f"install it (Debian: apt-get install {default})" if os.sep not in default else "`make setup` installs it"
+    raise EngineError(f"engine {cmd!r} not found: {how}, or set {env}")
 
 
 #: What python-chess parses of each info line: depth, nodes, time, multipv rank, score and bounds, principal variation.
