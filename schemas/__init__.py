@@ -7,6 +7,7 @@ events (what producers send) are :class:`GameStarted`, :class:`MoveEvent` and :c
 
 from .messages import (
     INPUT_EVENTS,
+    MAX_ID,
     MESSAGES,
     RESULT_SCORES,
     SCHEMA_VERSION,
@@ -26,6 +27,7 @@ from .messages import (
     PlayerInfo,
     RatingUpdate,
     ReviewRequest,
+    as_id,
     export_json_schemas,
     parse_event,
     parse_player_event,
@@ -33,8 +35,8 @@ from .messages import (
 )
 
 __all__ = [
-    "INPUT_EVENTS", "MESSAGES", "SCHEMA_VERSION", "Candidate", "DeadLetter", "EventPrior", "FairPlayAlert", "GameEnded",
+    "INPUT_EVENTS", "MAX_ID", "MESSAGES", "SCHEMA_VERSION", "Candidate", "DeadLetter", "EventPrior", "FairPlayAlert", "GameEnded",
     "GameRecord", "GameResult", "GameStarted", "GlickoState", "InputEvent", "MoveAssessment", "MoveEvent", "PerceivedRating",
-    "PlayerInfo", "RESULT_SCORES", "RatingUpdate", "ReviewRequest", "export_json_schemas", "parse_event",
+    "PlayerInfo", "RESULT_SCORES", "RatingUpdate", "ReviewRequest", "as_id", "export_json_schemas", "parse_event",
     "parse_player_event", "parse_review_request",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -35,7 +36,20 @@ Ply = Annotated[int, Field(ge=0, le=MAX_PLIES, strict=True,
 Timestamp = Annotated[float, Field(allow_inf_nan=False, description="seconds since the epoch")]
 #: Game and player ids: 1-200 characters, no control characters (which also keeps them apart from the state store's
 #: internal keys, which start with NUL).
-Id = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+MAX_ID = 200
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID, pattern=r"^[^\x00-\x1f\x7f]+$")]
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def as_id(text: str, fallback: str = "?") -> str:
+    """``text`` (a player's name, a file's stem) made a valid :data:`Id`: control characters become spaces, and a text
+    longer than :data:`MAX_ID` keeps its start and a hash of the whole (stable, and distinct for distinct texts); an
+    empty one is ``fallback``. Ingest makes ids from names and file names with it, so no PGN or SGF text can make a
+    start message the schema refuses."""
+    clean = " ".join(_CONTROL.sub(" ", text).split()) or fallback
+    if len(clean) <= MAX_ID:
+        return clean
+    return f"{clean[:MAX_ID - 11]}~{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
 Score = Literal[0.0, 0.5, 1.0]  # type: ignore[valid-type]  # pydantic validates float literals; PEP 586 has none
 #: White's score for each decisive PGN result ("*", unfinished, has none).
 RESULT_SCORES: dict[str, float] = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}

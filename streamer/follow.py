@@ -48,7 +48,7 @@ import chess
 import chess.pgn
 
 from analyzers.errors import IllegalMove, InputError, SourceUnavailable
-from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo
+from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
 
 from .ingest import RESULT_TOKENS, mainline, player_id_for, rating_from_tag, read_game, refusal, setup_fen
 
@@ -220,7 +220,7 @@ class FeedTracker:
 
     def game_key(self, headers: chess.pgn.Headers) -> str:
         ident = "|".join(headers.get(k, "") for k in IDENT_HEADERS)
-        return f"{self.name}:{hashlib.sha1(ident.encode()).hexdigest()[:10]}"
+        return as_id(f"{self.name}:{hashlib.sha1(ident.encode()).hexdigest()[:10]}")
 
     def update(self, text: str | None) -> list[FeedEvent]:
         """The events ``text`` (the feed's whole current content; None: unchanged since the last poll) adds to what
@@ -287,7 +287,7 @@ class FeedTracker:
         if common < len(known) and common < len(moves):
             # a move changed: the operator corrected the game; rate it again from the start under a new id
             g.revision += 1
-            new_id = f"{key}~{g.revision}"
+            new_id = as_id(f"{key}~{g.revision}")
             log.warning("game corrected in the feed: restarted", extra={
                 "game_id": g.game_id, "new_game_id": new_id, "ply": common, "was": known[common], "now": moves[common]})
             g.game_id, g.moves, g.rejected = new_id, [], False

@@ -24,7 +24,7 @@ import chess.pgn
 
 from analyzers import chessboard
 from analyzers.errors import IllegalMove, InputError, UnsupportedGame
-from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo
+from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
 
 log = logging.getLogger("kibitz.ingest")
 
@@ -109,8 +109,8 @@ def player_id_for(headers: chess.pgn.Headers, color: str, game_id: str) -> str:
     name = headers.get(color, "").strip()
     if is_placeholder(name):
         log.warning("placeholder player name: rated as a player of its own", extra={"game_id": game_id, "color": color.lower(), "player_name": name})
-        return f"anon:{game_id}:{color.lower()}"
-    return name
+        return as_id(f"anon:{game_id}:{color.lower()}")
+    return as_id(name)  # a name of control characters or over 200 characters still makes a valid id
 
 
 def _player(headers: chess.pgn.Headers, color: str, game_id: str) -> PlayerInfo:
@@ -121,7 +121,7 @@ def _player(headers: chess.pgn.Headers, color: str, game_id: str) -> PlayerInfo:
 def game_id_for(path: Path, index: int, headers: chess.pgn.Headers) -> str:
     """Stable id: file stem, index in the file, and a short hash of the identifying headers."""
     ident = "|".join(headers.get(k, "") for k in ("Event", "Round", "White", "Black", "Date"))
-    return f"{path.stem}:{index}:{hashlib.sha1(ident.encode()).hexdigest()[:6]}"
+    return as_id(f"{path.stem}:{index}:{hashlib.sha1(ident.encode()).hexdigest()[:6]}")
 
 
 class GameBuilder(chess.pgn.GameBuilder):

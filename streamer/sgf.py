@@ -25,7 +25,7 @@ from sgfmill import sgf
 from analyzers.errors import InputError, MalformedRecord, UnsupportedGame
 from analyzers.goboard import SUPPORTED_SIZES, GoPosition, to_gtp
 from analyzers.gorank import parse_rank
-from schemas.messages import PlayerInfo
+from schemas.messages import PlayerInfo, as_id
 
 #: A collection file puts each game on a new line starting with "(;"; split there first, so a broken game is one
 #: error and not the end of the file.
@@ -97,17 +97,17 @@ def _player(root: sgf.Tree_node, colour: str, game_id: str) -> PlayerInfo:
             rating = parse_rank(root.get(rank_tag))
         except ValueError:
             rating = None
-    return PlayerInfo(id=(name or f"{game_id}:{colour}")[:200], name=name or "", rating=rating)
+    return PlayerInfo(id=as_id(name or "", fallback=as_id(f"{game_id}:{colour}")), name=name or "", rating=rating)
 
 
 def parse_game(data: bytes, source: str) -> GoGame:
     """One SGF game record; errors are returned in :attr:`GoGame.error`, never raised."""
-    game_id = f"{Path(source.split('#')[0]).stem}-{hashlib.sha1(data).hexdigest()[:10]}"
-    unknown = PlayerInfo(id=f"{game_id}:b")
+    game_id = as_id(f"{Path(source.split('#')[0]).stem}-{hashlib.sha1(data).hexdigest()[:10]}")
+    unknown = PlayerInfo(id=as_id(f"{game_id}:b"))
     try:
         g = sgf.Sgf_game.from_bytes(data)
     except ValueError as e:
-        return GoGame(game_id, unknown, PlayerInfo(id=f"{game_id}:w"), source=source, record=data,
+        return GoGame(game_id, unknown, PlayerInfo(id=as_id(f"{game_id}:w")), source=source, record=data,
                       error=MalformedRecord(f"{source}: not a readable SGF record ({e})", game_id=game_id))
     root = g.get_root()
     # Fox records name the server in a second AP, or carry its own time properties TC/TT

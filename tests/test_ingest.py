@@ -112,6 +112,32 @@ def test_player_id_prefers_the_fide_id_then_the_name():
     assert player_id_for(_headers(White="Carlsen,M", WhiteFideId="1503014"), "White", "g2") == "fide:1503014"
 
 
+def test_names_and_file_names_that_make_no_valid_id_are_made_one(tmp_path):
+    """A player's name is their id when there is no FIDE id; a name of 250 characters or with a tab in it is no valid
+    id (1-200 characters, no control characters), and GameStarted refused it: `kibitz replay` stopped with a
+    ValidationError and rated nothing of the file. The same for a long file name in game ids, in files, feeds and
+    SGF records."""
+    from streamer.sgf import read_sgf_games
+
+    long_name = "Grandmaster " * 25
+    p = tmp_path / ("round-" + "x" * 200 + ".pgn")
+    p.write_text(f'[Event "e"]\n[White "{long_name}"]\n[Black "Tab\tName"]\n[Result "1-0"]\n\n1. e4 e5 1-0\n\n'
+                 f'[Event "e"]\n[White "{long_name}2"]\n[Black "C"]\n[Result "1-0"]\n\n1. d4 d5 1-0\n')
+    a, b = read_pgn_games(p)
+    evs = a.events() + b.events()
+    starts = [e for e in evs if isinstance(e, GameStarted)]
+    assert len(starts) == 2 and len({s.game_id for s in starts}) == 2 and all(len(s.game_id) <= 200 for s in starts)
+    assert len(a.white.id) == 200 and a.white.id != b.white.id and a.white.name == long_name.strip()
+    assert a.black.id == "Tab Name" and a.white.id == read_pgn_games(p).__next__().white.id  # stable
+    tracker = FeedTracker(p.stem)
+    fed = tracker.update(p.read_text())
+    assert [e.white.id for e in fed if isinstance(e, GameStarted)] == [a.white.id, b.white.id]
+    sgf = tmp_path / ("kifu-" + "y" * 220 + ".sgf")
+    sgf.write_text(f"(;GM[1]FF[4]SZ[9]KM[7]PB[{long_name}]PW[Tab\tName];B[ee];W[cc])")
+    (g,) = read_sgf_games(sgf)
+    assert g.error is None and len(g.black.id) == 200 and g.white.id == "Tab Name" and len(g.game_id) <= 200
+
+
 def test_placeholder_names_are_never_merged(caplog):
     games = list(read_pgn_games(Path(__file__).parent / "fixtures" / "anonymous.pgn"))
     ids = [p.id for g in games for p in (g.white, g.black)]
@@ -139,7 +165,8 @@ PGN_PIECES = ['[Event "e"]\n', '[White "A"]\n', '[Black "B"]\n', '[Result "*"]\n
               '[WhiteElo "abc"]\n', '[WhiteElo "99999"]\n', '[TimeControl "x"]\n', '\n', ' ', '1. ', 'e4 ', 'e5 ', 'Nf3 ',
               'O-O ', 'O-O-O ', '0-0 ', '-- ', 'P@e4 ', 'Z0 ', 'e8=Q ', 'exd5 ', 'Kxe8 ', '{ [%clk 0:03:00] } ',
               '{ [%clk 99:99:99] } ', '{ [%clk 0:00:00.5] } ', '{', '}', '(', ')', '$1 ', '?', ';c\n', '1-0', '0-1',
-              '1/2-1/2', '*', '%escape\n', '\x00', '\ufeff', '[', ']', '"']
+              '1/2-1/2', '*', '%escape\n', '\x00', '\ufeff', '[', ']', '"', '[White "' + "W" * 250 + '"]\n',
+              '[Black "a\tb\x01"]\n']
 
 
 @settings(max_examples=150, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
