@@ -23,7 +23,8 @@ written, and what it shows may still change:
   (``<id>~2``, ...), with a warning in the log: the plies already rated stay rated in the old game;
 - a game missing from the text for :data:`STABLE_POLLS` polls in a row (renamed, e.g. a player's name corrected,
   which makes it another game, or taken out) is taken as over, with a warning in the log, so a follow
-  ``until_ended`` is not held up by it; followed again if it comes back.
+  ``until_ended`` is not held up by it; followed again if it comes back;
+- an internal error on one game (a fault of kibitz) is logged once and that game left alone; the others go on.
 
 Game ids are stable across polls and restarts of ``kibitz follow``: the source's name and a hash of the headers
 that identify a game (Event, Site, Date, Round, White, Black).
@@ -217,6 +218,7 @@ class FeedTracker:
         self._last: str | None = None  # the text of the last poll that returned one
         self._waiting = False          # whether that text's end is waiting to be confirmed by later polls
         self._present: set[str] = set()  # the games of the last text parsed
+        self._failed: set[str] = set()   # games whose update raised (an internal error, logged once)
 
     def game_key(self, headers: chess.pgn.Headers) -> str:
         ident = "|".join(headers.get(k, "") for k in IDENT_HEADERS)
@@ -235,7 +237,17 @@ class FeedTracker:
         out: list[FeedEvent] = []
         parsed = parse_feed(text)
         for pg in parsed:
-            out += self._update_game(pg)
+            key = self.game_key(pg.headers)
+            if key in self._failed:
+                continue
+            try:
+                out += self._update_game(pg)
+            except Exception:  # noqa: BLE001 - a fault of kibitz on one game must not stop the feed's other games
+                # its state may be half updated: the game is left alone from now on (logged once)
+                self._failed.add(key)
+                if key in self.games:
+                    self.games[key].over = True  # nothing more will come of it: a follow until_ended does not wait
+                log.exception("internal error following a game of the feed: skipped", extra={"game_id": key})
         self._present = {self.game_key(pg.headers) for pg in parsed}
         self._count_absent(self._present)
         return out

@@ -334,3 +334,23 @@ async def test_an_html_page_in_place_of_the_feed_is_unavailable_not_a_game(feed,
     path.write_text("\ufeff  " + html)
     follower = Follower([PgnSource(str(path))], got.append, interval=0.01)
     assert await follower.poll_once() == 0 and "markup" in follower.unavailable[str(path)]
+
+
+def test_an_internal_error_on_one_game_of_a_feed_skips_that_game_only(monkeypatch, caplog):
+    """Fault injection: building one game's start raises (as a name that made no valid id once did). The feed's other
+    game is followed ply by ply; the error is logged once, not at every poll."""
+    original = FeedTracker._started
+
+    def started(self, game_id, pg):
+        if pg.headers.get("Round") == "1.8":
+            raise RuntimeError("injected")
+        return original(self, game_id, pg)
+
+    monkeypatch.setattr(FeedTracker, "_started", started)
+    t = FeedTracker("round1")
+    other = pgn_upto(4).replace('Round "1.7"', 'Round "1.8"')
+    with caplog.at_level(logging.ERROR, logger="kibitz.follow"):
+        got = t.update(other + pgn_upto(3)) + t.update(other + pgn_upto(5))
+    assert [e.ply for e in got if isinstance(e, MoveEvent)] == list(range(5))
+    assert [r.message for r in caplog.records].count("internal error following a game of the feed: skipped") == 1
+    assert sum(g.over for g in t.games.values()) == 1  # a follow until_ended does not wait for the skipped game
