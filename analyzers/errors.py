@@ -36,6 +36,14 @@ class MalformedEvent(InputError):
     reason = "malformed"
 
 
+class KeyMismatch(InputError):
+    """A record of the input topic whose Kafka key is not its game's id. A game's events must share one key: it
+    keeps them on one partition, in order, and the worker keeps each game's state and its exactly-once bookkeeping
+    (what a retried transaction restores, which records were applied) under that key."""
+
+    reason = "key_mismatch"
+
+
 class IllegalMove(InputError):
     """A move that is not legal (or not even UCI) in the game's current position."""
 

@@ -41,7 +41,16 @@ from typing import Any
 from pydantic import BaseModel
 
 from analyzers.engine import EnginePool
-from analyzers.errors import CorruptState, EngineError, InputError, KibitzError, MalformedEvent, UnsupportedGame, reasons
+from analyzers.errors import (
+    CorruptState,
+    EngineError,
+    InputError,
+    KeyMismatch,
+    KibitzError,
+    MalformedEvent,
+    UnsupportedGame,
+    reasons,
+)
 from analyzers.eventpool import EventEvidence
 from schemas import (
     DeadLetter,
@@ -204,10 +213,17 @@ class Steps:
             return self.reject(e, raw, source, key)
 
     async def game_record(self, games: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
-        """One record of ``kibitz.moves``: :meth:`game` on its parsed event, or its dead letter."""
+        """One record of ``kibitz.moves``: :meth:`game` on its parsed event, or its dead letter (also when the
+        record's key is not its game's id: :class:`~analyzers.errors.KeyMismatch`)."""
         ev = self.parse_game(raw, source, key)
         if isinstance(ev, Output):
             return [ev]
+        want = ev.game_id.encode()
+        if (key.encode() if isinstance(key, str) else key) != want:
+            got = "no key" if key is None else f"the key {key!r}"
+            return [self.reject(KeyMismatch(f"a record of this game has {got}; the events of a game must all be keyed by "
+                                            f"its game_id (README, Topics)", game_id=ev.game_id,
+                                            ply=getattr(ev, "ply", None)), raw, source, key)]
         return await self.game(games, ev, raw, source, key)
 
     async def game(self, games: StateMap, ev: GameEvent, raw: bytes | str | None = None, source: str = "api",

@@ -190,6 +190,25 @@ def test_sweep_drops_idle_games_and_old_end_markers_and_counts_them():
     assert steps.metrics.evicted.labels("idle_game")._value.get() == 1
 
 
+async def test_an_input_record_keyed_otherwise_than_by_its_game_is_a_dead_letter_before_it_touches_state(stockfish):
+    """``game_record``, what both Kafka runtimes call for each record of kibitz.moves: the state and exactly-once
+    bookkeeping are kept under the record's key, so a game's records keyed otherwise (or not at all) would sit on
+    another partition, outside them."""
+    from schemas import DeadLetter, GameStarted, PlayerInfo
+    from streamer.steps import Steps
+
+    start = GameStarted(game_id="g1", white=PlayerInfo(id="w"), black=PlayerInfo(id="b")).model_dump_json().encode()
+    async with EnginePool(size=1) as pool:
+        steps = Steps(CONFIG, pool)
+        games: dict = {}
+        for key in (None, b"round1", "g2"):
+            (out,) = await steps.game_record(games, key, start, "kibitz.moves/0@7")
+            assert isinstance(out.message, DeadLetter) and out.message.reason == "key_mismatch" and out.key == key
+            assert "keyed by its game_id" in out.message.error and out.message.game_id == "g1"
+        assert games == {}
+        assert await steps.game_record(games, b"g1", start, "kibitz.moves/0@8") == [] and "g1" in games
+
+
 async def test_a_step_cancelled_while_it_waits_for_its_search_is_counted_once_when_it_runs_again(stockfish):
     """The transactional runtime undoes a record whose search is slow (cancels its step, puts its state back) and
     runs it again in the next transaction: kibitz_events_total counts the move once, as the dashboard shows it."""

@@ -245,7 +245,7 @@ def garbage_stream(seed: int = 7):
     """London round 1 as wire records, with about 5 % bad records of every kind mixed in; returns (records, bad)."""
     rng = random.Random(seed)
     records: list[tuple[bytes | None, bytes]] = []
-    bad: dict[str, int] = {"malformed": 0, "illegal_move": 0, "unknown_game": 0}
+    bad: dict[str, int] = {"malformed": 0, "illegal_move": 0, "unknown_game": 0, "key_mismatch": 0}
     for g in read_pgn_games(DEMO_PGN):
         board = chess.Board()
         for ev in g.events():
@@ -268,6 +268,11 @@ def garbage_stream(seed: int = 7):
             elif roll < 0.03:
                 records.append((b"ghost", json.dumps({"type": "move", "game_id": "ghost", "ply": 0, "uci": "e2e4"}).encode()))
                 bad["unknown_game"] += 1
+            elif roll < 0.04:
+                # the same event again under another key (or none): it would land on another partition, outside the
+                # game's state and the exactly-once bookkeeping kept under its key
+                records.append((rng.choice([None, b"round1"]), ev.model_dump_json().encode()))
+                bad["key_mismatch"] += 1
     return records, bad
 
 
