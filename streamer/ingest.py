@@ -26,6 +26,8 @@ from analyzers import chessboard
 from analyzers.errors import IllegalMove, InputError, UnsupportedGame
 from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
 
+from .pipeline import SELF_PLAY
+
 log = logging.getLogger("kibitz.ingest")
 
 #: The demo: round 1 of the London Chess Classic 2011 (4 games), shipped with the package.
@@ -103,14 +105,22 @@ def player_id_for(headers: chess.pgn.Headers, color: str, game_id: str) -> str:
     """A player's id: ``fide:<id>`` from the ``WhiteFideId``/``BlackFideId`` tag when present, else the name. A
     placeholder name (:data:`PLACEHOLDER_NAMES`) gets ``anon:<game id>:<color>``, so two unknown players are never
     merged into one rating, within a game or across games."""
+    known = named_player_id(headers, color)
+    if known is None:
+        name = headers.get(color, "").strip()
+        log.warning("placeholder player name: rated as a player of its own", extra={"game_id": game_id, "color": color.lower(), "player_name": name})
+        return as_id(f"anon:{game_id}:{color.lower()}")
+    return known
+
+
+def named_player_id(headers: chess.pgn.Headers, color: str) -> str | None:
+    """The id :func:`player_id_for` gives a named player (``fide:<id>``, else the name made a valid id), None for a
+    placeholder name."""
     fide = headers.get(f"{color}FideId", "").strip()
     if fide.isdigit() and int(fide) > 0:
         return f"fide:{int(fide)}"
     name = headers.get(color, "").strip()
-    if is_placeholder(name):
-        log.warning("placeholder player name: rated as a player of its own", extra={"game_id": game_id, "color": color.lower(), "player_name": name})
-        return as_id(f"anon:{game_id}:{color.lower()}")
-    return as_id(name)  # a name of control characters or over 200 characters still makes a valid id
+    return None if is_placeholder(name) else as_id(name)  # a name over 200 characters or with a tab makes a valid id
 
 
 def _player(headers: chess.pgn.Headers, color: str, game_id: str) -> PlayerInfo:
@@ -146,7 +156,7 @@ def setup_fen(tags: chess.pgn.Headers) -> str | None:
 def refusal(tags: chess.pgn.Headers, game_id: str, source: str) -> InputError | None:
     """Why a game cannot be rated at all, from its tags, or None: a variant other than standard chess (its ``Variant``
     tag: Chess960, Crazyhouse, Atomic...), whose moves the game step, the engine profiles and the models do not read,
-    or an initial position that does not read (:func:`analyzers.chessboard.start`)."""
+    an initial position that does not read (:func:`analyzers.chessboard.start`), or one player on both sides."""
     try:
         standard = tags.variant() is chess.Board and not tags.is_chess960()
     except ValueError:  # a variant python-chess does not know
@@ -158,6 +168,9 @@ def refusal(tags: chess.pgn.Headers, game_id: str, source: str) -> InputError | 
         chessboard.start(setup_fen(tags))
     except IllegalMove as e:
         return IllegalMove(f"{source}: {e}", game_id=game_id)
+    white = named_player_id(tags, "White")
+    if white is not None and white == named_player_id(tags, "Black"):
+        return UnsupportedGame(f"{source}: White and Black are the same player ({white}); {SELF_PLAY}", game_id=game_id)
     return None
 
 

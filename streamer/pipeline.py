@@ -304,7 +304,14 @@ GO_NOT_CONFIGURED = ("this kibitz is not set up for Go: it needs a Go calibratio
                      "--go, `kibitz replay FILE.sgf`)")
 
 
+#: Why a game with one player on both sides is refused: its moves would be counted twice in one player's scopes and its
+#: result would move the player's own rating (a win against oneself: +240 from a new rating).
+SELF_PLAY = "a game against oneself is not rated"
+
+
 def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch | None, config: PipelineConfig) -> GameState:
+    if ev.white.id == ev.black.id:
+        raise UnsupportedGame(f"White and Black are the same player ({ev.white.id}); {SELF_PLAY}", game_id=ev.game_id)
     setup = ev.initial_fen
     if ev.game == "go":
         if config.go_calibration is None:

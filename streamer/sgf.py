@@ -27,6 +27,8 @@ from analyzers.goboard import SUPPORTED_SIZES, GoPosition, to_gtp
 from analyzers.gorank import parse_rank
 from schemas.messages import PlayerInfo, as_id
 
+from .pipeline import SELF_PLAY
+
 #: A collection file puts each game on a new line starting with "(;"; split there first, so a broken game is one
 #: error and not the end of the file.
 _GAME_START = re.compile(rb"\n(?=\s*\(;)")
@@ -116,6 +118,10 @@ def parse_game(data: bytes, source: str) -> GoGame:
                   komi=_komi(root, fox), result=(root.get("RE") if root.has_property("RE") else "") or "",
                   event=(root.get("EV") if root.has_property("EV") else "") or "", source=source, record=data)
     handicap = root.get("HA") if root.has_property("HA") else 0
+    if game.black.id == game.white.id:  # one name on both sides (unnamed players get ids of their own)
+        game.error = UnsupportedGame(f"{source}: Black and White are the same player ({game.black.id}); {SELF_PLAY}",
+                                     game_id=game_id)
+        return game
     if game.size not in SUPPORTED_SIZES:
         game.error = UnsupportedGame(f"{source}: board size {game.size} is not rated (sizes {SUPPORTED_SIZES})", game_id=game_id)
         return game

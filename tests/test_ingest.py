@@ -138,6 +138,39 @@ def test_names_and_file_names_that_make_no_valid_id_are_made_one(tmp_path):
     assert g.error is None and len(g.black.id) == 200 and g.white.id == "Tab Name" and len(g.game_id) <= 200
 
 
+def test_a_game_of_one_player_on_both_sides_is_refused_in_files_feeds_sgf_and_the_game_step(tmp_path):
+    """A player against themselves (one name or one FIDE id on both sides; one game in the 108,444 of the validation
+    PGNs): its moves went into one player's game scope twice over and a win against oneself moved the player's
+    Glicko-2 rating by +240. Refused once, as an unsupported game; the game beside it is read. Placeholder names
+    are different players."""
+    from analyzers.profiles import get_profile
+    from schemas import PlayerInfo
+    from streamer.pipeline import PipelineConfig, start_game
+    from streamer.sgf import parse_game
+
+    p = tmp_path / "self.pgn"
+    p.write_text('[Event "e"]\n[White "Same"]\n[Black "Same"]\n[Result "1-0"]\n\n1. e4 e5 1-0\n\n'
+                 '[Event "e"]\n[White "A"]\n[WhiteFideId "7"]\n[Black "B"]\n[BlackFideId "7"]\n[Result "*"]\n\n1. d4 *\n\n'
+                 '[Event "e"]\n[White "?"]\n[Black "?"]\n[Result "*"]\n\n1. c4 *\n')
+    same, fide, anon = read_pgn_games(p)
+    for g, who in ((same, "Same"), (fide, "fide:7")):
+        assert g.events() == [] and isinstance(g.errors[0], UnsupportedGame) and f"same player ({who})" in str(g.errors[0])
+    assert not anon.errors and len(anon.events()) == 2
+    errors: list = []
+    fed = FeedTracker("f", errors.append).update(p.read_text())
+    assert len(errors) == 2 and [e.white.id[:5] for e in fed if isinstance(e, GameStarted)] == ["anon:"]
+    g = parse_game(b"(;GM[1]FF[4]SZ[9]PB[x]PW[x];B[ee])", "s.sgf#0")
+    assert isinstance(g.error, UnsupportedGame) and "same player (x)" in str(g.error)
+    assert parse_game(b"(;GM[1]FF[4]SZ[9];B[ee])", "s.sgf#1").error is None  # unnamed: ids of their own
+    start = GameStarted(game_id="g", white=PlayerInfo(id="p"), black=PlayerInfo(id="p"))
+    try:
+        start_game(None, start, None, PipelineConfig(get_profile("fast")))
+    except UnsupportedGame as e:
+        assert "a game against oneself is not rated" in str(e) and e.game_id == "g"
+    else:
+        raise AssertionError("a start with one player on both sides was accepted")
+
+
 def test_placeholder_names_are_never_merged(caplog):
     games = list(read_pgn_games(Path(__file__).parent / "fixtures" / "anonymous.pgn"))
     ids = [p.id for g in games for p in (g.white, g.black)]
