@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
 
 from analyzers.errors import MalformedEvent
 
@@ -33,7 +33,20 @@ MAX_REVIEW_BYTES = 900 * 1024
 Ply = Annotated[int, Field(ge=0, le=MAX_PLIES, strict=True,
                            description="half-moves played before this one: 0 is White's first move (a JSON integer)")]
 #: Seconds since the epoch; finite (NaN and infinities are refused).
-Timestamp = Annotated[float, Field(allow_inf_nan=False, description="seconds since the epoch")]
+#: Timestamps kibitz accepts: years 1653 to 2286. A producer that sends milliseconds (1.7e12 for 2023) is refused, not
+#: read as a date 50,000 years ahead, after which no player's Glicko-2 deviation would ever grow with time again.
+MAX_TIMESTAMP = 1e10
+
+
+def _seconds(value: float) -> float:
+    if not -MAX_TIMESTAMP <= value <= MAX_TIMESTAMP:
+        hint = " (milliseconds? it is seconds)" if MAX_TIMESTAMP < abs(value) <= 1e13 else ""
+        raise ValueError(f"a timestamp in seconds since the epoch is within +/-{MAX_TIMESTAMP:.0e}{hint}")
+    return value
+
+
+Timestamp = Annotated[float, Field(allow_inf_nan=False, description="seconds since the epoch (years 1653-2286)"),
+                      AfterValidator(_seconds)]
 #: Game and player ids: 1-200 characters, no control characters (which also keeps them apart from the state store's
 #: internal keys, which start with NUL).
 MAX_ID = 200
@@ -262,7 +275,7 @@ class GameResult(Message):
     event: str = ""
     player: PlayerInfo
     opponent: PlayerInfo
-    timestamp: float | None = None
+    timestamp: Timestamp | None = None
     event_prior: EventPrior | None = None
     record: GameRecord | None = None  # v4
 

@@ -998,8 +998,8 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
         before=GlickoState(**me.to_dict()), after=GlickoState(**new.to_dict()), opponent=GlickoState(**opp.to_dict()),
     ))
     state.glicko = new
-    if r.timestamp is not None:
-        state.last_game_at = r.timestamp
+    if r.timestamp is not None:  # the latest game's time: a result that arrives late does not move it back
+        state.last_game_at = r.timestamp if state.last_game_at is None else max(state.last_game_at, r.timestamp)
     state.finished = (state.finished + [r.game_id])[-_REMEMBER_GAMES:]
     if r.game == "go":  # the player scope's rating; Go has no event scope and no fair-play statistics
         last = state.go_games.pop(r.game_id, None)

@@ -90,3 +90,22 @@ def test_solver_has_a_cap(monkeypatch):
     monkeypatch.setattr(g2, "MAX_ITERATIONS", 1)
     with pytest.raises(ConvergenceError):
         rate(Glicko2Rating(1500, 200, 0.06), OPPONENTS)
+
+
+def test_a_result_that_arrives_late_does_not_move_the_players_last_game_back_in_time():
+    """The player's last game time sets how much the deviation grows before the next game; a result delivered late
+    (an older timestamp) moved it back, so the next game's deviation grew over days already counted."""
+    from analyzers.calibration import load_calibration
+    from analyzers.profiles import get_profile
+    from schemas import GameResult, PlayerInfo
+    from streamer.pipeline import PipelineConfig, apply_player_event
+
+    day = 86_400.0
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"))
+    state = None
+    for gid, t in (("a", 0.0), ("c", 60 * day), ("b", 30 * day)):
+        result = GameResult(game_id=gid, player_id="p", color="white", score=1.0, player=PlayerInfo(id="p"),
+                            opponent=PlayerInfo(id=f"o{gid}"), timestamp=1.7e9 + t)
+        state, out = apply_player_event(state, result, config)
+        assert out
+    assert state.last_game_at == 1.7e9 + 60 * day

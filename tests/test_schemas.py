@@ -37,6 +37,9 @@ def test_parse_event_discriminates_and_validates():
     ('{"type": "move", "game_id": "g", "ply": 2001, "uci": "e2e4"}', "ply"),
     ('{"type": "game_ended", "game_id": "g", "result": "1-0", "plies": 100000000000000000000}', "plies"),
     ('{"type": "move", "game_id": "g", "ply": 1, "uci": "e2e4", "timestamp": NaN}', "timestamp"),
+    # milliseconds where seconds are meant: a date 50,000 years ahead, after which no Glicko-2 deviation would grow
+    ('{"type": "game_ended", "game_id": "g", "result": "1-0", "timestamp": 1700000000000}', "milliseconds? it is seconds"),
+    ('{"type": "move", "game_id": "g", "ply": 1, "uci": "e2e4", "timestamp": -1e11}', "timestamp"),
     ('{"type": "move", "game_id": "g", "ply": 1, "uci": "e2e4", "clock": Infinity}', "clock"),
     ('[' * 100 + ']' * 100, "message"),
     ('{"type": "move", "game_id": "\\u0000changelog-offset", "ply": 1, "uci": "e2e4"}', "game_id"),
