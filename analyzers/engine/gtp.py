@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import EngineCrashed, EngineError
 from ..goboard import PASS, GoPosition, from_gtp
@@ -29,6 +29,7 @@ GNUGO_ARGS = ("--mode", "gtp", "--chinese-rules")
 SEED = 1
 #: Longest answer line accepted from an engine: a hostile or broken process cannot make us buffer without bound.
 MAX_LINE = 1 << 16
+T = TypeVar("T")
 #: A network's policy is kept down to this prior (:mod:`.katago`); a move below it is read at it.
 POLICY_FLOOR = 1e-4
 
@@ -136,16 +137,9 @@ class GtpEngine:
     start_timeout = 30.0
 
     async def start(self) -> None:
-        self._proc = await asyncio.create_subprocess_exec(
-            *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, limit=MAX_LINE)
+        self._proc = await spawn(self.command, MAX_LINE)
         self._game, self._level, self._searched = None, None, False
-        try:
-            name, version = await asyncio.wait_for(self._identify(), self.start_timeout)
-        except TimeoutError:
-            await self.kill()
-            raise EngineCrashed(f"{self.command[0]!r} did not answer GTP's name and version within "
-                                f"{self.start_timeout:g} s: is it a GTP engine?") from None
+        name, version = await first_answers(self, self._identify(), "GTP's name and version", "a GTP engine")
         self.name = f"{name} {version}".strip() or "unknown GTP engine"
 
     async def _identify(self) -> tuple[str, str]:
@@ -242,6 +236,24 @@ class GtpEngine:
         """Kill the process and wait until it is reaped, so no zombie stays behind."""
         proc, self._proc, self._game = self._proc, None, None
         await kill_process(proc, reap_timeout)
+
+
+async def spawn(command: list[str], max_line: int) -> asyncio.subprocess.Process:
+    """An engine process speaking a line protocol on stdin/stdout (GTP, KataGo's JSON lines); its stderr discarded."""
+    return await asyncio.create_subprocess_exec(*command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.DEVNULL, limit=max_line)
+
+
+async def first_answers(engine: Any, answers: Awaitable[T], asked: str, kind: str) -> T:
+    """``answers``, the first exchange of a newly started ``engine`` (what it was ``asked``), within its
+    ``start_timeout``; a program that does not answer in time (no engine of this ``kind``, or one waiting for input of
+    its own) is killed and refused."""
+    try:
+        return await asyncio.wait_for(answers, engine.start_timeout)
+    except TimeoutError:
+        await engine.kill()
+        raise EngineCrashed(f"{engine.command[0]!r} did not answer {asked} within {engine.start_timeout:g} s: is it "
+                            f"{kind}?") from None
 
 
 async def kill_process(proc: asyncio.subprocess.Process | None, reap_timeout: float = 5.0) -> None:

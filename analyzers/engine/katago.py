@@ -34,7 +34,7 @@ from typing import Any
 
 from ..errors import EngineCrashed, EngineError
 from ..goboard import PASS, GoPosition, from_gtp, to_gtp
-from .gtp import POLICY_FLOOR, GoAnalysis, GoLimits, kill_process
+from .gtp import POLICY_FLOOR, GoAnalysis, GoLimits, first_answers, kill_process, spawn
 
 #: Where ``deploy/katago/setup.sh`` puts KataGo, its network and its configuration (``KIBITZ_KATAGO_HOME`` overrides it).
 KATAGO_HOME = Path(os.environ.get("KIBITZ_KATAGO_HOME", Path(__file__).resolve().parents[2] / ".cache" / "katago"))
@@ -145,15 +145,10 @@ class KataGoEngine:
         return self._proc.pid if self._proc else None
 
     async def start(self) -> None:
-        self._proc = await asyncio.create_subprocess_exec(
-            *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, limit=MAX_LINE)
+        self._proc = await spawn(self.command, MAX_LINE)
         try:
-            version, models = await asyncio.wait_for(self._identify(), self.start_timeout)
-        except TimeoutError:
-            await self.kill()
-            raise EngineCrashed(f"{self.command[0]!r} did not answer KataGo's version and model queries within "
-                                f"{self.start_timeout:g} s: is it KataGo's analysis engine?") from None
+            version, models = await first_answers(self, self._identify(), "KataGo's version and model queries",
+                                                  "KataGo's analysis engine")
         except EngineCrashed as e:
             raise EngineCrashed(f"KataGo did not start ({e}): is {self.options['model']} a KataGo network and "
                                 f"{self.options['config']} an analysis configuration? (deploy/katago/setup.sh installs "
