@@ -235,20 +235,19 @@ class FeedTracker:
             text = self._last
         self._last, self._waiting = text, False
         out: list[FeedEvent] = []
-        parsed = parse_feed(text)
-        for pg in parsed:
-            key = self.game_key(pg.headers)
+        parsed = [(self.game_key(pg.headers), pg) for pg in parse_feed(text)]
+        for key, pg in parsed:
             if key in self._failed:
                 continue
             try:
-                out += self._update_game(pg)
+                out += self._update_game(key, pg)
             except Exception:  # noqa: BLE001 - a fault of kibitz on one game must not stop the feed's other games
                 # its state may be half updated: the game is left alone from now on (logged once)
                 self._failed.add(key)
                 if key in self.games:
                     self.games[key].over = True  # nothing more will come of it: a follow until_ended does not wait
                 log.exception("internal error following a game of the feed: skipped", extra={"game_id": key})
-        self._present = {self.game_key(pg.headers) for pg in parsed}
+        self._present = {key for key, _ in parsed}
         self._count_absent(self._present)
         return out
 
@@ -266,8 +265,7 @@ class FeedTracker:
                     log.warning("game no longer in the feed: taken as over", extra={
                         "game_id": g.game_id, "plies": len(g.moves), "polls": STABLE_POLLS})
 
-    def _update_game(self, pg: ParsedGame) -> list[FeedEvent]:
-        key = self.game_key(pg.headers)
+    def _update_game(self, key: str, pg: ParsedGame) -> list[FeedEvent]:
         g = self.games.get(key)
         out: list[FeedEvent] = []
         if g is None:
