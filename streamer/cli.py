@@ -36,7 +36,7 @@ from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, Rat
 
 from .embedded import MAX_GAMES, MAX_PLAYERS
 from .follow import DEFAULT_INTERVAL
-from .kafka_config import STAGES, input_records, rejection_record, wait_for_broker
+from .kafka_config import STAGES, input_records, rejection_record, topic_prefix, wait_for_broker
 from .logs import setup_logging
 
 EXIT_OK, EXIT_FATAL, EXIT_USAGE, EXIT_REJECTED = 0, 1, 2, 3
@@ -739,7 +739,7 @@ def build_parser() -> argparse.ArgumentParser:
         g.add_argument("--broker", default=None, help="bootstrap servers host:port[,host:port...] (default $KIBITZ_KAFKA or 127.0.0.1:9092); "
                        "security settings come from KIBITZ_KAFKA_SECURITY_PROTOCOL, _SASL_MECHANISM, _SASL_USERNAME, "
                        "_SASL_PASSWORD, _SSL_CAFILE")
-        g.add_argument("--topic-prefix", default="", help="prefix for every topic name (default none: kibitz.moves, ...)")
+        g.add_argument("--topic-prefix", type=topic_prefix, default="", help="prefix for every topic name (default none: kibitz.moves, ...)")
 
     w = sub.add_parser("worker", help="run a streaming worker on Kafka", description=
                        "Consume game events from kibitz.moves, publish assessments, perceived ratings, Glicko-2 updates, "

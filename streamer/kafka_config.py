@@ -7,6 +7,7 @@ unwrapped when handed to faust or aiokafka.
 
 from __future__ import annotations
 
+import argparse
 import os
 import ssl
 from collections.abc import Sequence
@@ -38,11 +39,25 @@ def running_stages(stages: Sequence[str], review: bool) -> list[str]:
     return running
 
 
+TOPIC_PREFIX_MAX = 180
+
+
+def topic_prefix(text: str) -> str:
+    """An argparse type: a prefix Kafka accepts in topic names (:class:`Topics`), else a usage error naming why."""
+    try:
+        return Topics(prefix=text).prefix
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a topic prefix is at most {TOPIC_PREFIX_MAX} of the characters "
+                                         "Kafka allows in topic names (ASCII letters, digits, '.', '_', '-')") from None
+
+
 class Topics(BaseModel):
     """Topic names; ``prefix`` namespaces them (tests use a fresh prefix per run)."""
 
     model_config = ConfigDict(frozen=True)
-    prefix: str = ""
+    #: Kafka's topic names are ASCII letters, digits, ".", "_" and "-", 249 at most; the prefix leaves room for the
+    #: longest name kibitz and faust make of it
+    prefix: str = Field(default="", pattern=r"^[A-Za-z0-9._-]*$", max_length=TOPIC_PREFIX_MAX)
 
     def name(self, base: str) -> str:
         return f"{self.prefix}kibitz.{base}"

@@ -31,9 +31,11 @@ def test_help_is_complete(cmd):
     (["follow", "x.pgn", "--interval", "nan"], "argument --interval: must be above 0: 'nan'"),
     (["replay", "x.pgn", "--speed", "fast"], "argument --speed: not a number: 'fast'"),
     (["worker", "--go-engines", "0"], "argument --go-engines: must be above 0"),
+    (["tail", "x", "--topic-prefix", "a/b"], "argument --topic-prefix: 'a/b': a topic prefix is at most 180 of the characters"),
 ])
-def test_a_count_or_interval_not_above_0_is_a_usage_error(args, said):
-    """0 engines failed with a traceback deep in the engine pool; a negative poll interval polled without pause."""
+def test_a_count_or_interval_not_above_0_or_a_bad_topic_prefix_is_a_usage_error(args, said):
+    """0 engines failed with a traceback deep in the engine pool; a negative poll interval polled without pause; a
+    topic prefix Kafka refuses failed at the broker."""
     r = kibitz(*args, timeout=60)
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
 
