@@ -2,7 +2,8 @@
 
 Every message carries ``type`` (its discriminator) and ``schema_version``; unknown fields are rejected. Input
 events (what producers send) are :class:`GameStarted`, :class:`MoveEvent` and :class:`GameEnded`, parsed with
-:func:`parse_event`. Everything else is what kibitz publishes. Nothing here knows about Kafka.
+:func:`parse_event`. Everything else is what kibitz publishes. Nothing here knows about Kafka. Game and player ids
+are 1-:data:`MAX_ID` characters without control characters; :func:`as_id` makes one of any text (a name, a file name).
 """
 
 from .messages import (
