@@ -13,6 +13,7 @@ Draw model: between players with expected score p, ``D = nu sqrt(W L)`` with ``n
 Maximum likelihood has no finite answer when a player won or lost every game, or when the pool is not strongly
 connected (some group scored nothing at all against the rest, or groups never met): those raise
 :class:`~analyzers.errors.UnratablePool` naming the players or groups, instead of inventing a number.
+:func:`purge_perfect` sets perfect scores aside first, as Ordo does, so the rest of the pool can be rated.
 """
 
 from __future__ import annotations
@@ -227,6 +228,34 @@ def _fit_draw_rate(p: np.ndarray, draws: float) -> float:
         else:
             hi = mid
     return (lo + hi) / 2.0
+
+
+def purge_perfect(games: Sequence[tuple[Hashable, Hashable, float]], anchored: Sequence[Hashable] = ()
+                  ) -> tuple[list[tuple[Hashable, Hashable, float]], dict[Hashable, tuple[float, int]]]:
+    """The games left once every player who won or lost all their games is set aside, repeatedly (a player's other
+    results may become perfect once such a player's games are gone), as Ordo purges them; and the players set aside
+    with their (points, games) in the whole pool. Anchored players stay: an anchor pins a rating a score cannot."""
+    keep = list(games)
+    points: dict[Hashable, list[float]] = {}
+    for w, b, x in games:
+        for p, got in ((w, x), (b, 1.0 - x)):
+            points.setdefault(p, [0.0, 0])[0] += got
+            points[p][1] += 1
+    purged: dict[Hashable, tuple[float, int]] = {}
+    pinned = set(anchored)
+    while keep:
+        tally: dict[Hashable, list[float]] = {}
+        for w, b, x in keep:
+            for p, got in ((w, x), (b, 1.0 - x)):
+                t = tally.setdefault(p, [0.0, 0.0])
+                t[0] += got
+                t[1] += 1
+        perfect = [p for p, (pts, n) in tally.items() if p not in pinned and (pts == 0 or pts == n)]  # in game order
+        if not perfect:
+            break
+        purged |= {p: (points[p][0], int(points[p][1])) for p in perfect}
+        keep = [g for g in keep if g[0] not in purged and g[1] not in purged]
+    return keep, purged
 
 
 def fit_pool(

@@ -427,7 +427,7 @@ async def _review(args: argparse.Namespace) -> int:
 
 
 def _pool(args: argparse.Namespace) -> int:
-    from analyzers.pool import fit_pool
+    from analyzers.pool import fit_pool, purge_perfect
 
     from .ingest import read_pgn_games
 
@@ -448,8 +448,16 @@ def _pool(args: argparse.Namespace) -> int:
         anchors[name] = float(value)
     wa = args.white_advantage if args.white_advantage == "auto" else float(args.white_advantage)
     dr = args.draw_rate if args.draw_rate == "auto" else float(args.draw_rate)
+    rated, purged = purge_perfect(games, anchored=list(anchors))
+    for name, (pts, n) in purged.items():  # reported as such (docs/models.md s. 5), the rest of the pool is rated
+        print(f"kibitz pool: not rated, a perfect score has no maximum-likelihood rating: {name} {pts:g}/{n}",
+              file=sys.stderr)
+    if games and not rated:
+        print("kibitz pool: cannot rate this pool: every player has a perfect score once the others are set aside",
+              file=sys.stderr)
+        return EXIT_FATAL
     try:
-        res = fit_pool(games, average=args.average, anchors=anchors or None, white_advantage=wa, draw_rate=dr,
+        res = fit_pool(rated, average=args.average, anchors=anchors or None, white_advantage=wa, draw_rate=dr,
                        simulations=args.simulations, seed=args.seed)
     except UnratablePool as e:
         print(f"kibitz pool: cannot rate this pool: {e}", file=sys.stderr)
@@ -461,7 +469,8 @@ def _pool(args: argparse.Namespace) -> int:
     ]
     if args.json:
         json.dump({"white_advantage": res.white_advantage, "draw_rate": res.draw_rate, "simulations": res.simulations,
-                   "players": rows}, sys.stdout, indent=2)
+                   "players": rows, "unrated": [{"player": p, "points": pts, "games": n, "why": "perfect score"}
+                                                for p, (pts, n) in purged.items()]}, sys.stdout, indent=2)
         print()
         return EXIT_OK
     if args.csv:

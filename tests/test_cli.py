@@ -88,6 +88,21 @@ def test_pool_on_london_2011_orders_by_standings(london):
     assert points == sorted(points, reverse=True)
 
 
+def test_pool_sets_perfect_scores_aside_and_rates_the_rest(tmp_path):
+    """A beat B in their only game, C and D drew: the whole pool was refused for A's and B's perfect scores; now they
+    are reported (on stderr and under "unrated") and C and D are rated."""
+    pgn = tmp_path / "pool.pgn"
+    pgn.write_text('[White "A"]\n[Black "B"]\n[Result "1-0"]\n\n1. e4 1-0\n\n'
+                   '[White "C"]\n[Black "D"]\n[Result "1/2-1/2"]\n\n1. d4 1/2-1/2\n')
+    r = kibitz("pool", str(pgn), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [p["player"] for p in out["players"]] == ["C", "D"] and all(p["rating"] == 2300.0 for p in out["players"])
+    assert out["unrated"] == [{"player": "A", "points": 1.0, "games": 1, "why": "perfect score"},
+                              {"player": "B", "points": 0.0, "games": 1, "why": "perfect score"}]
+    assert "not rated, a perfect score has no maximum-likelihood rating: A 1/1" in r.stderr
+
+
 def test_missing_file_is_a_clear_fatal_error(tmp_path):
     r = kibitz("replay", str(tmp_path / "nope.pgn"), "--no-ui")
     assert r.returncode == 1 and "no such file" in r.stderr

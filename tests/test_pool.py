@@ -71,6 +71,20 @@ def test_perfect_scores_and_disconnected_pools_are_reported():
         fit_pool([("a", "b", 0.5), ("c", "d", 0.5), ("a", "c", 1.0), ("b", "d", 1.0), ("a", "d", 1.0), ("b", "c", 1.0)])
 
 
+def test_perfect_scores_are_set_aside_repeatedly_and_the_rest_is_rated():
+    """As Ordo purges them: a won all, d lost all; once d's game is gone, e's only game left is a loss to b, so e goes
+    too (reported with the whole pool's score, 1/2). An anchored player stays."""
+    from analyzers.pool import purge_perfect
+
+    games = [("a", "b", 1.0), ("a", "c", 1.0), ("b", "c", 0.5), ("c", "b", 1.0), ("e", "d", 1.0), ("e", "b", 0.0)]
+    rated, purged = purge_perfect(games)
+    assert purged == {"a": (2.0, 2), "d": (0.0, 1), "e": (1.0, 2)} and list(purged) == ["a", "d", "e"]
+    assert rated == [("b", "c", 0.5), ("c", "b", 1.0)]
+    assert set(fit_pool(rated).ratings) == {"b", "c"}
+    rated, purged = purge_perfect(games, anchored=["a"])
+    assert list(purged) == ["d", "e"] and ("a", "b", 1.0) in rated
+
+
 def test_anchor_pins_a_rating():
     games = [("a", "b", 1.0), ("b", "a", 0.5), ("a", "c", 0.5), ("c", "b", 0.0), ("b", "c", 0.5), ("c", "a", 1.0)]
     res = fit_pool(games, anchors={"a": 2700.0})
