@@ -464,6 +464,10 @@ def _maybe_finish(state: GameState) -> list[GameResult]:
     if ev is None or (ev.plies is not None and len(state.moves) < ev.plies):
         return []  # moves still to come (the end travelled on another topic and overtook them)
     state.ended = True
+    if ev.plies is not None and len(state.moves) > ev.plies:
+        # the producer's end and its moves disagree: the game is scored on the moves that were applied (and rated)
+        log.warning("game ended with more plies than its end announced", extra={
+            "game_id": state.game_id, "announced": ev.plies, "applied": len(state.moves)})
     s = RESULT_SCORES[ev.result]
     record = GameRecord(game_id=state.game_id, white=state.white, black=state.black, event=state.event,
                         initial_fen=state.initial_fen, moves=state.moves, clocks=state.recorded_clocks(),

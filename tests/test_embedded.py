@@ -209,6 +209,21 @@ async def test_an_input_record_keyed_otherwise_than_by_its_game_is_a_dead_letter
         assert await steps.game_record(games, b"g1", start, "kibitz.moves/0@8") == [] and "g1" in games
 
 
+def test_an_end_announcing_fewer_plies_than_were_applied_is_scored_with_a_warning(caplog):
+    import logging
+
+    from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
+    from streamer.pipeline import apply_move, end_game, start_game
+
+    state = start_game(None, GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b")), None, CONFIG)
+    for ply, uci in enumerate(("e2e4", "e7e5", "g1f3")):
+        state = apply_move(state, MoveEvent(game_id="g", ply=ply, uci=uci)).state
+    with caplog.at_level(logging.WARNING, logger="kibitz.pipeline"):
+        results = end_game(state, GameEnded(game_id="g", result="1-0", plies=2))
+    assert [r.score for r in results] == [1.0, 0.0]
+    assert any(r.message == "game ended with more plies than its end announced" and r.applied == 3 for r in caplog.records)
+
+
 async def test_a_step_cancelled_while_it_waits_for_its_search_is_counted_once_when_it_runs_again(stockfish):
     """The transactional runtime undoes a record whose search is slow (cancels its step, puts its state back) and
     runs it again in the next transaction: kibitz_events_total counts the move once, as the dashboard shows it."""
