@@ -136,6 +136,11 @@ class CalibrationError(KibitzError):
 
 
 # -- runtime ----------------------------------------------------------------------------------------------
+class ConfigurationError(KibitzError):
+    """Settings that cannot work (an unknown security protocol, SASL without credentials, a certificate file that is
+    not there): refused when they are read, naming the setting, before anything connects."""
+
+
 class StateStoreError(KibitzError):
     """A worker's local state store cannot be used (in use by another process, unreadable, missing library)."""
 

@@ -26,7 +26,7 @@ from analyzers.combination import load_combination
 from analyzers.engine import EnginePool
 from analyzers.engine.gtp import GoLimits
 from analyzers.engine.katago import GoEngineLimits, KataGoLimits
-from analyzers.errors import CalibrationError, EngineError, InputError, StateStoreError, UnratablePool, where
+from analyzers.errors import CalibrationError, ConfigurationError, EngineError, InputError, StateStoreError, UnratablePool, where
 from analyzers.eventpool import load_event_pool
 from analyzers.fairplay import DEFAULT_REVIEW_Z, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, ReviewCalibration
 from analyzers.gorate import DEFAULT_GO_PROFILE, load_go_calibration
@@ -844,6 +844,9 @@ def main(argv: list[str] | None = None) -> int:
     except (EngineError, CalibrationError, StateStoreError) as e:
         print(f"kibitz: {e}", file=sys.stderr)
         return EXIT_FATAL
+    except ConfigurationError as e:
+        print(f"kibitz: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
 

@@ -13,9 +13,9 @@ import ssl
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from analyzers.errors import InputError
+from analyzers.errors import ConfigurationError, InputError
 from schemas import DeadLetter
 
 from .steps import Route, dead_letter
@@ -153,16 +153,38 @@ class KafkaSettings(BaseModel):
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
 
+    @model_validator(mode="after")
+    def _security_fits_together(self) -> KafkaSettings:
+        sasl = self.security_protocol.startswith("SASL")
+        if sasl and not (self.sasl_mechanism and self.sasl_username and self.sasl_password):
+            raise ValueError(f"security_protocol {self.security_protocol} needs sasl_mechanism, sasl_username and "
+                             "sasl_password")
+        if not sasl and self.sasl_mechanism:
+            raise ValueError(f"sasl_mechanism {self.sasl_mechanism} is used only with security_protocol SASL_PLAINTEXT "
+                             f"or SASL_SSL, not {self.security_protocol}")
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            path = getattr(self, name)
+            if path is not None and not os.path.isfile(path):
+                raise ValueError(f"{name} {path!r} is not a file")
+        return self
+
     @classmethod
     def from_env(cls, **overrides: Any) -> KafkaSettings:
-        """Settings from ``KIBITZ_KAFKA_*`` environment variables (e.g. KIBITZ_KAFKA_SASL_PASSWORD), then overrides."""
+        """Settings from ``KIBITZ_KAFKA_*`` environment variables (e.g. KIBITZ_KAFKA_SASL_PASSWORD), then overrides.
+        Settings that cannot work raise :class:`~analyzers.errors.ConfigurationError` naming the variable."""
         env = {}
         for field in cls.model_fields:
             v = os.environ.get(f"KIBITZ_KAFKA_{field.upper()}")
             if v is not None and field not in ("topics",):
                 env[field] = v
-        env.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**env)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        env.update(given)
+        try:
+            settings = cls(**env)
+            settings.ssl_context()  # the certificates load now, not at the first connection
+        except (ValidationError, OSError, ssl.SSLError) as e:
+            raise ConfigurationError(f"Kafka settings: {_explain(e, given)}") from None
+        return settings
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if "SSL" not in self.security_protocol:
@@ -194,6 +216,19 @@ class KafkaSettings(BaseModel):
             )
         ctx = self.ssl_context()
         return faust.SSLCredentials(ctx) if ctx is not None else None
+
+
+def _explain(e: Exception, given: dict[str, Any]) -> str:
+    """A settings error in the user's terms: each field as the option or ``KIBITZ_KAFKA_*`` variable it came from."""
+    if not isinstance(e, ValidationError):
+        return f"the TLS certificates do not load: {e}"
+    parts = []
+    for err in e.errors():
+        field = str(err["loc"][0]) if err["loc"] else ""
+        where = (f"--{field.replace('_', '-')}" if field in given else f"KIBITZ_KAFKA_{field.upper()}") if field else ""
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(parts) + " (each setting NAME comes from $KIBITZ_KAFKA_NAME, or an option where the command has one)"
 
 
 async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = None, first: float = 0.5,

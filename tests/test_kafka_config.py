@@ -2,9 +2,15 @@
 
 import json
 import logging
+import os
+import re
+import subprocess
+import sys
 
 import faust
+import pytest
 
+from analyzers.errors import ConfigurationError
 from streamer.kafka_config import KafkaSettings, Topics
 from streamer.logs import JsonFormatter
 
@@ -35,3 +41,23 @@ def test_plaintext_default_and_topic_names():
     assert t.moves == "x.kibitz.moves" and t.deadletter == "x.kibitz.deadletter" and len(set(t.all())) == 9
     assert t.reviews == "x.kibitz.reviews" and t.reviews not in t.changelogs() and t.state_reviews in t.changelogs()
     assert t.pool == "x.kibitz.assessments.events" and t.state_events in t.changelogs()
+
+
+@pytest.mark.parametrize(("env", "said"), [
+    ({"KIBITZ_KAFKA_SECURITY_PROTOCOL": "BOGUS"}, "KIBITZ_KAFKA_SECURITY_PROTOCOL: Input should be 'PLAINTEXT'"),
+    ({"KIBITZ_KAFKA_PARTITIONS": "abc"}, "KIBITZ_KAFKA_PARTITIONS: Input should be a valid integer"),
+    ({"KIBITZ_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"}, "needs sasl_mechanism, sasl_username and sasl_password"),
+    ({"KIBITZ_KAFKA_SASL_MECHANISM": "PLAIN"}, "is used only with security_protocol SASL_PLAINTEXT or SASL_SSL"),
+    ({"KIBITZ_KAFKA_SECURITY_PROTOCOL": "SSL", "KIBITZ_KAFKA_SSL_CAFILE": "/nonexistent.pem"}, "'/nonexistent.pem' is not a file"),
+    ({"KIBITZ_KAFKA_SECURITY_PROTOCOL": "SSL", "KIBITZ_KAFKA_SSL_CAFILE": __file__}, "the TLS certificates do not load"),
+])
+def test_settings_that_cannot_work_are_a_configuration_error_naming_the_variable(monkeypatch, env, said):
+    """They were a pydantic traceback, a FileNotFoundError from the TLS context, or (SASL without credentials, a
+    mechanism without SASL) went on to fail at the broker; the CLI prints the message and exits with 2."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ConfigurationError, match=re.escape(said)):
+        KafkaSettings.from_env(broker="127.0.0.1:9092")
+    r = subprocess.run([sys.executable, "-m", "streamer.cli", "tail", "x", "--broker", "127.0.0.1:1"], capture_output=True,
+                       text=True, timeout=60, env={**os.environ, **env})
+    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
