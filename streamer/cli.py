@@ -847,6 +847,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigurationError as e:
         print(f"kibitz: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as e:  # the machine's, not kibitz's: a file that cannot be written, a port in use...
+        if args.log_level.upper() == "DEBUG":
+            raise
+        print(f"kibitz: {e} (--log-level DEBUG shows where)", file=sys.stderr)
+        return EXIT_FATAL
     except KeyboardInterrupt:
         return 130
 

@@ -103,6 +103,30 @@ def test_pool_sets_perfect_scores_aside_and_rates_the_rest(tmp_path):
     assert "not rated, a perfect score has no maximum-likelihood rating: A 1/1" in r.stderr
 
 
+def test_a_file_or_port_that_cannot_be_used_is_one_line_not_a_traceback(tmp_path):
+    """An --out in a directory that is not there, a --cache that is not a database, a schema export onto a file, a
+    --metrics-port in use: each was a Python traceback."""
+    import socket
+
+    not_db = tmp_path / "notes.txt"
+    not_db.write_text("not a database")
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = str(busy.getsockname()[1])
+    try:
+        for args, code, said in [
+            (["replay", "--out", str(tmp_path / "no" / "dir" / "out.jsonl"), "--no-ui"], 1, "No such file or directory"),
+            (["replay", "--cache", str(not_db), "--no-ui", "--max-speed"], 2, "cannot be used: file is not a database"),
+            (["schemas", "export", str(not_db)], 1, "File exists"),
+            (["replay", "--metrics-port", port, "--no-ui", "--max-speed"], 1, "Address already in use"),
+        ]:
+            r = kibitz(*args, timeout=120)
+            assert r.returncode == code and said in r.stderr and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+    finally:
+        busy.close()
+
+
 def test_missing_file_is_a_clear_fatal_error(tmp_path):
     r = kibitz("replay", str(tmp_path / "nope.pgn"), "--no-ui")
     assert r.returncode == 1 and "no such file" in r.stderr

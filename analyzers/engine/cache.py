@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigurationError
 from .analysis import PositionAnalysis
 
 
@@ -26,11 +27,14 @@ class AnalysisCache:
         self._mem: OrderedDict[str, Any] = OrderedDict()
         self._db: sqlite3.Connection | None = None
         if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS analyses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("CREATE TABLE IF NOT EXISTS analyses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            except (OSError, sqlite3.Error) as e:  # not a database, not writable, a directory...
+                raise ConfigurationError(f"analysis cache {str(path)!r} cannot be used: {e}") from None
 
     def get(self, key: str) -> Any | None:
         hit = self._mem.get(key)
