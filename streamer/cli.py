@@ -519,6 +519,12 @@ def _worker(args: argparse.Namespace) -> int:
     args.instance_id = args.instance_id or os.environ.get("KIBITZ_INSTANCE_ID") or socket.gethostname()
     # one directory per worker (two workers of one app on one host must not share a RocksDB), for either runtime
     worker_dir = args.data_dir / settings.app_id.strip(".") / args.instance_id
+    if args.store == "rocksdb":
+        try:  # now, not once the broker answers and the first partition is assigned
+            worker_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StateStoreError(f"--data-dir {args.data_dir}: the worker's state directory {worker_dir} cannot be "
+                                  f"made: {e.strerror or e}") from None
     print(f"kibitz worker ({args.runtime}): broker {settings.broker}, app {settings.app_id}, topics {settings.topics.moves} -> "
           f"{settings.topics.perceived}, profile {config.profile.name}, {args.engines} engines, {args.store} store"
           + (f" in {worker_dir}" if args.store == "rocksdb" else ""), file=sys.stderr, flush=True)

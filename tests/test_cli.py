@@ -105,7 +105,8 @@ def test_pool_sets_perfect_scores_aside_and_rates_the_rest(tmp_path):
 
 def test_a_file_or_port_that_cannot_be_used_is_one_line_not_a_traceback(tmp_path):
     """An --out in a directory that is not there, a --cache that is not a database, a schema export onto a file, a
-    --metrics-port in use: each was a Python traceback."""
+    --metrics-port in use: each was a Python traceback. A worker's --data-dir that cannot hold its state: the worker
+    waited for the broker first and failed only at its first partition."""
     import socket
 
     not_db = tmp_path / "notes.txt"
@@ -120,6 +121,8 @@ def test_a_file_or_port_that_cannot_be_used_is_one_line_not_a_traceback(tmp_path
             (["replay", "--cache", str(not_db), "--no-ui", "--max-speed"], 2, "cannot be used: file is not a database"),
             (["schemas", "export", str(not_db)], 1, "File exists"),
             (["replay", "--metrics-port", port, "--no-ui", "--max-speed"], 1, "Address already in use"),
+            (["worker", "--store", "rocksdb", "--data-dir", str(not_db), "--broker", "127.0.0.1:1"], 1,
+             "the worker's state directory"),
         ]:
             r = kibitz(*args, timeout=120)
             assert r.returncode == code and said in r.stderr and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
