@@ -175,7 +175,7 @@ _TAGS_OVER = re.compile(r"\][ \t\r]*\n[ \t\r]*(\n|[^\s\[])")
 
 def tags_complete(raw: str) -> bool:
     """Whether a game's text (from its first tag) has got past its tag pairs, so its identifying tags are whole."""
-    s = raw.lstrip()
+    s = raw.lstrip("\ufeff \t\r\n")  # a byte order mark (files written on Windows) is not the game's text
     return bool(s) and (not s.startswith("[") or _TAGS_OVER.search(s) is not None)
 
 

@@ -73,6 +73,17 @@ def test_a_feed_cut_in_its_tags_or_short_of_its_last_moves_starts_and_ends_nothi
     assert isinstance(end[-1], GameEnded) and end[-1].plies == N_PLIES and len(t.games) == 1
 
 
+def test_a_feed_with_a_byte_order_mark_cut_in_its_tags_starts_nothing_early():
+    """Files written on Windows often start with a BOM: the first game's tags looked whole from the first character,
+    so a poll cut inside them started a game under a half-written name."""
+    t = FeedTracker("round1")
+    full = "\ufeff" + pgn_upto(N_PLIES).replace("\n", "\r\n")
+    assert t.update(full[: full.index("Bai, Jinshi") + 3]) == []
+    started = t.update(full)
+    assert [e.white.name for e in started if isinstance(e, GameStarted)] == ["Bai, Jinshi"]
+    assert [e.ply for e in started if isinstance(e, MoveEvent)] == list(range(N_PLIES))
+
+
 def test_a_feed_without_result_tokens_is_taken_as_it_is_after_stable_polls():
     """PGN ends every game's moves with its result token; a feed that leaves it out has its last move and its end
     taken once the same text has been polled STABLE_POLLS times (the Follower polls an unchanged feed as None)."""
@@ -182,19 +193,24 @@ def delivered(events) -> list[tuple]:
 
 @settings(max_examples=60, derandomize=True, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, N_PLIES), st.integers(0, N_PLIES), st.none() | st.floats(0.0, 1.0)),
-                max_size=10))
-def test_any_growth_of_a_feed_polled_whole_or_cut_anywhere_delivers_what_the_final_feed_does(polls):
+                max_size=10), st.sampled_from(["", "\ufeff"]), st.sampled_from(["\n", "\r\n"]))
+def test_any_growth_of_a_feed_polled_whole_or_cut_anywhere_delivers_what_the_final_feed_does(polls, bom, newline):
     """Property: a two-game feed growing by any steps, each poll seeing the text whole or cut at any character (a
     relay rewriting the file, a site serving it half-uploaded), then the final text: every game starts once under
     its real tags, every ply comes once with its clock, each game ends once after its last ply, no error; the same
-    events as the final text read in one poll."""
-    final = two_games(N_PLIES, N_PLIES)
+    events as the final text read in one poll. With or without a byte order mark and Windows line ends (a BOM made
+    the first game's tags look whole from the first character: phantom games under half-written names)."""
+
+    def feed(k1: int, k2: int) -> str:
+        return bom + two_games(k1, k2).replace("\n", newline)
+
+    final = feed(N_PLIES, N_PLIES)
     expected = sorted(delivered(FeedTracker("r").update(final)))
     errors: list = []
     t, got, k1, k2, previous = FeedTracker("r", errors.append), [], 0, 0, None
     for a, b, cut in polls:
         k1, k2 = max(k1, a), max(k2, b)  # a feed grows; a cut text may still look shorter
-        text = two_games(k1, k2)
+        text = feed(k1, k2)
         text = text if cut is None else text[: int(cut * len(text))]
         if text != previous:  # an unchanged feed is polled as None (Follower), the same text fewer than STABLE_POLLS times
             got += t.update(text)
