@@ -51,7 +51,7 @@ import chess.pgn
 from analyzers.errors import IllegalMove, InputError, SourceUnavailable
 from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
 
-from .ingest import RESULT_TOKENS, mainline, player_id_for, rating_from_tag, read_game, refusal, setup_fen
+from .ingest import RESULT_TOKENS, decode_pgn, mainline, player_id_for, rating_from_tag, read_game, refusal, setup_fen
 
 log = logging.getLogger("kibitz.follow")
 
@@ -78,6 +78,7 @@ class PgnSource:
         self._modified: str | None = None
         self._stat: tuple[int, int] | None = None
         self._session: Any = None  # an aiohttp.ClientSession, made at the first fetch of a URL
+        self._encoding = "utf-8"   # what the last text was read as (decode_pgn)
 
     async def fetch(self) -> str | None:
         """The feed's text if it changed since the last fetch, None if not. Raises :class:`SourceUnavailable` when
@@ -126,9 +127,13 @@ class PgnSource:
         """The feed's bytes as text; markup (an HTML page: a wrong URL, a login or error page served as 200) is
         refused as the feed being unavailable, not read as PGN (python-chess would find moves in its words, "e4",
         and start a game of them). Nothing of such a text is remembered, so it is fetched and refused again."""
-        text = data.decode("utf-8", errors="replace")
+        text, encoding = decode_pgn(data, partial=True)
         if text.lstrip("\ufeff \t\r\n").startswith("<"):
             raise SourceUnavailable(f"{self.location} is markup (an HTML page?), not PGN")
+        if encoding != self._encoding:  # logged when it changes, not at every poll
+            if encoding != "utf-8":
+                log.warning("feed is not UTF-8: read as %s", encoding, extra={"source": self.location, "encoding": encoding})
+            self._encoding = encoding
         return text
 
     async def close(self) -> None:

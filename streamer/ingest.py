@@ -10,6 +10,7 @@ error alone; the other games are unaffected.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import hashlib
 import io
 import logging
@@ -209,10 +210,33 @@ def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
     return g
 
 
+def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
+    """PGN bytes as text and the encoding read: UTF-8 (the PGN standard's successor practice, and every source here),
+    else Windows-1252, which older databases and ChessBase exports use (Latin-1 when a byte is not Windows-1252). Read
+    as UTF-8 with replacement characters, "Müller" and "Möller" in such a file would both be "M\ufffdller": one id, one
+    rating. A text mostly in UTF-8 with a stray bad byte stays UTF-8 (the bad byte replaced). ``partial``: the text
+    may stop inside a character (a feed being written); that character is left for the next read."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        return decoder.decode(data, final=not partial), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    text = data.decode("utf-8", errors="replace")
+    if any(ord(c) > 127 and c != "\ufffd" for c in text):  # valid multi-byte characters too: a UTF-8 text, damaged
+        return text, "utf-8"
+    try:
+        return data.decode("cp1252"), "cp1252"
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), "latin-1"
+
+
 def read_pgn_games(path: str | Path) -> Iterator[PgnGame]:
-    """Every game in a PGN file, with input errors attached to the game they concern."""
+    """Every game in a PGN file, with input errors attached to the game they concern (:func:`decode_pgn` reads its
+    encoding)."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text, encoding = decode_pgn(path.read_bytes())
+    if encoding != "utf-8":
+        log.warning("PGN file is not UTF-8: read as %s", encoding, extra={"file": path.name, "encoding": encoding})
     truncated = bool(text.strip()) and not text.rstrip().endswith(RESULT_TOKENS)
     stream = io.StringIO(text)
     games: list[PgnGame] = []

@@ -370,3 +370,18 @@ def test_an_internal_error_on_one_game_of_a_feed_skips_that_game_only(monkeypatc
     assert [e.ply for e in got if isinstance(e, MoveEvent)] == list(range(5))
     assert [r.message for r in caplog.records].count("internal error following a game of the feed: skipped") == 1
     assert sum(g.over for g in t.games.values()) == 1  # a follow until_ended does not wait for the skipped game
+
+
+async def test_a_windows_1252_feed_is_read_as_such_and_logged_once(tmp_path, caplog):
+    path = tmp_path / "round.pgn"
+    path.write_bytes(pgn_upto(3, white="Müller, Jörg").encode("cp1252"))
+    got: list = []
+    follower = Follower([PgnSource(str(path))], got.append, interval=0.01)
+    with caplog.at_level(logging.WARNING, logger="kibitz.follow"):
+        await follower.poll_once()
+        path.write_bytes(pgn_upto(5, white="Müller, Jörg").encode("cp1252"))
+        os.utime(path, ns=(10**9, 10**9))
+        await follower.poll_once()
+    assert [e.white.name for e in got if isinstance(e, GameStarted)] == ["Müller, Jörg"]
+    assert [e.ply for e in got if isinstance(e, MoveEvent)] == list(range(5))
+    assert [r.getMessage() for r in caplog.records] == ["feed is not UTF-8: read as cp1252"]

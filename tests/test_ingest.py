@@ -171,6 +171,26 @@ def test_a_game_of_one_player_on_both_sides_is_refused_in_files_feeds_sgf_and_th
         raise AssertionError("a start with one player on both sides was accepted")
 
 
+def test_a_windows_1252_file_keeps_its_players_apart_and_a_feed_cut_inside_a_character_waits_for_it(tmp_path, caplog):
+    """Older PGN databases and ChessBase exports are Windows-1252: read as UTF-8 with replacement characters, Müller
+    and Möller were both "M\ufffdller", one id and one rating. A UTF-8 text with one stray byte stays UTF-8; a feed
+    cut inside a UTF-8 character leaves that character for the next poll."""
+    from streamer.ingest import decode_pgn
+
+    game = '[Event "e"]\n[White "{w}"]\n[Black "{b}"]\n[Result "1-0"]\n\n1. e4 e5 1-0\n\n'
+    p = tmp_path / "old.pgn"
+    p.write_bytes((game.format(w="Müller", b="Möller") + game.format(w="Šimek", b="Müller")).encode("cp1252"))
+    with caplog.at_level(logging.WARNING, logger="kibitz.ingest"):
+        a, b = read_pgn_games(p)
+    assert (a.white.id, a.black.id, b.white.id, b.black.id) == ("Müller", "Möller", "Šimek", "Müller")
+    assert [r.getMessage() for r in caplog.records] == ["PGN file is not UTF-8: read as cp1252"]
+    assert decode_pgn("Müller".encode("latin-1") + bytes([0x81])) == ("Müller\x81", "latin-1")  # 0x81: not cp1252
+    assert decode_pgn("Möller ".encode() + b"\xff") == ("Möller \ufffd", "utf-8")
+    text = game.format(w="Möller", b="B").encode()
+    cut = text[: text.index("ö".encode()) + 1]  # half of the two bytes of "ö"
+    assert decode_pgn(cut, partial=True) == ('[Event "e"]\n[White "M', "utf-8")
+
+
 def test_placeholder_names_are_never_merged(caplog):
     games = list(read_pgn_games(Path(__file__).parent / "fixtures" / "anonymous.pgn"))
     ids = [p.id for g in games for p in (g.white, g.black)]
