@@ -9,6 +9,7 @@ are 1-:data:`MAX_ID` characters without control characters; :func:`as_id` makes 
 from .messages import (
     INPUT_EVENTS,
     MAX_ID,
+    MAX_PLIES,
     MESSAGES,
     RESULT_SCORES,
     SCHEMA_VERSION,
@@ -36,7 +37,7 @@ from .messages import (
 )
 
 __all__ = [
-    "INPUT_EVENTS", "MAX_ID", "MESSAGES", "SCHEMA_VERSION", "Candidate", "DeadLetter", "EventPrior", "FairPlayAlert", "GameEnded",
+    "INPUT_EVENTS", "MAX_ID", "MAX_PLIES", "MESSAGES", "SCHEMA_VERSION", "Candidate", "DeadLetter", "EventPrior", "FairPlayAlert", "GameEnded",
     "GameRecord", "GameResult", "GameStarted", "GlickoState", "InputEvent", "MoveAssessment", "MoveEvent", "PerceivedRating",
     "PlayerInfo", "RESULT_SCORES", "RatingUpdate", "ReviewRequest", "as_id", "export_json_schemas", "parse_event",
     "parse_player_event", "parse_review_request",

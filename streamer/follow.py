@@ -48,10 +48,10 @@ from urllib.parse import urlparse
 import chess
 import chess.pgn
 
-from analyzers.errors import IllegalMove, InputError, SourceUnavailable
-from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
+from analyzers.errors import IllegalMove, InputError, SourceUnavailable, UnsupportedGame
+from schemas import MAX_PLIES, RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
 
-from .ingest import RESULT_TOKENS, decode_pgn, mainline, player_id_for, rating_from_tag, read_game, refusal, setup_fen
+from .ingest import RESULT_TOKENS, TOO_LONG, decode_pgn, mainline, player_id_for, rating_from_tag, read_game, refusal, setup_fen
 
 log = logging.getLogger("kibitz.follow")
 
@@ -172,6 +172,7 @@ class ParsedGame:
     at_end: bool            # the last game of the text: a half-written move there is expected
     whole: bool = True      # its text is complete: another game follows it, or it ends with its result token
     text: str = ""          # the last game's text, from its first tag to the end of the feed
+    error_type: type[InputError] = IllegalMove  # what ``error`` is reported as once final
 
 
 #: The tag pairs of a game's text are over: a blank line or a line of moves follows one.
@@ -200,7 +201,11 @@ def parse_feed(text: str) -> list[ParsedGame]:
         if game is None:
             break
         moves, clocks, stop = mainline(game)
-        out.append(ParsedGame(game.headers, moves, clocks, stop or (str(game.errors[0]) if game.errors else None), False))
+        if len(moves) > MAX_PLIES:  # the plies past the bound are not rated (an UnsupportedGame, as in files)
+            out.append(ParsedGame(game.headers, moves[:MAX_PLIES], clocks[:MAX_PLIES], TOO_LONG, False,
+                                  error_type=UnsupportedGame))
+        else:
+            out.append(ParsedGame(game.headers, moves, clocks, stop or (str(game.errors[0]) if game.errors else None), False))
         last_start = start
     if out:
         if not tags_complete(text[last_start:]):
@@ -340,7 +345,7 @@ class FeedTracker:
             return False
         if not g.rejected:
             g.rejected = True
-            self.on_error(IllegalMove(f"{self.name}: {pg.error}", game_id=g.game_id, ply=len(pg.moves)))
+            self.on_error(pg.error_type(f"{self.name}: {pg.error}", game_id=g.game_id, ply=len(pg.moves)))
         return True
 
     def _started(self, game_id: str, pg: ParsedGame) -> GameStarted:

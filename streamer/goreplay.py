@@ -23,13 +23,14 @@ from collections.abc import AsyncIterator, Sequence
 from analyzers.calibration import Calibration
 from analyzers.engine.katago import GoEngineLimits
 from analyzers.engine.pool import EnginePool
-from analyzers.errors import IllegalMove, InputError
+from analyzers.errors import IllegalMove, InputError, UnsupportedGame
 from analyzers.glicko2 import Glicko2Config
 from analyzers.goboard import GoPosition
 from analyzers.profiles import get_profile
-from schemas import DeadLetter, GameEnded, GameStarted, MoveEvent, PerceivedRating, RatingUpdate
+from schemas import MAX_PLIES, DeadLetter, GameEnded, GameStarted, MoveEvent, PerceivedRating, RatingUpdate
 
 from .embedded import EmbeddedRuntime
+from .ingest import TOO_LONG
 from .pipeline import PipelineConfig
 from .sgf import GoGame
 from .steps import GameEvent, dead_letter
@@ -52,6 +53,9 @@ def game_events(game: GoGame) -> tuple[list[GameEvent], InputError | None]:
     error: InputError | None = None
     for i, (colour, move) in enumerate(game.moves):
         if pos.over:
+            break
+        if i == MAX_PLIES:
+            error = UnsupportedGame(TOO_LONG, game_id=game.game_id, ply=i)
             break
         where = f"move {i + 1} ({colour.upper()} {move})"
         if colour != pos.to_move:

@@ -25,7 +25,7 @@ import chess.pgn
 
 from analyzers import chessboard
 from analyzers.errors import IllegalMove, InputError, UnsupportedGame
-from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
+from schemas import MAX_PLIES, RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
 
 from .pipeline import SELF_PLAY
 
@@ -193,9 +193,15 @@ def read_game(stream: TextIO) -> chess.pgn.Game | None:
     return chess.pgn.read_game(stream, Visitor=GameBuilder)
 
 
+#: Why the plies of a game past :data:`~schemas.MAX_PLIES` are not rated (a bound that keeps hostile input cheap; the
+#: longest real games have about 500).
+TOO_LONG = f"the game is longer than {MAX_PLIES} plies: ply {MAX_PLIES} and after are not rated"
+
+
 def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
     """A parsed python-chess game as kibitz's :class:`PgnGame`; an illegal move becomes an error at its ply, a game
-    that cannot be rated at all (:func:`refusal`) its error and no moves."""
+    that cannot be rated at all (:func:`refusal`) its error and no moves, a game past :data:`~schemas.MAX_PLIES` its
+    first MAX_PLIES plies and an error."""
     gid = game_id_for(path, index, game.headers)
     refused = refusal(game.headers, gid, path.name)
     moves, clocks, stop = mainline(game) if refused is None else ([], [], None)
@@ -204,6 +210,10 @@ def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
     if refused is not None:
         g.errors.append(refused)
         g.refused = True
+        return g
+    if len(moves) > MAX_PLIES:
+        g.moves, g.clocks = moves[:MAX_PLIES], clocks[:MAX_PLIES]
+        g.errors.append(UnsupportedGame(f"{path.name}: {TOO_LONG}", game_id=gid, ply=MAX_PLIES))
         return g
     for err in [stop] if stop is not None else game.errors:
         g.errors.append(IllegalMove(f"{path.name}: {err}", game_id=gid, ply=len(moves)))

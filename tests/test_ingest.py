@@ -191,6 +191,32 @@ def test_a_windows_1252_file_keeps_its_players_apart_and_a_feed_cut_inside_a_cha
     assert decode_pgn(cut, partial=True) == ('[Event "e"]\n[White "M', "utf-8")
 
 
+def test_a_game_past_the_ply_bound_keeps_its_first_plies_in_files_feeds_and_sgf(tmp_path, monkeypatch):
+    """A PGN game of 2,004 plies (knights shuffled back and forth): the ply past schemas.MAX_PLIES failed MoveEvent's
+    validation and `kibitz replay` stopped, rating nothing of the file. Now the first 2,000 plies are rated, the rest
+    refused as unsupported (one error), no end sent; the game after it is read."""
+    from schemas import MAX_PLIES
+    from streamer import goreplay
+    from streamer.sgf import parse_game
+
+    shuffle = " ".join(f"{i + 1}. Nf3 Nf6 {i + 2}. Ng1 Ng8" for i in range(0, 1002, 2))
+    p = tmp_path / "long.pgn"
+    p.write_text(f'[Event "e"]\n[White "A"]\n[Black "B"]\n[Result "1/2-1/2"]\n\n{shuffle} 1/2-1/2\n\n'
+                 '[Event "e"]\n[White "C"]\n[Black "D"]\n[Result "1-0"]\n\n1. e4 e5 1-0\n')
+    long, short = read_pgn_games(p)
+    evs = long.events()
+    assert len(long.moves) == MAX_PLIES == 2000 and [e.ply for e in evs if isinstance(e, MoveEvent)][-1] == MAX_PLIES - 1
+    assert [(type(e), e.ply) for e in long.errors] == [(UnsupportedGame, MAX_PLIES)] and not isinstance(evs[-1], GameEnded)
+    assert isinstance(short.events()[-1], GameEnded)
+    errors: list = []
+    fed = FeedTracker("f", errors.append).update(p.read_text())
+    assert [type(e) for e in errors] == [UnsupportedGame] and "longer than 2000 plies" in str(errors[0])
+    assert sum(isinstance(e, MoveEvent) for e in fed) == MAX_PLIES + 2
+    monkeypatch.setattr(goreplay, "MAX_PLIES", 3)
+    events, error = goreplay.game_events(parse_game(b"(;GM[1]FF[4]SZ[9]KM[7];B[ee];W[cc];B[gg];W[cg];B[gc])", "g.sgf#0"))
+    assert isinstance(error, UnsupportedGame) and error.ply == 3 and sum(isinstance(e, MoveEvent) for e in events) == 3
+
+
 def test_placeholder_names_are_never_merged(caplog):
     games = list(read_pgn_games(Path(__file__).parent / "fixtures" / "anonymous.pgn"))
     ids = [p.id for g in games for p in (g.white, g.black)]
