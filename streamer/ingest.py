@@ -221,8 +221,8 @@ def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
 
 
 def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
-    """PGN bytes as text and the encoding read: UTF-8 (the PGN standard's successor practice, and every source here),
-    else Windows-1252, which older databases and ChessBase exports use (Latin-1 when a byte is not Windows-1252). Read
+    """PGN bytes as text and the encoding read: UTF-8 (what current sources write), else Windows-1252, which older
+    databases and ChessBase exports use (Latin-1 when a byte is not Windows-1252). Read
     as UTF-8 with replacement characters, "Müller" and "Möller" in such a file would both be "M\ufffdller": one id, one
     rating. A text mostly in UTF-8 with a stray bad byte stays UTF-8 (the bad byte replaced). ``partial``: the text
     may stop inside a character (a feed being written); that character is left for the next read."""
