@@ -51,6 +51,9 @@ Timestamp = Annotated[float, Field(allow_inf_nan=False, description="seconds sin
 #: internal keys, which start with NUL).
 MAX_ID = 200
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID, pattern=r"^[^\x00-\x1f\x7f]+$")]
+#: An event's name: it keys the pool stage's state and a player's event scope, so it has an id's bounds (empty: no
+#: event); :func:`as_id` makes one of any text too.
+EventName = Annotated[str, Field(max_length=MAX_ID, pattern=r"^[^\x00-\x1f\x7f]*$")]
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
@@ -95,7 +98,7 @@ class GameStarted(Message):
     game_id: Id
     white: PlayerInfo
     black: PlayerInfo
-    event: str = ""
+    event: EventName = ""
     time_control: str = ""
     initial_fen: str | None = None
     timestamp: Timestamp | None = None
@@ -202,7 +205,7 @@ class MoveAssessment(Message):
     player_id: Id
     color: Literal["white", "black"]
     uci: str
-    event: str = ""
+    event: EventName = ""
     schema_version: Literal[1, 2, 3, 4, 5] = 5  # type: ignore[assignment]  # v2-v5 add fields; older ones still parse
     game: Game = "chess"
     reference_rating: Rating | None = None
@@ -251,7 +254,7 @@ class GameRecord(BaseModel):
     game_id: Id
     white: PlayerInfo
     black: PlayerInfo
-    event: str = ""
+    event: EventName = ""
     initial_fen: str | None = None
     moves: list[Annotated[str, Field(pattern=UCI_PATTERN)]] = Field(max_length=MAX_PLIES)
     clocks: list[Annotated[float, Field(ge=0, allow_inf_nan=False)] | None] = Field(
@@ -272,7 +275,7 @@ class GameResult(Message):
     player_id: Id
     color: Literal["white", "black"]
     score: Score
-    event: str = ""
+    event: EventName = ""
     player: PlayerInfo
     opponent: PlayerInfo
     timestamp: Timestamp | None = None

@@ -352,7 +352,7 @@ class FeedTracker:
         h = pg.headers
         players = [PlayerInfo(id=player_id_for(h, c, game_id), name=(h.get(c, "?").strip() or "?"),
                               rating=rating_from_tag(h.get(f"{c}Elo"))) for c in ("White", "Black")]
-        return GameStarted(game_id=game_id, white=players[0], black=players[1], event=h.get("Event", ""),
+        return GameStarted(game_id=game_id, white=players[0], black=players[1], event=as_id(h.get("Event", ""), fallback=""),
                            time_control=h.get("TimeControl", ""), initial_fen=setup_fen(h))
 
 

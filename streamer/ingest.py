@@ -205,7 +205,8 @@ def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
     gid = game_id_for(path, index, game.headers)
     refused = refusal(game.headers, gid, path.name)
     moves, clocks, stop = mainline(game) if refused is None else ([], [], None)
-    g = PgnGame(gid, _player(game.headers, "White", gid), _player(game.headers, "Black", gid), game.headers.get("Event", ""),
+    g = PgnGame(gid, _player(game.headers, "White", gid), _player(game.headers, "Black", gid),
+                as_id(game.headers.get("Event", ""), fallback=""),
                 game.headers.get("Result", "*"), moves, clocks, setup_fen(game.headers))
     if refused is not None:
         g.errors.append(refused)

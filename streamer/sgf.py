@@ -116,7 +116,8 @@ def parse_game(data: bytes, source: str) -> GoGame:
     fox = b"foxwq" in data[:2000] or (root.has_property("TC") and root.has_property("TT"))
     game = GoGame(game_id, _player(root, "b", game_id), _player(root, "w", game_id), size=g.get_size(),
                   komi=_komi(root, fox), result=(root.get("RE") if root.has_property("RE") else "") or "",
-                  event=(root.get("EV") if root.has_property("EV") else "") or "", source=source, record=data)
+                  event=as_id((root.get("EV") if root.has_property("EV") else "") or "", fallback=""), source=source,
+                  record=data)
     handicap = root.get("HA") if root.has_property("HA") else 0
     if game.black.id == game.white.id:  # one name on both sides (unnamed players get ids of their own)
         game.error = UnsupportedGame(f"{source}: Black and White are the same player ({game.black.id}); {SELF_PLAY}",

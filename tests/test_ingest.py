@@ -121,7 +121,7 @@ def test_names_and_file_names_that_make_no_valid_id_are_made_one(tmp_path):
 
     long_name = "Grandmaster " * 25
     p = tmp_path / ("round-" + "x" * 200 + ".pgn")
-    p.write_text(f'[Event "e"]\n[White "{long_name}"]\n[Black "Tab\tName"]\n[Result "1-0"]\n\n1. e4 e5 1-0\n\n'
+    p.write_text(f'[Event "Open\tA {long_name}"]\n[White "{long_name}"]\n[Black "Tab\tName"]\n[Result "1-0"]\n\n1. e4 e5 1-0\n\n'
                  f'[Event "e"]\n[White "{long_name}2"]\n[Black "C"]\n[Result "1-0"]\n\n1. d4 d5 1-0\n')
     a, b = read_pgn_games(p)
     evs = a.events() + b.events()
@@ -129,9 +129,10 @@ def test_names_and_file_names_that_make_no_valid_id_are_made_one(tmp_path):
     assert len(starts) == 2 and len({s.game_id for s in starts}) == 2 and all(len(s.game_id) <= 200 for s in starts)
     assert len(a.white.id) == 200 and a.white.id != b.white.id and a.white.name == long_name.strip()
     assert a.black.id == "Tab Name" and a.white.id == read_pgn_games(p).__next__().white.id  # stable
+    assert a.event.startswith("Open A Grandmaster") and len(a.event) == 200  # an event keys state too
     tracker = FeedTracker(p.stem)
     fed = tracker.update(p.read_text())
-    assert [e.white.id for e in fed if isinstance(e, GameStarted)] == [a.white.id, b.white.id]
+    assert [(e.white.id, e.event) for e in fed if isinstance(e, GameStarted)] == [(a.white.id, a.event), (b.white.id, b.event)]
     sgf = tmp_path / ("kifu-" + "y" * 220 + ".sgf")
     sgf.write_text(f"(;GM[1]FF[4]SZ[9]KM[7]PB[{long_name}]PW[Tab\tName];B[ee];W[cc])")
     (g,) = read_sgf_games(sgf)
@@ -245,7 +246,7 @@ PGN_PIECES = ['[Event "e"]\n', '[White "A"]\n', '[Black "B"]\n', '[Result "*"]\n
               'O-O ', 'O-O-O ', '0-0 ', '-- ', 'P@e4 ', 'Z0 ', 'e8=Q ', 'exd5 ', 'Kxe8 ', '{ [%clk 0:03:00] } ',
               '{ [%clk 99:99:99] } ', '{ [%clk 0:00:00.5] } ', '{', '}', '(', ')', '$1 ', '?', ';c\n', '1-0', '0-1',
               '1/2-1/2', '*', '%escape\n', '\x00', '\ufeff', '[', ']', '"', '[White "' + "W" * 250 + '"]\n',
-              '[Black "a\tb\x01"]\n']
+              '[Black "a\tb\x01"]\n', '[Event "x\ty"]\n']
 
 
 @settings(max_examples=150, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))

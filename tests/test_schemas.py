@@ -43,6 +43,9 @@ def test_parse_event_discriminates_and_validates():
     ('{"type": "move", "game_id": "g", "ply": 1, "uci": "e2e4", "clock": Infinity}', "clock"),
     ('[' * 100 + ']' * 100, "message"),
     ('{"type": "move", "game_id": "\\u0000changelog-offset", "ply": 1, "uci": "e2e4"}', "game_id"),
+    # an event keys the pool stage's state: the state store's own bookkeeping key starts with NUL
+    ('{"type": "game_started", "game_id": "g", "white": {"id": "a"}, "black": {"id": "b"}, "event": "\\u0000changelog-offset"}',
+     "event"),
     ('{"type": "move", "game_id": "' + 'g' * 70000 + '", "ply": 1, "uci": "e2e4"}', "bytes"),
 ])
 def test_strict_validation_names_the_field(bad, where):
