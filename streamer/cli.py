@@ -198,7 +198,7 @@ def positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value > 0 or value != value or value == float("inf"):
+        if not 0 < value < float("inf"):  # NaN fails it too
             raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
         return value
 

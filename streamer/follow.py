@@ -48,10 +48,10 @@ from urllib.parse import urlparse
 import chess
 import chess.pgn
 
-from analyzers.errors import IllegalMove, InputError, SourceUnavailable, UnsupportedGame
-from schemas import MAX_PLIES, RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
+from analyzers.errors import IllegalMove, InputError, SourceUnavailable
+from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
 
-from .ingest import RESULT_TOKENS, TOO_LONG, decode_pgn, mainline, player_id_for, rating_from_tag, read_game, refusal, setup_fen
+from .ingest import RESULT_TOKENS, decode_pgn, mainline, player_id_for, rating_from_tag, read_game, refusal, setup_fen
 
 log = logging.getLogger("kibitz.follow")
 
@@ -201,11 +201,10 @@ def parse_feed(text: str) -> list[ParsedGame]:
         if game is None:
             break
         moves, clocks, stop = mainline(game)
-        if len(moves) > MAX_PLIES:  # the plies past the bound are not rated (an UnsupportedGame, as in files)
-            out.append(ParsedGame(game.headers, moves[:MAX_PLIES], clocks[:MAX_PLIES], TOO_LONG, False,
-                                  error_type=UnsupportedGame))
+        if stop is not None:
+            out.append(ParsedGame(game.headers, moves, clocks, stop.why, False, error_type=stop.kind))
         else:
-            out.append(ParsedGame(game.headers, moves, clocks, stop or (str(game.errors[0]) if game.errors else None), False))
+            out.append(ParsedGame(game.headers, moves, clocks, str(game.errors[0]) if game.errors else None, False))
         last_start = start
     if out:
         if not tags_complete(text[last_start:]):
@@ -240,7 +239,7 @@ class FeedTracker:
         (:data:`STABLE_POLLS`)."""
         if text is None:
             if self._last is None or not self._waiting:
-                self._count_absent(self._present)
+                self._count_absent()
                 return []
             text = self._last
         self._last, self._waiting = text, False
@@ -258,15 +257,15 @@ class FeedTracker:
                     self.games[key].over = True  # nothing more will come of it: a follow until_ended does not wait
                 log.exception("internal error following a game of the feed: skipped", extra={"game_id": key})
         self._present = {key for key, _ in parsed}
-        self._count_absent(self._present)
+        self._count_absent()
         return out
 
-    def _count_absent(self, present: set[str]) -> None:
+    def _count_absent(self) -> None:
         """Count the polls in a row without each game. A game gone for :data:`STABLE_POLLS` polls (the operator
         renamed it, e.g. corrected a player's name or the round, which makes it another game, or took it out) is
         over: it cannot end in this feed. Logged once; a game that comes back is followed again (:meth:`_update_game`)."""
         for key, g in self.games.items():
-            if key in present:
+            if key in self._present:
                 g.absent = 0
             elif not g.over:
                 g.absent += 1
@@ -322,7 +321,7 @@ class FeedTracker:
         result = pg.headers.get("Result", "*")
         if pg.error is None and result in RESULT_SCORES and len(moves) >= len(g.moves):
             if whole:
-                g.ended = g.over = True
+                g.ended = True
                 out.append(GameEnded(game_id=g.game_id, result=result, plies=len(g.moves)))
             else:
                 self._waiting = True

@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, NamedTuple, TextIO
 
 import chess
 import chess.pgn
@@ -175,14 +175,29 @@ def refusal(tags: chess.pgn.Headers, game_id: str, source: str) -> InputError | 
     return None
 
 
-def mainline(game: chess.pgn.Game) -> tuple[list[str], list[float | None], str | None]:
+#: Why the plies of a game past :data:`~schemas.MAX_PLIES` are not rated (a bound that keeps hostile input cheap; the
+#: longest real games have about 500).
+TOO_LONG = f"the game is longer than {MAX_PLIES} plies: ply {MAX_PLIES} and after are not rated"
+
+
+class Stop(NamedTuple):
+    """Why :func:`mainline` stopped reading a game's moves, and the error it is reported as."""
+
+    why: str
+    kind: type[InputError] = IllegalMove
+
+
+def mainline(game: chess.pgn.Game) -> tuple[list[str], list[float | None], Stop | None]:
     """The UCI moves and ``[%clk]`` clocks of a game's main line, up to a move that is no move of chess (python-chess
-    reads ``--`` as the null move, which no board of kibitz plays), and why it stopped there (None if it did not)."""
+    reads ``--`` as the null move, which no board of kibitz plays) or to :data:`~schemas.MAX_PLIES` plies, and why it
+    stopped there (None if it did not). Files and feeds read a game's moves with it."""
     moves: list[str] = []
     clocks: list[float | None] = []
     for node in game.mainline():
         if not node.move:
-            return moves, clocks, f"a null move (--) is not a move of chess (ply {len(moves)})"
+            return moves, clocks, Stop(f"a null move (--) is not a move of chess (ply {len(moves)})")
+        if len(moves) == MAX_PLIES:
+            return moves, clocks, Stop(TOO_LONG, UnsupportedGame)
         moves.append(node.move.uci())
         clocks.append(node.clock())
     return moves, clocks, None
@@ -191,11 +206,6 @@ def mainline(game: chess.pgn.Game) -> tuple[list[str], list[float | None], str |
 def read_game(stream: TextIO) -> chess.pgn.Game | None:
     """The next game of a PGN stream (None at its end), its parse errors in ``game.errors``, none logged."""
     return chess.pgn.read_game(stream, Visitor=GameBuilder)
-
-
-#: Why the plies of a game past :data:`~schemas.MAX_PLIES` are not rated (a bound that keeps hostile input cheap; the
-#: longest real games have about 500).
-TOO_LONG = f"the game is longer than {MAX_PLIES} plies: ply {MAX_PLIES} and after are not rated"
 
 
 def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
@@ -212,12 +222,8 @@ def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
         g.errors.append(refused)
         g.refused = True
         return g
-    if len(moves) > MAX_PLIES:
-        g.moves, g.clocks = moves[:MAX_PLIES], clocks[:MAX_PLIES]
-        g.errors.append(UnsupportedGame(f"{path.name}: {TOO_LONG}", game_id=gid, ply=MAX_PLIES))
-        return g
-    for err in [stop] if stop is not None else game.errors:
-        g.errors.append(IllegalMove(f"{path.name}: {err}", game_id=gid, ply=len(moves)))
+    why = [(stop.kind, stop.why)] if stop is not None else [(IllegalMove, str(err)) for err in game.errors]
+    g.errors += [kind(f"{path.name}: {text}", game_id=gid, ply=len(moves)) for kind, text in why]
     return g
 
 

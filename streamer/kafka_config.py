@@ -280,8 +280,8 @@ def rejection_record(topics: Topics, error: InputError, *, source: str) -> tuple
     unsupported variant, a feed that does not parse): on ``kibitz.deadletter`` keyed by its game, as the worker's own
     rejections are, so that one topic holds everything that was not rated. The raw text is the error's message: the
     refused input is a piece of a file or feed, not a record."""
-    d = dead_letter(error, str(error), source=source, key=error.game_id or source)
-    return topics.deadletter, (d.key or source).encode(), d
+    key = error.game_id or source
+    return topics.deadletter, key.encode(), dead_letter(error, str(error), source=source, key=key)
 
 
 def input_records(topics: Topics, ev: BaseModel) -> list[tuple[str, bytes, bytes]]:
