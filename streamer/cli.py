@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlparse
 
 from pydantic import BaseModel
 
@@ -206,6 +207,29 @@ def positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
     return parse
 
 
+def game_file(text: str) -> Path:
+    """An argparse type: a PGN or SGF file to read. A missing file or a directory is a usage error naming it (a
+    directory is not read as the files in it: name them, e.g. ``DIR/*.pgn``)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory: name its files, e.g. {text.rstrip('/')}/*.pgn")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text}")
+    return path
+
+
+def feed_source(text: str) -> str:
+    """An argparse type: a feed for ``kibitz follow``, an http(s) URL or a file path. A file that does not exist yet
+    is accepted (a relay may write it later: it is polled until it appears); a directory, or a URL of another
+    scheme, would never give a PGN text and is a usage error."""
+    scheme = urlparse(text).scheme
+    if "://" in text and scheme not in ("http", "https"):
+        raise argparse.ArgumentTypeError(f"not an http(s) URL or a file: {text}")
+    if "://" not in text and Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory: name its PGN files, e.g. {text.rstrip('/')}/*.pgn")
+    return text
+
+
 def print_rejection(d: DeadLetter | InputError) -> None:
     """One stderr line per rejected input: its reason, where it was (game and ply, else the source) and why."""
     error = d.error if isinstance(d, DeadLetter) else str(d)
@@ -226,10 +250,7 @@ async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
     from .sgf import read_sgf_games
 
     games = []
-    for p in paths:
-        if not p.is_file():
-            print(f"kibitz: no such file: {p}", file=sys.stderr)
-            return EXIT_FATAL
+    for p in paths:  # each checked by game_file when the arguments were read
         games.extend(read_sgf_games(p))
     try:
         cal, limits = go_setup(args)
@@ -282,7 +303,7 @@ async def _replay(args: argparse.Namespace) -> int:
     from .live import LiveStore
     from .ui import ReplayView
 
-    paths = [Path(p) for p in args.pgn] or [DEMO_PGN]
+    paths: list[Path] = args.pgn or [DEMO_PGN]
     sgf = [p for p in paths if p.suffix.lower() == ".sgf"]
     if sgf:
         if len(sgf) != len(paths):
@@ -291,10 +312,7 @@ async def _replay(args: argparse.Namespace) -> int:
         return await _replay_go(args, sgf)
     config = build_config(args)
     games: list = []
-    for p in paths:
-        if not p.is_file():
-            print(f"kibitz: no such file: {p}", file=sys.stderr)
-            return EXIT_FATAL
+    for p in paths:  # each checked by game_file when the arguments were read
         games.extend(read_pgn_games(p))
     speed = None if args.max_speed else args.speed
     timeline = replay_timeline(games, speed=speed)
@@ -694,7 +712,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "of the London Chess Classic 2011. SGF files (Go) are rated through the Go calibration's engine "
                        "(KataGo by default, GNU Go with --go-profile go-fox-gnugo-l1): a perceived rank per move for "
                        "both players, Glicko-2 at each game's end.")
-    r.add_argument("pgn", nargs="*", help="PGN or SGF files (default: the London 2011 round-1 demo)")
+    r.add_argument("pgn", nargs="*", type=game_file, help="PGN or SGF files (default: the London 2011 round-1 demo)")
     r.add_argument("--demo", action="store_true", help="replay the shipped demo (the default when no PGN is given)")
     sp = r.add_mutually_exclusive_group()
     sp.add_argument("--speed", type=positive(float), default=60.0, help="time compression: 60 plays a minute of thinking in a second (default %(default)s)")
@@ -725,7 +743,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("pool", help="Ordo-style ratings of a pool of players from game results", description=
                        "Fit maximum-likelihood ratings to the results in PGN files (Ordo's logistic model).")
-    p.add_argument("pgn", nargs="+", type=Path)
+    p.add_argument("pgn", nargs="+", type=game_file, help="PGN files with the games' results")
     p.add_argument("--average", type=float, default=2300.0, help="mean rating of the pool (default %(default)s)")
     p.add_argument("--anchor", action="append", metavar="NAME=RATING", help="pin a player's rating (repeatable)")
     p.add_argument("--white-advantage", default="0", metavar="auto|X", help="White's advantage in rating points, or auto")
@@ -742,7 +760,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the service does, search every position whose move counts for fair play again at the deep "
                         "profile (depth 12), and test how often the player chose its first choice against the move "
                         "model's expectation for their rating (calibrated on rated-dev by bench/fit_review.py).")
-    rv.add_argument("pgn", nargs="+", type=Path, help="PGN files with the player's games")
+    rv.add_argument("pgn", nargs="+", type=game_file, help="PGN files with the player's games")
     rv.add_argument("--player", required=True, help="the player's name as in the PGN headers, or their id")
     rv.add_argument("--event", default=None, help="only the games of this event (the Event header)")
     rv.add_argument("--json", action="store_true", help="the evidence as one JSON object")
@@ -796,7 +814,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("produce", help="replay PGN games into the input topic", description=
                         "Send each game's GameStarted, moves and GameEnded to kibitz.moves (key = game_id), and a copy of "
                         "GameStarted/GameEnded to kibitz.games, at live speed or as fast as possible.")
-    pr.add_argument("pgn", nargs="+", type=Path, help="PGN files, or SGF files (Go games, for a worker started with --go)")
+    pr.add_argument("pgn", nargs="+", type=game_file, help="PGN files, or SGF files (Go games, for a worker started with --go)")
     kafka_options(pr)
     sp2 = pr.add_mutually_exclusive_group()
     sp2.add_argument("--speed", type=positive(float), default=60.0, help="time compression (default %(default)s)")
@@ -807,7 +825,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "Poll PGN feeds (a file a board relay rewrites, or an http(s) URL a broadcast serves) and rate "
                         "each new ply as it appears: in the embedded runtime, or with --produce on Kafka. Corrected games "
                         "restart under a new id; half-written files and failing URLs are retried.")
-    fo.add_argument("sources", nargs="+", metavar="SOURCE", help="PGN file or http(s) URL")
+    fo.add_argument("sources", nargs="+", metavar="SOURCE", type=feed_source,
+                    help="PGN file (polled until it exists) or http(s) URL")
     fo.add_argument("--interval", type=positive(float), default=DEFAULT_INTERVAL, help="seconds between polls (default %(default)s)")
     fo.add_argument("--serve", metavar="HOST:PORT", default=None, help="serve the overlay and API (e.g. 127.0.0.1:8080)")
     fo.add_argument("--produce", action="store_true", help="send the events to the Kafka input topic instead of rating here")

@@ -26,10 +26,10 @@ def test_help_is_complete(cmd):
 
 
 @pytest.mark.parametrize(("args", "said"), [
-    (["replay", "x.pgn", "--engines", "0"], "argument --engines: must be above 0: '0'"),
+    (["replay", "tests/fixtures/bad.pgn", "--engines", "0"], "argument --engines: must be above 0: '0'"),
     (["follow", "x.pgn", "--interval", "-1"], "argument --interval: must be above 0: '-1'"),
     (["follow", "x.pgn", "--interval", "nan"], "argument --interval: must be above 0: 'nan'"),
-    (["replay", "x.pgn", "--speed", "fast"], "argument --speed: not a number: 'fast'"),
+    (["replay", "tests/fixtures/bad.pgn", "--speed", "fast"], "argument --speed: not a number: 'fast'"),
     (["worker", "--go-engines", "0"], "argument --go-engines: must be above 0"),
     (["tail", "x", "--topic-prefix", "a/b"], "argument --topic-prefix: 'a/b': a topic prefix is at most 180 of the characters"),
 ])
@@ -130,9 +130,33 @@ def test_a_file_or_port_that_cannot_be_used_is_one_line_not_a_traceback(tmp_path
         busy.close()
 
 
-def test_missing_file_is_a_clear_fatal_error(tmp_path):
+def test_missing_file_is_a_clear_usage_error(tmp_path):
     r = kibitz("replay", str(tmp_path / "nope.pgn"), "--no-ui")
-    assert r.returncode == 1 and "no such file" in r.stderr
+    assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("command", ["replay", "pool", "review", "produce", "follow"])
+def test_a_directory_or_a_missing_file_named_as_games_is_a_usage_error(command, tmp_path, capsys):
+    """A directory was retried for ever by ``follow`` ("Is a directory" at every poll), reported as "no such file" by
+    ``replay`` and as an OSError by the others; the files in it are not read: the user names them."""
+    from streamer.cli import build_parser
+
+    extra = ["--player", "x"] if command == "review" else []
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args([command, str(tmp_path), *extra])
+    assert e.value.code == 2 and f"{tmp_path} is a directory: name its" in capsys.readouterr().err
+    missing = str(tmp_path / "later.pgn")
+    if command == "follow":  # a feed file a relay has not written yet is polled until it appears
+        assert build_parser().parse_args([command, missing]).sources == [missing]
+        with pytest.raises(SystemExit) as e:
+            build_parser().parse_args([command, "ftp://example.org/round1.pgn"])
+        assert e.value.code == 2 and "not an http(s) URL or a file" in capsys.readouterr().err
+        args = build_parser().parse_args([command, "https://example.org/round1.pgn", missing])
+        assert args.sources == ["https://example.org/round1.pgn", missing]
+    else:
+        with pytest.raises(SystemExit) as e:
+            build_parser().parse_args([command, missing, *extra])
+        assert e.value.code == 2 and f"no such file: {missing}" in capsys.readouterr().err
 
 
 def test_the_live_service_refuses_a_gains_only_profile():
