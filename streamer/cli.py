@@ -208,13 +208,23 @@ def positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
 
 
 def game_file(text: str) -> Path:
-    """An argparse type: a PGN or SGF file to read. A missing file or a directory is a usage error naming it (a
-    directory is not read as the files in it: name them, e.g. ``DIR/*.pgn``)."""
+    """An argparse type: a PGN or SGF file to read. A missing file, a directory (not read as the files in it: name
+    them, e.g. ``DIR/*.pgn``) or a file that is not a text (compressed, binary: :func:`~streamer.ingest.not_a_text`)
+    is a usage error naming it."""
+    from .ingest import SNIFF_BYTES, not_a_text
+
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory: name its files, e.g. {text.rstrip('/')}/*.pgn")
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"no such file: {text}")
+    try:
+        with path.open("rb") as f:
+            why = not_a_text(f.read(SNIFF_BYTES))
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot read {text}: {e.strerror or e}") from None
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{text} is not a PGN or SGF text: {why}")
     return path
 
 

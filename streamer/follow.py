@@ -48,7 +48,7 @@ from urllib.parse import urlparse
 import chess
 import chess.pgn
 
-from analyzers.errors import IllegalMove, InputError, SourceUnavailable
+from analyzers.errors import IllegalMove, InputError, MalformedEvent, SourceUnavailable
 from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
 
 from .ingest import RESULT_TOKENS, decode_pgn, mainline, player_id_for, rating_from_tag, read_game, refusal, setup_fen
@@ -127,7 +127,10 @@ class PgnSource:
         """The feed's bytes as text; markup (an HTML page: a wrong URL, a login or error page served as 200) is
         refused as the feed being unavailable, not read as PGN (python-chess would find moves in its words, "e4",
         and start a game of them). Nothing of such a text is remembered, so it is fetched and refused again."""
-        text, encoding = decode_pgn(data, partial=True)
+        try:
+            text, encoding = decode_pgn(data, partial=True)
+        except MalformedEvent as e:  # a compressed or binary file: unavailable as PGN, like markup below
+            raise SourceUnavailable(f"{self.location}: {e}") from None
         if text.lstrip("\ufeff \t\r\n").startswith("<"):
             raise SourceUnavailable(f"{self.location} is markup (an HTML page?), not PGN")
         if encoding != self._encoding:  # logged when it changes, not at every poll

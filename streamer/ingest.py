@@ -24,7 +24,7 @@ import chess
 import chess.pgn
 
 from analyzers import chessboard
-from analyzers.errors import IllegalMove, InputError, UnsupportedGame
+from analyzers.errors import IllegalMove, InputError, MalformedEvent, UnsupportedGame
 from schemas import MAX_PLIES, RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
 
 from .pipeline import SELF_PLAY
@@ -227,12 +227,39 @@ def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
     return g
 
 
+#: The first bytes of compressed files a games file may come as (database downloads): decompressed first, by the user.
+COMPRESSED = {b"\x1f\x8b": "gzip", **{b"BZh%d" % level: "bzip2" for level in range(1, 10)}, b"PK\x03\x04": "zip",
+              b"\x28\xb5\x2f\xfd": "zstd", b"\xfd7zXZ\x00": "xz", b"7z\xbc\xaf\x27\x1c": "7z"}
+#: How much of a file :func:`not_a_text` reads.
+SNIFF_BYTES = 8192
+
+
+def not_a_text(data: bytes) -> str | None:
+    """Why ``data`` (a file's first bytes) is not a games text (PGN or SGF), or None: a compressed file, or binary
+    content (a NUL byte where no text encoding kibitz reads has one). python-chess finds moves in any bytes ("e4" in
+    a binary's strings), so such a file would start games of garbage."""
+    head = data[:SNIFF_BYTES]
+    for magic, kind in COMPRESSED.items():
+        if head.startswith(magic):
+            return f"{kind}-compressed: decompress it first"
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return None  # UTF-16 text (Windows "Unicode"), which has NULs: decode_pgn reads it
+    return "binary content, not a text" if b"\x00" in head else None
+
+
 def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
     """PGN bytes as text and the encoding read: UTF-8 (what current sources write), else Windows-1252, which older
-    databases and ChessBase exports use (Latin-1 when a byte is not Windows-1252). Read
-    as UTF-8 with replacement characters, "Müller" and "Möller" in such a file would both be "M\ufffdller": one id, one
-    rating. A text mostly in UTF-8 with a stray bad byte stays UTF-8 (the bad byte replaced). ``partial``: the text
-    may stop inside a character (a feed being written); that character is left for the next read."""
+    databases and ChessBase exports use (Latin-1 when a byte is not Windows-1252); UTF-16 with its byte order mark
+    (Windows "Unicode" text). Read as UTF-8 with replacement characters, "Müller" and "Möller" in such a file would
+    both be "M\ufffdller": one id, one rating. A text mostly in UTF-8 with a stray bad byte stays UTF-8 (the bad byte
+    replaced). ``partial``: the text may stop inside a character (a feed being written); that character is left for
+    the next read. Raises :class:`~analyzers.errors.MalformedEvent` for bytes that are not a text (:func:`not_a_text`)."""
+    why = not_a_text(data)
+    if why is not None:
+        raise MalformedEvent(f"not a PGN text: {why}")
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        return utf16.decode(data, final=not partial), "utf-16"
     decoder = codecs.getincrementaldecoder("utf-8")()
     try:
         return decoder.decode(data, final=not partial), "utf-8"
@@ -249,9 +276,12 @@ def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
 
 def read_pgn_games(path: str | Path) -> Iterator[PgnGame]:
     """Every game in a PGN file, with input errors attached to the game they concern (:func:`decode_pgn` reads its
-    encoding)."""
+    encoding). A file that is not a text raises :class:`~analyzers.errors.MalformedEvent` naming it."""
     path = Path(path)
-    text, encoding = decode_pgn(path.read_bytes())
+    try:
+        text, encoding = decode_pgn(path.read_bytes())
+    except MalformedEvent as e:
+        raise MalformedEvent(f"{path.name}: {e}") from None
     if encoding != "utf-8":
         log.warning("PGN file is not UTF-8: read as %s", encoding, extra={"file": path.name, "encoding": encoding})
     truncated = bool(text.strip()) and not text.rstrip().endswith(RESULT_TOKENS)

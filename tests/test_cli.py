@@ -135,6 +135,21 @@ def test_missing_file_is_a_clear_usage_error(tmp_path):
     assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("command", ["replay", "pool", "review", "produce"])
+def test_a_compressed_or_binary_games_file_is_a_usage_error(command, tmp_path, capsys):
+    import gzip
+
+    from streamer.cli import build_parser
+
+    extra = ["--player", "x"] if command == "review" else []
+    for name, data, why in (("r.pgn.gz", gzip.compress(BAD_PGN.encode()), "gzip-compressed: decompress it first"),
+                            ("r.pgn", b"\x00\x01\x02" + BAD_PGN.encode(), "binary content")):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(SystemExit) as e:
+            build_parser().parse_args([command, str(tmp_path / name), *extra])
+        assert e.value.code == 2 and f"r.pgn{name[5:]} is not a PGN or SGF text: {why}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", ["replay", "pool", "review", "produce", "follow"])
 def test_a_directory_or_a_missing_file_named_as_games_is_a_usage_error(command, tmp_path, capsys):
     """A directory was retried for ever by ``follow`` ("Is a directory" at every poll), reported as "no such file" by

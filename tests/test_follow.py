@@ -352,6 +352,25 @@ async def test_an_html_page_in_place_of_the_feed_is_unavailable_not_a_game(feed,
     assert await follower.poll_once() == 0 and "markup" in follower.unavailable[str(path)]
 
 
+async def test_a_compressed_or_binary_feed_is_unavailable_until_it_is_pgn(tmp_path):
+    """A feed file replaced by a compressed archive or a binary: no game is started of the moves python-chess would
+    find in its bytes; the feed is followed once it is PGN again."""
+    import gzip
+
+    path = tmp_path / "round.pgn"
+    path.write_bytes(gzip.compress(pgn_upto(3).encode()))
+    got: list = []
+    follower = Follower([PgnSource(str(path))], got.append, interval=0.01)
+    assert await follower.poll_once() == 0 and "gzip-compressed" in follower.unavailable[str(path)] and got == []
+    path.write_bytes(b"\x00\x01" + pgn_upto(3).encode())
+    os.utime(path, ns=(10**9, 10**9))
+    assert await follower.poll_once() == 0 and "binary content" in follower.unavailable[str(path)] and got == []
+    path.write_text(pgn_upto(3))
+    os.utime(path, ns=(2 * 10**9, 2 * 10**9))
+    await follower.poll_once()
+    assert not follower.unavailable and [e.ply for e in got if isinstance(e, MoveEvent)] == [0, 1, 2]
+
+
 def test_an_internal_error_on_one_game_of_a_feed_skips_that_game_only(monkeypatch, caplog):
     """Fault injection: building one game's start raises (as a name that made no valid id once did). The feed's other
     game is followed ply by ply; the error is logged once, not at every poll."""

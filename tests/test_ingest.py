@@ -1,16 +1,18 @@
 import logging
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzers.errors import IllegalMove, InputError, UnsupportedGame
+from analyzers.errors import IllegalMove, InputError, MalformedEvent, UnsupportedGame
 from schemas import GameEnded, GameStarted, MoveEvent
 from streamer.follow import STABLE_POLLS, FeedTracker, parse_feed
-from streamer.ingest import DEMO_PGN, TruncatedInput, read_pgn_games, replay_timeline
+from streamer.ingest import DEMO_PGN, TruncatedInput, not_a_text, read_pgn_games, replay_timeline
 from streamer.live import LiveStore
 
 BAD_PGN = (Path(__file__).parent / "fixtures" / "bad.pgn").read_text()
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_demo_is_round_one_of_london_2011():
@@ -192,6 +194,34 @@ def test_a_windows_1252_file_keeps_its_players_apart_and_a_feed_cut_inside_a_cha
     assert decode_pgn(cut, partial=True) == ('[Event "e"]\n[White "M', "utf-8")
 
 
+def test_utf16_is_read_and_compressed_or_binary_bytes_are_not_a_pgn_text(tmp_path):
+    """A binary file read as PGN started a game of "?" against "?" from the moves python-chess found in its strings, and
+    a .pgn.gz one of garbage; a Windows "Unicode" (UTF-16) export was such garbage too. Now UTF-16 with its byte order
+    mark reads as the same games as UTF-8, and compressed or binary bytes raise MalformedEvent naming the file."""
+    import gzip
+
+    from streamer.ingest import decode_pgn
+
+    text = (FIXTURES / "london_chess_classic_2011.pgn").read_text()
+    want = [(g.white.id, g.black.id, list(g.moves)) for g in read_pgn_games(FIXTURES / "london_chess_classic_2011.pgn")]
+    for codec in ("utf-16", "utf-16-be"):
+        p = tmp_path / f"{codec}.pgn"
+        p.write_bytes((("\ufeff" if codec.endswith("be") else "") + text).encode(codec))
+        assert [(g.white.id, g.black.id, list(g.moves)) for g in read_pgn_games(p)] == want, codec
+    raw = text.encode("utf-16")
+    assert decode_pgn(raw[:101], partial=True)[0] == text[:49]  # a feed cut inside a character waits for it
+    assert not_a_text(text.encode()) is None and not_a_text(raw) is None
+    cases = {"gz": (gzip.compress(text.encode()), "gzip-compressed: decompress it first"),
+             "zst": (bytes.fromhex("28b52ffd") + b"rest", "zstd-compressed"),
+             "bin": (b"\x7fELF\x02\x01\x01\x00" + b"1. e4 e5 " * 50, "binary content")}
+    for name, (data, why) in cases.items():
+        assert why in (not_a_text(data) or ""), name
+        p = tmp_path / f"x.{name}"
+        p.write_bytes(data)
+        with pytest.raises(MalformedEvent, match=f"x.{name}: not a PGN text: {why}"):
+            list(read_pgn_games(p))
+
+
 def test_a_game_past_the_ply_bound_keeps_its_first_plies_in_files_feeds_and_sgf(tmp_path, monkeypatch):
     """A PGN game of 2,004 plies (knights shuffled back and forth): the ply past schemas.MAX_PLIES failed MoveEvent's
     validation and `kibitz replay` stopped, rating nothing of the file. Now the first 2,000 plies are rated, the rest
@@ -259,7 +289,12 @@ def test_any_pgn_text_reads_into_well_formed_events_or_typed_errors(tmp_path_fac
     text = "".join(pieces)
     p = tmp_path_factory.mktemp("pgn") / "x.pgn"
     p.write_text(text, encoding="utf-8", errors="replace")
-    for g in read_pgn_games(p):
+    try:
+        games = list(read_pgn_games(p))
+    except MalformedEvent as e:  # bytes that are not a text: the file is refused whole
+        assert not_a_text(p.read_bytes()) and "not a PGN text" in str(e)
+        games = []
+    for g in games:
         evs = g.events()
         assert all(isinstance(e, InputError) for e in g.errors)
         if evs:
