@@ -95,7 +95,9 @@ class EventPoolModel:
     results_scale: float = 0.0  # kappa: the weight of the event's results (step 2b); 0 reads no result
     #: step 4: (counted moves, factor) knots of the published interval's scale under the event prior (none: 1)
     interval_scale: tuple[tuple[float, float], ...] = ()
-    interval_command: str = ""  # the command that fitted interval_scale
+    #: step 4 before a scope's first counted move (a game's book plies), where the event prior itself is published
+    prior_scale: float = 1.0
+    interval_command: str = ""  # the command that fitted interval_scale and prior_scale
     profile: str = ""
     fitted_on: str = ""
     command: str = ""
@@ -115,11 +117,16 @@ class EventPoolModel:
         if any(n <= 0 for n in knots) or knots != sorted(set(knots)) or any(f <= 0 for _, f in self.interval_scale):
             raise CalibrationError(f"event pooling's interval scale needs increasing moves > 0 and factors > 0, got "
                                    f"{self.interval_scale}")
+        if not self.prior_scale > 0:
+            raise CalibrationError(f"event pooling's prior scale must be > 0, got {self.prior_scale}")
 
     def scale_at(self, moves: int) -> float:
         """Step 4: the factor on the published interval's half-widths under the event prior after ``moves`` counted
-        moves, linear in log moves between the knots and constant beyond them; 1 without knots. (Plain floats over a
-        handful of knots: it runs at every published rating, where np.interp's call costs more.)"""
+        moves, linear in log moves between the knots and constant beyond them; 1 without knots. Before the first counted
+        move, :attr:`prior_scale`. (Plain floats over a handful of knots: it runs at every published rating, where
+        np.interp's call costs more.)"""
+        if moves == 0:
+            return self.prior_scale
         knots = self.interval_scale
         if not knots:
             return 1.0

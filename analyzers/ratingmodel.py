@@ -264,8 +264,13 @@ class MoveModel:
         effect)."""
         return self.posteriors(loglik, (prior,))[0]
 
-    def posteriors(self, loglik: np.ndarray, priors: Sequence[Prior]) -> np.ndarray:
-        """:meth:`posterior` under several priors, one row each; the likelihood is tempered and convolved once."""
+    def posteriors(self, loglik: np.ndarray | None, priors: Sequence[Prior]) -> np.ndarray:
+        """:meth:`posterior` under several priors, one row each; the likelihood is tempered and convolved once.
+        ``loglik`` None: no move yet, each prior itself on the grid."""
+        if loglik is None:
+            post = self._prior_densities(priors, log=False)
+            post /= post.sum(axis=1, keepdims=True)
+            return post
         ll = loglik if self.temperature == 1.0 else self.temperature * loglik
         # all priors at once: one (priors x grid) array, a handful of numpy calls whatever their number
         if self.person_sd > 0:

@@ -172,7 +172,8 @@ def main_estimate(s: ScopeStats, cal: Calibration, event_prior: Prior | None = N
 
 
 def performance(s: ScopeStats, declared: float) -> RatingEstimate | None:
-    est = model_estimates(s, MODEL, None, declared=(declared, None)) if MODEL is not None else None
+    """The performance estimate after a scope's counted moves (None before the first: the declared rating itself)."""
+    est = model_estimates(s, MODEL, None, declared=(declared, None)) if MODEL is not None and s.rating.n else None
     return est.performance if est else None
 
 
@@ -253,6 +254,29 @@ def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment
                 rows.append(estimates(s, cal, fide(me.rating), fide(opp.rating), last))
                 rows[-1].family, rows[-1].player, rows[-1].event = family(g.game_id), me.id, g.event
     return rows
+
+
+def before_counted_moves(games: list[PgnGame], results: dict[str, list[MoveAssessment]],
+                         cal: Calibration) -> list[tuple[float, RatingEstimate, RatingEstimate]]:
+    """(FIDE rating, published estimate, gain reading) of each player-game at its last move before the first counted
+    one (a game's book plies): what the game scope publishes there (the prior: the event prior attached to that move,
+    else the class prior) against Ferreira's Algorithm 4 on the gains so far, which a profile without a move model
+    publishes there. Player-games without such a move or without a counted move are left out."""
+    assert MODEL is not None
+    out = []
+    for g in games:
+        for color, me in (("white", g.white), ("black", g.black)):
+            s, last = ScopeStats(), None
+            for a in results.get(g.game_id, []):
+                if a.color != color:
+                    continue
+                if a.counted and s.rating.n == 0 and last is not None:
+                    est = model_estimates(s, MODEL, COMB, event_prior=prior_at(last), pool=POOL).moves_only
+                    out.append((fide(me.rating), est, cal.from_histogram(s.hist)))
+                    break
+                s.add(a, None, MODEL)
+                last = a
+    return out
 
 
 def per_player_event(games: list[PgnGame], results, cal: Calibration, min_games: int = 5, moves_seen=MOVES_SEEN):  # noqa: ANN001
@@ -520,6 +544,20 @@ def main() -> None:
             cover = np.mean([e.low <= t <= e.high for e, t in pts])
             print(f"| {k} | {len(pts)} | {mae:.0f} | {const:.0f} | {1 - mae / const:+.1%} | {np.mean(err):+.0f} | {cover:.1%} | "
                   f"{np.mean([e.half_width for e, _ in pts]):.0f} |")
+    if MODEL is not None:
+        before = before_counted_moves(games, results, cal)
+        truths = np.array([t for t, _, _ in before])
+        const = np.mean(np.abs(truths - truths.mean()))
+        print("\n| before a game's first counted move (book plies), per player-game | n | MAE | constant's MAE | cut | bias "
+              "| in 95 % | mean half-width |")
+        print("|---|---|---|---|---|---|---|---|")
+        for name, ests in (("published: the prior (event prior, else the class's)", [est for _, est, _ in before]),
+                           ("gain reading (Ferreira Alg. 4)", [gain for _, _, gain in before])):
+            err = np.array([e.rating for e in ests]) - truths
+            mae = np.mean(np.abs(err))
+            cover = np.mean([e.low <= t <= e.high for e, t in zip(ests, truths)])
+            print(f"| {name} | {len(ests)} | {mae:.0f} | {const:.0f} | {1 - mae / const:+.1%} | {np.mean(err):+.0f} | "
+                  f"{cover:.1%} | {np.mean([e.half_width for e in ests]):.0f} |")
     ll = outcome_loglik(games, results, cal, prior)
     print(f"\nNewcomers (not seen yet in the sample) start as the rated-dev population: {prior[0]:.0f} +/- {prior[1]:.0f}")
     names = list(next(iter(ll.values())))
@@ -533,19 +571,25 @@ def main() -> None:
         print("\nplots: " + ", ".join(plots(profile.name, method, game_rows, event_rows, seen)))
 
 
+def outside_ratio(rows: list[tuple[RatingEstimate, float]]) -> np.ndarray:
+    """Per (estimate, truth): the truth's distance to the estimate over the distance to the interval's end on its side
+    (at most 1 inside the interval)."""
+    return np.array([(t - est.rating) / max(est.high - est.rating, 1e-9) if t >= est.rating
+                     else (est.rating - t) / max(est.rating - est.low, 1e-9) for est, t in rows])
+
+
 def fit_interval_scale(games: list[PgnGame], results, cal: Calibration, pool: EventPoolModel, args) -> None:  # noqa: ANN001
     """Step 4 of the event pooling, fitted on this (rated-dev) sample: per bucket of counted moves, the factor f on the
     published interval's distances to the estimate that puts 95 % of the FIDE ratings inside, i.e. the 95th percentile
     over the bucket's rows of (distance to the truth) / (distance to the interval's end on the truth's side), read
     with the scale off; a knot at the bucket's geometric mean of counted moves."""
     global POOL
-    POOL = replace(pool, interval_scale=())
+    POOL = replace(pool, interval_scale=(), prior_scale=1.0)
     game_rows = per_player_game(games, results, cal)
     event_rows, seen = per_player_event(games, results, cal, moves_seen=FIT_MOVES_SEEN)
     rows = [(e.model, e.truth) for e in game_rows + event_rows] + [(est, t) for _, est, t in seen]
     n = np.array([est.n for est, _ in rows], float)
-    ratio = np.array([(t - est.rating) / max(est.high - est.rating, 1e-9) if t >= est.rating
-                      else (est.rating - t) / max(est.rating - est.low, 1e-9) for est, t in rows])
+    ratio = outside_ratio(rows)
     edges = (*FIT_BUCKETS, math.inf)
     knots = []
     print(f"interval scale (step 4), {len(rows)} rows of rated-dev: {len(game_rows)} player-games, {len(event_rows)} "
@@ -564,6 +608,13 @@ def fit_interval_scale(games: list[PgnGame], results, cal: Calibration, pool: Ev
         f"--seed {args.seed}{context_flag(args)} --fit-interval-scale --write"))
     inside = [(e := est.scaled(fitted.scale_at(est.n))).low <= t <= e.high for est, t in rows]
     print(f"in 95 % with the scale, these rows: {np.mean(inside):.1%}")
+    # before a game's first counted move the event prior itself is published: its own factor, from the same rows' games
+    before = [(est, t) for t, est, _ in before_counted_moves(games, results, cal) if est.n == 0]
+    ratio0 = outside_ratio(before)
+    prior_scale = round(float(np.quantile(ratio0, 0.95)), 4)
+    fitted = replace(fitted, prior_scale=prior_scale)
+    print(f"before the first counted move: {len(before)} player-games, in 95 % unscaled {np.mean(ratio0 <= 1):.1%}, "
+          f"factor {prior_scale:.3f}")
     if args.write:
         path = ROOT / "analyzers" / "calibrations" / f"{args.profile}.eventpool.json"
         fitted.save(path)

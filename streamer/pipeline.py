@@ -591,6 +591,8 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
         s.hist.add(a.gain)
         s.fair.add(fair)  # None (not counted, excluded, no reference, or a forced move) adds nothing
         s.last_ply = a.ply
+        if s.rating.ll is None:  # before its first counted move a scope's prior is the class of the moves seen
+            s.rating.tclass = a.time_class or UNKNOWN_CLASS
     return fair
 
 
@@ -778,16 +780,15 @@ class ModelEstimates:
 
 def model_estimates(stats: ScopeStats, model: MoveModel, combination: Combination | None = None,
                     level: float = DEFAULT_LEVEL, declared: tuple[float | None, float | None] = (None, None),
-                    event_prior: Prior | None = None, pool: EventPoolModel | None = None) -> ModelEstimates | None:
+                    event_prior: Prior | None = None, pool: EventPoolModel | None = None) -> ModelEstimates:
     """The moves-only estimate of a scope (docs/models.md s. 9 and 10) and, when a rating was ``declared`` as
-    (rating, rd), the ``performance`` estimate; None before the scope's first counted move. The tempered,
+    (rating, rd), the ``performance`` estimate. Before the scope's first counted move (a game's book plies) they are
+    the priors themselves: what is known of the player then, with the width that says so. The tempered,
     convolved likelihood is computed once for all the priors. With an ``event_prior`` (s. 12, step 3) the
     moves-only estimate starts from it: the combination's estimate moved from the population prior to the event
     prior, or, where the combination does not apply or says too little, the move model's posterior under it; its
     interval and band are then scaled by ``pool``'s fitted factor at the scope's counted moves (step 4)."""
     lik = stats.rating
-    if lik.ll is None:
-        return None
     prior = model.prior_for(lik.tclass)
     rating, rd = declared
     dprior = Prior(rating, rd or DEFAULT_DECLARED_RD) if rating else None

@@ -9,6 +9,7 @@ import pytest
 from analyzers.calibration import load_calibration
 from analyzers.combination import FEATURES, Combination, MoveFeatures, ScopeFeatures, load_combination, phi
 from analyzers.errors import CalibrationError
+from analyzers.eventpool import load_event_pool
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import RATING_GRID, load_move_model
 from schemas import Candidate, MoveAssessment, PerceivedRating
@@ -119,3 +120,31 @@ def test_a_scope_without_clocks_gets_the_move_model():
     no_clock = assessment(2, 0, 860.0).model_copy(update={"clock": None, "clock_spent": None})
     state, out = apply_player_event(state, no_clock, config)
     assert out[0].method == "model" and out[0].moves == 2 and out[0].model_rating is None
+
+
+def test_before_the_first_counted_move_the_prior_is_published_with_its_width():
+    """A game's book plies count no move: the game scope published Ferreira's gain reading of one to eight book moves
+    (2161 [325, 3196] after one in the demo), then jumped to the move model's estimate at the first counted move.
+    Now it publishes what is known then: the event prior when the pool stage attached one, else the population prior
+    of the moves' time-control class, with its own 95 % interval (under the event prior scaled by step 4's factor
+    before the first counted move), and the declared rating as the performance estimate; the gain reading stays in
+    gain_*."""
+    from schemas import EventPrior
+
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, combination=COMB,
+                            event_pool=load_event_pool("fast"))
+    book = assessment(0, 0, 880.0).model_copy(update={"counted": False})
+    state, out = apply_player_event(None, book, config)
+    prior = MODEL.prior_for("rapid")
+    (m,) = out
+    assert (m.method, m.moves, m.gain_moves, m.time_class) == ("model", 0, 1, "rapid")
+    assert m.prior == f"rapid {prior.mean:.0f} +/- {prior.sd:.0f}" and m.gain_rating is not None
+    assert abs(m.rating - prior.mean) < 1 and abs((m.high - m.low) / 2 - 1.96 * prior.sd) < 15
+    assert abs((m.band_high - m.band_low) / 2 - prior.sd) < 15 and abs(m.performance - 2000.0) < 1
+    ev = EventPrior(mean=2210.0, sd=250.0, player_games=14)
+    state, out = apply_player_event(state, book.model_copy(update={"ply": 2, "event_prior": ev}), config)
+    (m,) = out
+    assert m.prior == "event (14 player-games) 2210 +/- 250" and abs(m.rating - 2210.0) < 1
+    assert abs((m.high - m.low) / 2 - 1.96 * 250.0 * config.event_pool.prior_scale) < 15 and m.moves == 0
+    _, out = apply_player_event(state, assessment(4, 0, 860.0).model_copy(update={"event_prior": ev}), config)
+    assert out[0].moves == 1 and out[0].method in ("model", "combination")

@@ -383,6 +383,13 @@ def test_interval_scale_is_linear_in_log_moves_between_its_knots_and_flat_beyond
     for bad in (((4.0, 0.9), (4.0, 1.0)), ((16.0, 1.0), (4.0, 0.9)), ((0.0, 1.0),), ((4.0, 0.0),)):
         with pytest.raises(CalibrationError):
             replace(POOL, interval_scale=bad)
+    # before the first counted move the prior's own factor; a file without it (older) reads 1
+    with_prior = replace(pool, prior_scale=1.25)
+    assert with_prior.scale_at(0) == 1.25 and with_prior.scale_at(1) == 0.9 and pool.scale_at(0) == 1.0
+    assert EventPoolModel.from_dict(json.loads(json.dumps(with_prior.to_dict()))) == with_prior
+    assert EventPoolModel.from_dict({k: v for k, v in with_prior.to_dict().items() if k != "prior_scale"}) == pool
+    with pytest.raises(CalibrationError):
+        replace(POOL, prior_scale=0.0)
 
 
 def test_the_interval_scale_widens_or_narrows_only_the_estimate_under_an_event_prior():
@@ -421,3 +428,4 @@ def test_the_shipped_interval_scale_was_fitted_on_rated_dev():
     pool = load_event_pool("fast")
     assert pool is not None and "--split dev" in pool.interval_command and "--fit-interval-scale" in pool.interval_command
     assert len(pool.interval_scale) >= 3 and all(0.5 < f < 1.5 for _, f in pool.interval_scale)
+    assert 1.0 < pool.prior_scale < 1.5
