@@ -149,13 +149,16 @@ InputEvent = Annotated[GameStarted | MoveEvent | GameEnded, Field(discriminator=
 _INPUT = TypeAdapter(InputEvent)
 
 
-def parse_event(raw: bytes | str) -> GameStarted | MoveEvent | GameEnded:
+def parse_event(raw: bytes | str | None) -> GameStarted | MoveEvent | GameEnded:
     """Parse one input event from JSON; raises :class:`~analyzers.errors.MalformedEvent` with a short reason."""
     return _parse(_INPUT, raw)
 
 
-def _parse(adapter: TypeAdapter, raw: bytes | str, max_bytes: int = MAX_EVENT_BYTES) -> Any:
-    """Validate JSON in one pass (pydantic's Rust parser); a failure becomes a MalformedEvent naming the field."""
+def _parse(adapter: TypeAdapter, raw: bytes | str | None, max_bytes: int = MAX_EVENT_BYTES) -> Any:
+    """Validate JSON in one pass (pydantic's Rust parser); a failure becomes a MalformedEvent naming the field. A Kafka
+    record without a value (None: a tombstone) is one too."""
+    if raw is None:
+        raise MalformedEvent("message: a record without a value (null, a tombstone?)")
     if len(raw) > max_bytes:
         raise MalformedEvent(f"message: {len(raw)} bytes, more than the {max_bytes} accepted")
     try:
@@ -287,7 +290,7 @@ PlayerEvent = Annotated[MoveAssessment | GameResult, Field(discriminator="type")
 _PLAYER_EVENT = TypeAdapter(PlayerEvent)
 
 
-def parse_player_event(raw: bytes | str) -> MoveAssessment | GameResult:
+def parse_player_event(raw: bytes | str | None) -> MoveAssessment | GameResult:
     """Parse one record of ``kibitz.assessments`` (an assessment or a game result); raises MalformedEvent."""
     return _parse(_PLAYER_EVENT, raw)
 
@@ -408,7 +411,7 @@ class ReviewRequest(Message):
     games: list[GameRecord] = Field(max_length=100)
 
 
-def parse_review_request(raw: bytes | str) -> ReviewRequest:
+def parse_review_request(raw: bytes | str | None) -> ReviewRequest:
     """Parse one record of ``kibitz.reviews``; raises MalformedEvent."""
     return _parse(_REVIEW_REQUEST, raw, MAX_REVIEW_BYTES)
 

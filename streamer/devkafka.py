@@ -203,7 +203,7 @@ def start_workers(broker: str, prefix: str, *extra: str, split: bool = False) ->
     return [WorkerProcess(broker, prefix, *extra)]
 
 
-async def produce(broker: str, topic: str, records: list[tuple[bytes | None, bytes]]) -> None:
+async def produce(broker: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
     from aiokafka import AIOKafkaProducer
 
     p = AIOKafkaProducer(bootstrap_servers=broker, enable_idempotence=True, acks="all")

@@ -132,9 +132,10 @@ class Output:
 StateMap = MutableMapping[str, Any]
 
 
-def dead_letter(error: KibitzError, raw: bytes | str, *, source: str, key: str | None = None) -> DeadLetter:
-    """A dead-letter record: the original bytes (base64 too when they are not UTF-8), where they came from, why."""
-    data = raw.encode() if isinstance(raw, str) else raw
+def dead_letter(error: KibitzError, raw: bytes | str | None, *, source: str, key: str | None = None) -> DeadLetter:
+    """A dead-letter record: the original bytes (base64 too when they are not UTF-8; empty for a record without a
+    value), where they came from, why."""
+    data = raw.encode() if isinstance(raw, str) else raw or b""
     text = data.decode("utf-8", errors="replace")
     exact = text.encode("utf-8") == data
     return DeadLetter(
@@ -171,7 +172,7 @@ class Steps:
             self.metrics.rejected.labels(reason)
 
     # -- rejections ---------------------------------------------------------------------------------------
-    def reject(self, error: KibitzError, raw: bytes | str, source: str, key: Key = None) -> Output:
+    def reject(self, error: KibitzError, raw: bytes | str | None, source: str, key: Key = None) -> Output:
         """The dead letter for ``raw``, counted and logged."""
         reason = getattr(error, "reason", "error")
         self.metrics.rejected.labels(reason).inc()
@@ -205,14 +206,14 @@ class Steps:
         return o
 
     # -- game step ----------------------------------------------------------------------------------------
-    def parse_game(self, raw: bytes | str, source: str, key: Key = None) -> GameEvent | Output:
+    def parse_game(self, raw: bytes | str | None, source: str, key: Key = None) -> GameEvent | Output:
         """The event in ``raw``, or its dead letter."""
         try:
             return parse_event(raw)
         except InputError as e:
             return self.reject(e, raw, source, key)
 
-    async def game_record(self, games: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
+    async def game_record(self, games: StateMap, key: Key, raw: bytes | None, source: str) -> list[Output]:
         """One record of ``kibitz.moves``: :meth:`game` on its parsed event, or its dead letter (also when the
         record's key is not its game's id: :class:`~analyzers.errors.KeyMismatch`)."""
         ev = self.parse_game(raw, source, key)
@@ -316,14 +317,14 @@ class Steps:
         return len(idle), len(expired)
 
     # -- pool step ----------------------------------------------------------------------------------------
-    def parse_player(self, raw: bytes | str, source: str, key: Key = None) -> PlayerEvent | Output:
+    def parse_player(self, raw: bytes | str | None, source: str, key: Key = None) -> PlayerEvent | Output:
         """The assessment or game result in ``raw`` (a record of our own internal topics), or its dead letter."""
         try:
             return parse_player_event(raw)
         except MalformedEvent as e:  # our own topic, but never let one record stop the stage
             return self.reject(MalformedEvent(f"not an assessment or game result: {e}"), raw, source, key)
 
-    def pool_record(self, events: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
+    def pool_record(self, events: StateMap, key: Key, raw: bytes | None, source: str) -> list[Output]:
         """One record of ``kibitz.assessments.events``: :meth:`pool_step` on it, or its dead letter."""
         ev = self.parse_player(raw, source, key)
         return [ev] if isinstance(ev, Output) else self.pool_step(events, ev, raw, source, key)
@@ -349,7 +350,7 @@ class Steps:
         return len(old)
 
     # -- player step --------------------------------------------------------------------------------------
-    def player_record(self, players: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
+    def player_record(self, players: StateMap, key: Key, raw: bytes | None, source: str) -> list[Output]:
         """One record of ``kibitz.assessments``: :meth:`player` on it, or its dead letter."""
         ev = self.parse_player(raw, source, key)
         return [ev] if isinstance(ev, Output) else self.player(players, ev, raw, source, key)
@@ -365,7 +366,7 @@ class Steps:
         return self._guarded(step, ev, raw, source, key)
 
     # -- review step ----------------------------------------------------------------------------------------
-    async def review_record(self, states: StateMap, key: Key, raw: bytes, source: str) -> list[Output]:
+    async def review_record(self, states: StateMap, key: Key, raw: bytes | None, source: str) -> list[Output]:
         """One record of ``kibitz.reviews``: :meth:`review` on it, or its dead letter."""
         try:
             req = parse_review_request(raw)

@@ -209,6 +209,25 @@ async def test_an_input_record_keyed_otherwise_than_by_its_game_is_a_dead_letter
         assert await steps.game_record(games, b"g1", start, "kibitz.moves/0@8") == [] and "g1" in games
 
 
+async def test_a_record_without_a_value_is_a_dead_letter_in_every_step(stockfish):
+    """A Kafka record whose value is null (a tombstone written by hand or by a tool) raised a TypeError in the schemas'
+    parser from every step; the transactional worker aborted its transaction over it until the poison rule
+    dead-lettered it, the faust agent stopped. Now each step dead-letters it as malformed, its raw text empty."""
+    from schemas import DeadLetter
+    from streamer.steps import Steps
+
+    async with EnginePool(size=1) as pool:
+        steps = Steps(CONFIG, pool)
+        for name, step in (("game", steps.game_record), ("pool", steps.pool_record), ("player", steps.player_record),
+                           ("review", steps.review_record)):
+            state: dict = {}
+            outs = step(state, b"g1", None, "kibitz.x/0@3")
+            (out,) = await outs if name in ("game", "review") else outs
+            assert isinstance(out.message, DeadLetter) and out.message.reason == "malformed", name
+            assert "without a value" in out.message.error and out.message.raw == "" and out.key == b"g1"
+            assert state == {}
+
+
 def test_an_end_announcing_fewer_plies_than_were_applied_is_scored_with_a_warning(caplog):
     import logging
 
