@@ -689,7 +689,8 @@ async def _tail(args: argparse.Namespace) -> int:
             batch = await consumer.getmany(timeout_ms=500)
             for records in batch.values():
                 for r in records:
-                    print(r.value.decode("utf-8", "replace"), flush=True)
+                    # a record without a value (a tombstone) is printed as JSON's null, so every line stays a JSON value
+                    print("null" if r.value is None else r.value.decode("utf-8", "replace"), flush=True)
                     n += 1
                     last = time.monotonic()
             if args.idle and time.monotonic() - last > args.idle:
