@@ -60,6 +60,10 @@ DEFAULT_INTERVAL = 2.0
 #: The end of a feed's text that is not a whole game (a parse error, a last game without its result token) is taken as
 #: the feed's content once the same text has been polled this many times.
 STABLE_POLLS = 3
+#: A feed's text is read whole at every change (a relay rewrites it), so it has a bound: 64 MB is some 12,000 games
+#: with clocks, far beyond a round of any broadcast. A larger one (a whole database, a URL serving something else) is
+#: the feed being unavailable, so memory stays bounded whatever a URL serves.
+MAX_FEED_BYTES = 64 * 1024 * 1024
 #: Headers that identify a game within a feed.
 IDENT_HEADERS = ("Event", "Site", "Date", "Round", "White", "Black")
 
@@ -93,9 +97,10 @@ class PgnSource:
             if stat == self._stat:
                 return None
             with open(self.location, "rb") as f:
-                data = f.read()
+                data = f.read(MAX_FEED_BYTES + 1)  # the file may grow between the stat and the read
         except OSError as e:
             raise SourceUnavailable(f"cannot read {self.location}: {e.strerror or e}") from e
+        self._check_size(len(data))
         text = self._pgn_text(data)
         self._stat = stat
         return text
@@ -116,12 +121,24 @@ class PgnSource:
                     return None
                 if r.status != 200:
                     raise SourceUnavailable(f"{self.location} answered HTTP {r.status}")
-                text = self._pgn_text(await r.read())
+                self._check_size(r.content_length or 0)  # a stated length over the bound: not even read
+                chunks, size = [], 0
+                async for chunk in r.content.iter_chunked(1 << 16):
+                    size += len(chunk)
+                    self._check_size(size)
+                    chunks.append(chunk)
+                text = self._pgn_text(b"".join(chunks))
                 self._etag = r.headers.get("ETag")
                 self._modified = r.headers.get("Last-Modified")
         except (TimeoutError, aiohttp.ClientError) as e:
             raise SourceUnavailable(f"cannot fetch {self.location}: {e!r}") from e
         return text
+
+    def _check_size(self, size: int) -> None:
+        if size > MAX_FEED_BYTES:
+            bound = f"{MAX_FEED_BYTES // 2**20} MB" if MAX_FEED_BYTES >= 2**20 else f"{MAX_FEED_BYTES} bytes"
+            raise SourceUnavailable(f"{self.location} is over the {bound} a feed may be (a feed is read whole at every "
+                                    "change): follow a file per round or per game")
 
     def _pgn_text(self, data: bytes) -> str:
         """The feed's bytes as text; markup (an HTML page: a wrong URL, a login or error page served as 200) is

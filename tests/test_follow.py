@@ -4,6 +4,7 @@ corrections. The URL tests run a real HTTP server on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 
@@ -369,6 +370,59 @@ async def test_a_compressed_or_binary_feed_is_unavailable_until_it_is_pgn(tmp_pa
     os.utime(path, ns=(2 * 10**9, 2 * 10**9))
     await follower.poll_once()
     assert not follower.unavailable and [e.ply for e in got if isinstance(e, MoveEvent)] == [0, 1, 2]
+
+
+async def test_a_feed_over_the_size_bound_is_unavailable_not_read_into_memory(feed, tmp_path, monkeypatch):
+    """A feed is read whole at every change: a file or a URL serving far more than any round (a whole database, a URL
+    serving something else, endless) was read into memory whole. Now past MAX_FEED_BYTES (here 4 KB) it is the feed
+    being unavailable, a URL's body read no further than the bound, with or without a stated length; a feed back
+    under it is followed."""
+    from streamer import follow
+
+    monkeypatch.setattr(follow, "MAX_FEED_BYTES", 4096)
+    big = pgn_upto(N_PLIES) * 20
+    assert len(big.encode()) > 4096 >= len(pgn_upto(3).encode())
+    path = tmp_path / "round.pgn"
+    path.write_text(big)
+    got: list = []
+    follower = Follower([PgnSource(str(path))], got.append, interval=0.01)
+    assert await follower.poll_once() == 0 and "over the 4096 bytes a feed may be" in follower.unavailable[str(path)]
+    path.write_text(pgn_upto(3))
+    os.utime(path, ns=(10**9, 10**9))
+    await follower.poll_once()
+    assert not follower.unavailable and [e.ply for e in got if isinstance(e, MoveEvent)] == [0, 1, 2]
+    f, url = feed
+    f.set(big)
+    follower = Follower([PgnSource(url)], got.append, interval=0.01)
+    assert await follower.poll_once() == 0 and "a feed may be" in follower.unavailable[url]
+    await follower.sources[0].close()
+    sent = 0
+
+    async def endless(request: web.Request) -> web.StreamResponse:  # no length stated, never ends
+        nonlocal sent
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            while True:
+                await resp.write(pgn_upto(3).encode())
+                sent += 1
+                await asyncio.sleep(0)  # the server shares this event loop: let the client read
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/endless.pgn", endless)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    endless_url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/endless.pgn"
+    follower = Follower([PgnSource(endless_url, timeout=30)], got.append, interval=0.01)
+    try:
+        assert await follower.poll_once() == 0 and "a feed may be" in follower.unavailable[endless_url]
+    finally:
+        await follower.sources[0].close()
+        await runner.cleanup()
+    assert sent < 1000  # the body was read no further than the bound (a few chunks in flight aside)
 
 
 def test_an_internal_error_on_one_game_of_a_feed_skips_that_game_only(monkeypatch, caplog):
