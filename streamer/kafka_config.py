@@ -13,7 +13,7 @@ import ssl
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from analyzers.errors import ConfigurationError, InputError
 from schemas import DeadLetter
@@ -138,7 +138,7 @@ class Topics(BaseModel):
 
 class KafkaSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    broker: str = Field(default_factory=lambda: os.environ.get("KIBITZ_KAFKA", DEFAULT_BROKER))
+    broker: str = Field(default_factory=lambda: os.environ.get("KIBITZ_KAFKA", DEFAULT_BROKER), validate_default=True)
     app_id: str = "kibitz"
     partitions: int = Field(default=4, ge=1)
     #: replicas of each topic kibitz creates: 1 for a single dev broker; 3 on a production cluster (with the brokers'
@@ -152,6 +152,26 @@ class KafkaSettings(BaseModel):
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
+
+    @field_validator("broker")
+    @classmethod
+    def _bootstrap_servers(cls, v: str) -> str:
+        """HOST[:PORT] entries separated by commas (an IPv6 host in brackets): one that cannot be an address (no host,
+        a port that is not a number in 1-65535) would be retried for ever by the wait for the broker."""
+        for entry in v.split(","):
+            entry = entry.strip()
+            host, port = entry, ""
+            if entry.startswith("["):  # [IPv6]:PORT
+                host, _, rest = entry[1:].partition("]")
+                if rest and not rest.startswith(":"):
+                    host = ""
+                port = rest[1:]
+            elif entry.count(":") == 1:
+                host, port = entry.split(":")
+            if not host or (port and not (port.isdigit() and 1 <= int(port) <= 65535)) or (entry.endswith(":") and not port):
+                raise ValueError(f"not a broker address: {entry!r} (want HOST[:PORT], several separated by commas, e.g. "
+                                 f"{DEFAULT_BROKER})")
+        return v
 
     @model_validator(mode="after")
     def _security_fits_together(self) -> KafkaSettings:
@@ -226,6 +246,8 @@ def _explain(e: Exception, given: dict[str, Any]) -> str:
     for err in e.errors():
         field = str(err["loc"][0]) if err["loc"] else ""
         where = (f"--{field.replace('_', '-')}" if field in given else f"KIBITZ_KAFKA_{field.upper()}") if field else ""
+        if field == "broker" and field not in given and "KIBITZ_KAFKA_BROKER" not in os.environ:
+            where = "KIBITZ_KAFKA"  # the broker's address has a variable of its own name (the default's)
         msg = str(err["msg"]).removeprefix("Value error, ")
         parts.append(f"{where}: {msg}" if where else msg)
     return "; ".join(parts) + " (each setting NAME comes from $KIBITZ_KAFKA_NAME, or an option where the command has one)"

@@ -43,6 +43,20 @@ def test_plaintext_default_and_topic_names():
     assert t.pool == "x.kibitz.assessments.events" and t.state_events in t.changelogs()
 
 
+@pytest.mark.parametrize("broker", ["", " , ", "127.0.0.1:notaport", "127.0.0.1:99999", "127.0.0.1:0", "kafka:", "[::1]x",
+                                    "a:1,,b:2"])
+def test_a_broker_address_that_cannot_be_one_is_a_configuration_error(monkeypatch, broker):
+    """Such an address (an empty $KIBITZ_KAFKA, a port that is not a number or past 65535) was waited for for ever:
+    "waiting for the Kafka broker (ValueError); retrying". Addresses that can be one pass."""
+    with pytest.raises(ConfigurationError, match=re.escape("--broker: not a broker address")):
+        KafkaSettings.from_env(broker=broker)
+    monkeypatch.setenv("KIBITZ_KAFKA", broker)
+    with pytest.raises(ConfigurationError, match=re.escape("KIBITZ_KAFKA: not a broker address")):
+        KafkaSettings.from_env()
+    for good in ("localhost", "kafka:19092", "a:1, b:2", "[::1]:9092", "::1", "10.0.0.1:9092,10.0.0.2:9092"):
+        assert KafkaSettings.from_env(broker=good).broker == good
+
+
 @pytest.mark.parametrize(("env", "said"), [
     ({"KIBITZ_KAFKA_SECURITY_PROTOCOL": "BOGUS"}, "KIBITZ_KAFKA_SECURITY_PROTOCOL: Input should be 'PLAINTEXT'"),
     ({"KIBITZ_KAFKA_PARTITIONS": "abc"}, "KIBITZ_KAFKA_PARTITIONS: Input should be a valid integer"),
