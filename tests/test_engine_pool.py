@@ -91,6 +91,15 @@ async def test_analyse_returns_candidates_from_side_to_move(stockfish):
         assert (await pool.analyse(mated, depth=5)).best_cp == -MATE_CP
 
 
+async def test_more_lines_than_the_engine_gives_are_every_line_it_has(stockfish):
+    """``--multipv 1000``: python-chess refused Stockfish's MultiPV option (at most 500) at every search, and each
+    move was dead-lettered as an engine crash after a restart; now the search asks for the engine's most: every
+    legal move of the position (20 at the start, never more than 218), the same answer."""
+    async with EnginePool(stockfish, size=1) as pool:
+        a = await pool.analyse(chess.Board(), depth=4, multipv=1000)
+        assert len(a.candidates) == 20 and a.limits == "d4-mpv1000" and pool.stats.restarts == pool.stats.failures == 0
+
+
 async def test_deterministic_across_runs_orders_and_pool_sizes(stockfish):
     boards = middlegame_boards(6)
     results = []

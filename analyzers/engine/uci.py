@@ -138,7 +138,13 @@ class UciEngine:
         limit = chess.engine.Limit(depth=limits.depth, nodes=limits.nodes)
         # a fresh `game` object makes python-chess send ucinewgame: hash and history cleared before each search
         root = EngineLineBoard(board.fen(en_passant="fen"), chess960=board.chess960)  # the position only, as the pool shows it
-        infos = await self._protocol.analyse(root, limit, multipv=limits.multipv, game=object(), info=INFO)
+        multipv = limits.multipv
+        option = self._protocol.options.get("MultiPV")
+        if option is not None and option.max is not None and multipv > option.max:
+            # more lines than the engine gives (Stockfish: 500) is every line it has: no position has more than 218
+            # moves, so capping changes no answer, where python-chess would refuse the option at every search
+            multipv = option.max
+        infos = await self._protocol.analyse(root, limit, multipv=multipv, game=object(), info=INFO)
         return self._parse(board, infos, limits)
 
     def _parse(self, board: chess.Board, infos: list[chess.engine.InfoDict], limits: Limits) -> PositionAnalysis:
