@@ -543,6 +543,15 @@ def _worker(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         cal, limits = go_setup(args)
         config = replace(config, go_calibration=cal, go_limits=limits)
+    stages: list[str] = []
+    if args.runtime == "transactional":
+        from .kafka_config import running_stages
+
+        try:  # before anything is made on disk
+            stages = running_stages([x.strip() for x in args.stages.split(",") if x.strip()], config.review is not None)
+        except ValueError as e:
+            print(f"kibitz: --stages {args.stages!r}: {e}", file=sys.stderr)
+            return EXIT_USAGE
     args.store = resolve_store(args.store)
     args.instance_id = args.instance_id or os.environ.get("KIBITZ_INSTANCE_ID") or socket.gethostname()
     # one directory per worker (two workers of one app on one host must not share a RocksDB), for either runtime
@@ -557,7 +566,7 @@ def _worker(args: argparse.Namespace) -> int:
           f"{settings.topics.perceived}, profile {config.profile.name}, {args.engines} engines, {args.store} store"
           + (f" in {worker_dir}" if args.store == "rocksdb" else ""), file=sys.stderr, flush=True)
     if args.runtime == "transactional":
-        return _transactional_worker(args, settings, config, worker_dir if args.store == "rocksdb" else None)
+        return _transactional_worker(args, settings, config, stages, worker_dir if args.store == "rocksdb" else None)
     from faust.worker import Worker
 
     from .kafka_app import create_app
@@ -573,17 +582,11 @@ def _worker(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _transactional_worker(args: argparse.Namespace, settings, config, store_dir: Path | None) -> int:  # noqa: ANN001
+def _transactional_worker(args: argparse.Namespace, settings, config, stages: list[str],  # noqa: ANN001
+                          store_dir: Path | None) -> int:
     import signal
 
-    from .kafka_config import running_stages
     from .kafka_eos import run_worker
-
-    try:
-        stages = running_stages([x.strip() for x in args.stages.split(",") if x.strip()], config.review is not None)
-    except ValueError as e:
-        print(f"kibitz: --stages {args.stages!r}: {e}", file=sys.stderr)
-        return EXIT_USAGE
 
     async def main() -> None:
         task = asyncio.current_task()

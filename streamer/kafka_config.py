@@ -33,6 +33,8 @@ def running_stages(stages: Sequence[str], review: bool) -> list[str]:
     unknown = sorted(set(stages) - set(STAGES))
     if unknown:
         raise ValueError(f"no stage named {', '.join(unknown)} (the stages: {', '.join(STAGES)})")
+    if not stages:
+        raise ValueError(f"no stage given (the stages: {', '.join(STAGES)})")
     running = [s for s in stages if s != "review" or review]
     if not running:
         raise ValueError("the review stage runs only with --review")

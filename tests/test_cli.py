@@ -296,10 +296,16 @@ def test_fair_play_tiers_are_options_and_the_screening_tier_is_the_lower():
 
 
 def test_the_worker_refuses_stages_it_cannot_run_before_it_looks_for_a_broker(tmp_path):
-    """The review stage runs only with --review; an unknown stage is named. Both exit 2 at once (no broker here)."""
-    review = kibitz("worker", "--stages", "review", "--broker", "127.0.0.1:1", "--data-dir", str(tmp_path))
+    """The review stage runs only with --review; an unknown stage is named; none at all is said so (it read as "the
+    review stage runs only with --review"). All exit 2 at once (no broker here), before the worker's state directory
+    is made (it was made first, in ./kibitz-data by default)."""
+    data = tmp_path / "data"
+    review = kibitz("worker", "--stages", "review", "--broker", "127.0.0.1:1", "--data-dir", str(data))
     assert review.returncode == 2 and "the review stage runs only with --review" in review.stderr
-    bogus = kibitz("worker", "--stages", "analyse,bogus", "--broker", "127.0.0.1:1", "--data-dir", str(tmp_path))
+    bogus = kibitz("worker", "--stages", "analyse,bogus", "--broker", "127.0.0.1:1", "--data-dir", str(data))
     assert bogus.returncode == 2 and "no stage named bogus" in bogus.stderr
+    empty = kibitz("worker", "--stages", ",", "--broker", "127.0.0.1:1", "--data-dir", str(data))
+    assert empty.returncode == 2 and "no stage given" in empty.stderr
+    assert not data.exists()
     faust = kibitz("worker", "--runtime", "faust", "--review", "--broker", "127.0.0.1:1", "--data-dir", str(tmp_path))
     assert faust.returncode == 2 and "--review needs the transactional runtime" in faust.stderr
