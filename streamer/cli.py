@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import csv
 import json
+import math
 import os
 import sys
 import time
@@ -226,6 +227,48 @@ def game_file(text: str) -> Path:
     if why is not None:
         raise argparse.ArgumentTypeError(f"{text} is not a PGN or SGF text: {why}")
     return path
+
+
+def anchor_spec(text: str) -> tuple[str, float]:
+    """An argparse type: ``NAME=RATING`` (``kibitz pool --anchor``), the rating a number in [0, 4000]."""
+    name, _, value = text.rpartition("=")
+    try:
+        rating = float(value)
+    except ValueError:
+        rating = math.nan
+    if not name or not 0 <= rating <= 4000:  # NaN fails it too
+        raise argparse.ArgumentTypeError(f"want NAME=RATING with a rating in [0, 4000], e.g. 'Carlsen,M=2826'; got {text!r}")
+    return name, rating
+
+
+def auto_or(low: float, high: float, what: str) -> Callable[[str], float | str]:
+    """An argparse type: "auto" or a number in the open interval (low, high) (``kibitz pool``'s white advantage and
+    draw rate), a usage error otherwise (a draw rate of 1.5 read as 150 %, "xyz" a traceback)."""
+
+    def parse(text: str) -> float | str:
+        if text == "auto":
+            return text
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not low < value < high:
+            raise argparse.ArgumentTypeError(f"want auto or {what} in ({low:g}, {high:g}); got {text!r}")
+        return value
+
+    parse.__name__ = what
+    return parse
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"want a whole number >= 0; got {text!r}")
+    return value
 
 
 def feed_source(text: str) -> str:
@@ -467,15 +510,8 @@ def _pool(args: argparse.Namespace) -> int:
         for g in read_pgn_games(p):
             if g.white_score is not None:
                 games.append((label(g.white), label(g.black), g.white_score))
-    anchors = {}
-    for a in args.anchor or []:
-        name, _, value = a.rpartition("=")
-        if not name:
-            print(f"kibitz pool: --anchor wants NAME=RATING, got {a!r}", file=sys.stderr)
-            return EXIT_USAGE
-        anchors[name] = float(value)
-    wa = args.white_advantage if args.white_advantage == "auto" else float(args.white_advantage)
-    dr = args.draw_rate if args.draw_rate == "auto" else float(args.draw_rate)
+    anchors = dict(args.anchor or [])  # each checked by anchor_spec
+    wa, dr = args.white_advantage, args.draw_rate  # "auto" or a number, checked by auto_or
     rated, purged = purge_perfect(games, anchored=list(anchors))
     for name, (pts, n) in purged.items():  # reported as such (docs/models.md s. 5), the rest of the pool is rated
         print(f"kibitz pool: not rated, a perfect score has no maximum-likelihood rating: {name} {pts:g}/{n}",
@@ -759,10 +795,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "Fit maximum-likelihood ratings to the results in PGN files (Ordo's logistic model).")
     p.add_argument("pgn", nargs="+", type=game_file, help="PGN files with the games' results")
     p.add_argument("--average", type=float, default=2300.0, help="mean rating of the pool (default %(default)s)")
-    p.add_argument("--anchor", action="append", metavar="NAME=RATING", help="pin a player's rating (repeatable)")
-    p.add_argument("--white-advantage", default="0", metavar="auto|X", help="White's advantage in rating points, or auto")
-    p.add_argument("--draw-rate", default="0.5", metavar="auto|X", help="draw rate between equal players, or auto")
-    p.add_argument("--simulations", type=int, default=0, help="simulated replays for error bars and CFS")
+    p.add_argument("--anchor", action="append", type=anchor_spec, metavar="NAME=RATING", help="pin a player's rating (repeatable)")
+    p.add_argument("--white-advantage", type=auto_or(-1000, 1000, "rating points"), default=0.0, metavar="auto|X",
+                   help="White's advantage in rating points, or auto")
+    p.add_argument("--draw-rate", type=auto_or(0, 1, "a rate"), default=0.5, metavar="auto|X",
+                   help="draw rate between equal players (0 to 1), or auto")
+    p.add_argument("--simulations", type=count, default=0, help="simulated replays for error bars and CFS")
     p.add_argument("--seed", type=int, default=0)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="JSON on stdout instead of a table")

@@ -32,8 +32,13 @@ def test_help_is_complete(cmd):
     (["replay", "tests/fixtures/bad.pgn", "--speed", "fast"], "argument --speed: not a number: 'fast'"),
     (["worker", "--go-engines", "0"], "argument --go-engines: must be above 0"),
     (["tail", "x", "--topic-prefix", "a/b"], "argument --topic-prefix: 'a/b': a topic prefix is at most 180 of the characters"),
+    # kibitz pool: a traceback (ValueError) for the first two, a 150 % draw rate and a negative count taken as given
+    (["pool", "tests/fixtures/bad.pgn", "--anchor", "Carlsen,M=abc"], "argument --anchor: want NAME=RATING with a rating in [0, 4000]"),
+    (["pool", "tests/fixtures/bad.pgn", "--white-advantage", "xyz"], "argument --white-advantage: want auto or rating points"),
+    (["pool", "tests/fixtures/bad.pgn", "--draw-rate", "1.5"], "argument --draw-rate: want auto or a rate in (0, 1); got '1.5'"),
+    (["pool", "tests/fixtures/bad.pgn", "--simulations", "-5"], "argument --simulations: want a whole number >= 0"),
 ])
-def test_a_count_or_interval_not_above_0_or_a_bad_topic_prefix_is_a_usage_error(args, said):
+def test_a_count_or_interval_not_above_0_or_a_bad_topic_prefix_or_pool_option_is_a_usage_error(args, said):
     """0 engines failed with a traceback deep in the engine pool; a negative poll interval polled without pause; a
     topic prefix Kafka refuses failed at the broker."""
     r = kibitz(*args, timeout=60)
