@@ -67,7 +67,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-event-pool", action="store_true",
                    help="rate each player from their own moves only, without the prior the other players' moves (and the player's results) in the "
                         "same event give (docs/models.md s. 12; default: on for games with an event name)")
-    g.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on PORT")
+    g.add_argument("--metrics-port", type=tcp_port, default=None, help="serve Prometheus metrics on PORT")
     g.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds (default %(default)s; "
                    "0.0.0.0 where a scraper in another container or pod reads it)")
     fp = p.add_argument_group("fair play (docs/models.md s. 7)")
@@ -269,6 +269,25 @@ def count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"want a whole number >= 0; got {text!r}")
     return value
+
+
+def tcp_port(text: str) -> int:
+    """An argparse type: a TCP port, 1-65535 (70000 was an OverflowError traceback from bind)."""
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"want a port in 1-65535; got {text!r}")
+    return int(text)
+
+
+def host_port(text: str) -> str:
+    """An argparse type: ``HOST:PORT`` (``:PORT`` for 127.0.0.1) for a server to listen on, checked now (a bad one was
+    a traceback once the engines had started)."""
+    from .web import parse_hostport
+
+    try:
+        parse_hostport(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def feed_source(text: str) -> str:
@@ -769,7 +788,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--max-speed", action="store_true", help="as fast as the engines allow")
     r.add_argument("--out", type=Path, help="write every PerceivedRating, RatingUpdate and FairPlayAlert as JSON lines")
     r.add_argument("--no-ui", action="store_true", help="no live view (the final table is still printed)")
-    r.add_argument("--serve", metavar="HOST:PORT", default=None, help="serve the overlay and API (e.g. 127.0.0.1:8080) "
+    r.add_argument("--serve", metavar="HOST:PORT", type=host_port, default=None, help="serve the overlay and API (e.g. 127.0.0.1:8080) "
                    "during the replay and, after it, until interrupted")
     add_engine_options(r)
     add_review_option(r)
@@ -880,7 +899,7 @@ def build_parser() -> argparse.ArgumentParser:
     fo.add_argument("sources", nargs="+", metavar="SOURCE", type=feed_source,
                     help="PGN file (polled until it exists) or http(s) URL")
     fo.add_argument("--interval", type=positive(float), default=DEFAULT_INTERVAL, help="seconds between polls (default %(default)s)")
-    fo.add_argument("--serve", metavar="HOST:PORT", default=None, help="serve the overlay and API (e.g. 127.0.0.1:8080)")
+    fo.add_argument("--serve", metavar="HOST:PORT", type=host_port, default=None, help="serve the overlay and API (e.g. 127.0.0.1:8080)")
     fo.add_argument("--produce", action="store_true", help="send the events to the Kafka input topic instead of rating here")
     fo.add_argument("--out", type=Path, help="write every PerceivedRating, RatingUpdate and FairPlayAlert as JSON lines")
     fo.add_argument("--until-ended", action="store_true", help="stop once every game seen has a result")
@@ -892,7 +911,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sv = sub.add_parser("serve", help="serve the overlay and API from the Kafka output topics", description=
                         "Read the games, assessments and rating topics and serve the overlay and API (read-only).")
-    sv.add_argument("--listen", metavar="HOST:PORT", default="127.0.0.1:8080", help="address to serve on (default %(default)s)")
+    sv.add_argument("--listen", metavar="HOST:PORT", type=host_port, default="127.0.0.1:8080", help="address to serve on (default %(default)s)")
     kafka_options(sv)
     sv.set_defaults(func=lambda a: asyncio.run(_serve(a)))
 

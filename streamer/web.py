@@ -165,10 +165,11 @@ def build_app(store: LiveStore) -> web.Application:
 
 
 def parse_hostport(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (or ``:PORT`` for 127.0.0.1) as a pair; ValueError otherwise."""
+    """``HOST:PORT`` (or ``:PORT`` for 127.0.0.1) as a pair, the port in 0-65535 (0: any free one); ValueError
+    otherwise."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"expected HOST:PORT with a port in 0-65535, got {text!r}")
     return host or "127.0.0.1", int(port)
 
 
