@@ -241,6 +241,17 @@ def anchor_spec(text: str) -> tuple[str, float]:
     return name, rating
 
 
+def rating_value(text: str) -> float:
+    """An argparse type: a rating, a number in [0, 4000] (NaN made the pool's fit fail to converge, with a traceback)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 4000:
+        raise argparse.ArgumentTypeError(f"want a rating in [0, 4000]; got {text!r}")
+    return value
+
+
 def auto_or(low: float, high: float, what: str) -> Callable[[str], float | str]:
     """An argparse type: "auto" or a number in the open interval (low, high) (``kibitz pool``'s white advantage and
     draw rate), a usage error otherwise (a draw rate of 1.5 read as 150 %, "xyz" a traceback)."""
@@ -772,7 +783,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "intervals, Glicko-2 on results, fair-play alerts).",
         epilog="Exit codes: 0 ok, 3 some input rejected (rest processed), 2 usage, 1 fatal.",
     )
-    ap.add_argument("--log-level", default="WARNING", help="structured JSON logs on stderr at this level")
+    ap.add_argument("--log-level", default="WARNING", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                    help="structured JSON logs on stderr at this level (default %(default)s)")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser("replay", help="replay PGN (chess) or SGF (Go) games, live", description=
@@ -813,7 +825,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pool", help="Ordo-style ratings of a pool of players from game results", description=
                        "Fit maximum-likelihood ratings to the results in PGN files (Ordo's logistic model).")
     p.add_argument("pgn", nargs="+", type=game_file, help="PGN files with the games' results")
-    p.add_argument("--average", type=float, default=2300.0, help="mean rating of the pool (default %(default)s)")
+    p.add_argument("--average", type=rating_value, default=2300.0, help="mean rating of the pool (default %(default)s)")
     p.add_argument("--anchor", action="append", type=anchor_spec, metavar="NAME=RATING", help="pin a player's rating (repeatable)")
     p.add_argument("--white-advantage", type=auto_or(-1000, 1000, "rating points"), default=0.0, metavar="auto|X",
                    help="White's advantage in rating points, or auto")

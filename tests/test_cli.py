@@ -37,6 +37,8 @@ def test_help_is_complete(cmd):
     (["pool", "tests/fixtures/bad.pgn", "--white-advantage", "xyz"], "argument --white-advantage: want auto or rating points"),
     (["pool", "tests/fixtures/bad.pgn", "--draw-rate", "1.5"], "argument --draw-rate: want auto or a rate in (0, 1); got '1.5'"),
     (["pool", "tests/fixtures/bad.pgn", "--simulations", "-5"], "argument --simulations: want a whole number >= 0"),
+    (["pool", "tests/fixtures/bad.pgn", "--average", "nan"], "argument --average: want a rating in [0, 4000]; got 'nan'"),
+    (["--log-level", "BOGUS", "pool", "tests/fixtures/bad.pgn"], "argument --log-level: invalid choice: 'BOGUS'"),
     # ports out of range and an address without a port: tracebacks from bind or parse_hostport once the engines ran
     (["replay", "--metrics-port", "70000"], "argument --metrics-port: want a port in 1-65535; got '70000'"),
     (["follow", "x.pgn", "--serve", "127.0.0.1:70000"], "argument --serve: expected HOST:PORT with a port in 0-65535"),
