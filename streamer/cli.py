@@ -28,7 +28,7 @@ from analyzers.combination import load_combination
 from analyzers.engine import EnginePool
 from analyzers.engine.gtp import GoLimits
 from analyzers.engine.katago import GoEngineLimits, KataGoLimits
-from analyzers.errors import CalibrationError, ConfigurationError, EngineError, InputError, StateStoreError, UnratablePool, where
+from analyzers.errors import CalibrationError, ConfigurationError, EngineError, InputError, RatingError, StateStoreError, where
 from analyzers.eventpool import load_event_pool
 from analyzers.fairplay import DEFAULT_REVIEW_Z, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, ReviewCalibration
 from analyzers.gorate import DEFAULT_GO_PROFILE, load_go_calibration
@@ -553,7 +553,7 @@ def _pool(args: argparse.Namespace) -> int:
     try:
         res = fit_pool(rated, average=args.average, anchors=anchors or None, white_advantage=wa, draw_rate=dr,
                        simulations=args.simulations, seed=args.seed)
-    except UnratablePool as e:
+    except RatingError as e:  # a pool maximum likelihood cannot rate, or a fit that did not converge
         print(f"kibitz pool: cannot rate this pool: {e}", file=sys.stderr)
         return EXIT_FATAL
     rows = [
