@@ -229,24 +229,26 @@ def game_file(text: str) -> Path:
     return path
 
 
+def _number(text: str) -> float:
+    """``text`` as a float, NaN when it is none: a NaN fails every range check of the argparse types below."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def anchor_spec(text: str) -> tuple[str, float]:
     """An argparse type: ``NAME=RATING`` (``kibitz pool --anchor``), the rating a number in [0, 4000]."""
     name, _, value = text.rpartition("=")
-    try:
-        rating = float(value)
-    except ValueError:
-        rating = math.nan
-    if not name or not 0 <= rating <= 4000:  # NaN fails it too
+    rating = _number(value)
+    if not name or not 0 <= rating <= 4000:
         raise argparse.ArgumentTypeError(f"want NAME=RATING with a rating in [0, 4000], e.g. 'Carlsen,M=2826'; got {text!r}")
     return name, rating
 
 
 def rating_value(text: str) -> float:
     """An argparse type: a rating, a number in [0, 4000] (NaN made the pool's fit fail to converge, with a traceback)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _number(text)
     if not 0 <= value <= 4000:
         raise argparse.ArgumentTypeError(f"want a rating in [0, 4000]; got {text!r}")
     return value
@@ -259,10 +261,7 @@ def auto_or(low: float, high: float, what: str) -> Callable[[str], float | str]:
     def parse(text: str) -> float | str:
         if text == "auto":
             return text
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
+        value = _number(text)
         if not low < value < high:
             raise argparse.ArgumentTypeError(f"want auto or {what} in ({low:g}, {high:g}); got {text!r}")
         return value
