@@ -38,3 +38,12 @@ def test_deploy_files_parse_and_give_workers_stable_ids():
     assert args[args.index("--metrics-host") + 1] == "0.0.0.0"
     cmd = compose["services"]["worker"]["command"]
     assert cmd[cmd.index("--metrics-host") + 1] == "0.0.0.0"
+    # both commands are ones this kibitz takes, and their brokers' addresses pass its settings' checks
+    from streamer.cli import build_parser
+    from streamer.kafka_config import KafkaSettings
+
+    config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
+    k8s_args = [a.replace("$(KIBITZ_PROFILE)", config["KIBITZ_PROFILE"]) for a in args]
+    for argv in (cmd, k8s_args):
+        assert build_parser().parse_args(argv).func is not None
+    assert KafkaSettings(broker=config["KIBITZ_KAFKA"]).broker and KafkaSettings(broker=cmd[cmd.index("--broker") + 1])
