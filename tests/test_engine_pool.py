@@ -145,6 +145,36 @@ async def test_persistent_cache_serves_a_second_run_without_engine_work(stockfis
     assert first == second
 
 
+async def test_a_damaged_cache_entry_is_searched_again_and_replaced(stockfish, tmp_path, caplog):
+    """A cache row that does not decode (damaged, or written by another version) failed every request for its position
+    (KeyError, JSONDecodeError), so each move there was dead-lettered; now it is a miss, searched again, and the
+    search's answer replaces it (logged once). A file that cannot be written keeps the answers in memory."""
+    import logging
+    import sqlite3
+
+    db = tmp_path / "cache.sqlite"
+    async with EnginePool(stockfish, size=1, cache_path=db) as pool:
+        want = await pool.analyse(chess.Board(), depth=4, multipv=2)
+    for damage in ('{"not": "an analysis"}', "not json"):
+        with sqlite3.connect(db) as con:
+            con.execute("UPDATE analyses SET value = ?", (damage,))
+        with caplog.at_level(logging.WARNING, logger="kibitz.cache"):
+            async with EnginePool(stockfish, size=1, cache_path=db) as pool:
+                got = await pool.analyse(chess.Board(), depth=4, multipv=2)
+                again = await pool.analyse(chess.Board(), depth=4, multipv=2)
+        assert got.candidates == want.candidates == again.candidates and pool.stats.searches == 1, damage
+        async with EnginePool(stockfish, size=1, cache_path=db) as pool:  # replaced: a hit
+            assert (await pool.analyse(chess.Board(), depth=4, multipv=2)).candidates == want.candidates
+            assert pool.stats.searches == 0 and pool.stats.cache_hits == 1
+    assert [r.getMessage() for r in caplog.records].count("an unreadable cache entry: searched again and replaced") == 2
+    with sqlite3.connect(db) as con:
+        con.execute("DROP TABLE analyses")  # every read and write of the file now fails
+    async with EnginePool(stockfish, size=1, cache_path=db) as pool:
+        for _ in range(2):
+            assert (await pool.analyse(chess.Board(), depth=4, multipv=2)).candidates == want.candidates
+        assert pool.stats.searches == 1 and pool.stats.cache_hits == 1  # kept in memory
+
+
 async def test_crash_is_retried_on_a_fresh_engine(tmp_path):
     async with EnginePool(fake("crash-once", str(tmp_path / "crashed")), size=1, timeout=10) as pool:
         a = await pool.analyse(chess.Board(), depth=1)

@@ -9,6 +9,7 @@ lets a second replay of the same games do no engine work at all. Writes go throu
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable
@@ -18,6 +19,8 @@ from typing import Any
 from ..errors import ConfigurationError
 from .analysis import PositionAnalysis
 
+log = logging.getLogger("kibitz.cache")
+
 
 class AnalysisCache:
     def __init__(self, max_entries: int = 200_000, path: str | Path | None = None,
@@ -26,6 +29,7 @@ class AnalysisCache:
         self.decode = decode  # an analysis from its to_dict(): PositionAnalysis (chess) or GoAnalysis
         self._mem: OrderedDict[str, Any] = OrderedDict()
         self._db: sqlite3.Connection | None = None
+        self._warned: set[str] = set()  # the kinds of trouble with the file logged so far (once each)
         if path is not None:
             try:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -42,17 +46,34 @@ class AnalysisCache:
             self._mem.move_to_end(key)
             return hit
         if self._db is not None:
-            row = self._db.execute("SELECT value FROM analyses WHERE key = ?", (key,)).fetchone()
-            if row is not None:
-                value = self.decode(json.loads(row[0]))
-                self._remember(key, value)
-                return value
+            try:
+                row = self._db.execute("SELECT value FROM analyses WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    value = self.decode(json.loads(row[0]))
+                    self._remember(key, value)
+                    return value
+            except sqlite3.Error as e:
+                self._trouble("the cache file cannot be read: searching instead", e)
+            except (ValueError, KeyError, TypeError) as e:
+                # a damaged entry, or one another version wrote: a miss, which the search's put replaces
+                self._trouble("an unreadable cache entry: searched again and replaced", e, key)
         return None
 
     def put(self, key: str, value: Any) -> None:
+        """Keep ``value``; a file that cannot take it (full, read-only, damaged) costs the next run a search, never this
+        one its answer."""
         self._remember(key, value)
         if self._db is not None:
-            self._db.execute("INSERT OR REPLACE INTO analyses (key, value) VALUES (?, ?)", (key, json.dumps(value.to_dict())))
+            try:
+                self._db.execute("INSERT OR REPLACE INTO analyses (key, value) VALUES (?, ?)", (key, json.dumps(value.to_dict())))
+            except sqlite3.Error as e:
+                self._trouble("the cache file cannot be written: kept in memory only", e)
+
+    def _trouble(self, what: str, e: Exception, key: str | None = None) -> None:
+        """Log a kind of trouble with the file once (a damaged file would otherwise log at every position)."""
+        if what not in self._warned:
+            self._warned.add(what)
+            log.warning(what, extra={"error": repr(e)[:300], "key": key})
 
     def _remember(self, key: str, value: Any) -> None:
         self._mem[key] = value
