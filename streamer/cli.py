@@ -954,6 +954,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigurationError as e:
         print(f"kibitz: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # the reader of stdout went away (`kibitz stream | head -1`): stop quietly, as filters do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's last flush does not fail once more
+        return EXIT_FATAL
     except OSError as e:  # the machine's, not kibitz's: a file that cannot be written, a port in use...
         if args.log_level.upper() == "DEBUG":
             raise

@@ -74,6 +74,9 @@ class EmbeddedRuntime:
         self._reviews: set[asyncio.Task] = set()
         self.review_states = LruMap(max_players, self._evicted("review"))  # each player's crossings with a verdict
         self._review_locks: dict[str, asyncio.Lock] = {}  # one review at a time per player (one verdict per crossing)
+        #: the first error of the sink or of on_reject (the steps dead-letter their own): the runtime stops there, and
+        #: submit and drain raise it, rather than a partition's worker dying and drain waiting for it for ever
+        self.failure: Exception | None = None
 
     async def __aenter__(self) -> EmbeddedRuntime:
         self._workers = [asyncio.create_task(self._work(q)) for q in self._queues]
@@ -105,6 +108,7 @@ class EmbeddedRuntime:
     # -- input ----------------------------------------------------------------------------------------
     def submit_raw(self, raw: bytes | str, source: str) -> None:
         """A JSON event as received; malformed ones are dead-lettered here."""
+        self._raise_failure()
         ev = self.steps.parse_game(raw, source)
         if isinstance(ev, Output):
             self._route(ev)
@@ -112,6 +116,7 @@ class EmbeddedRuntime:
             self.submit(ev, raw, source)
 
     def submit(self, ev: GameEvent, raw: bytes | str | None = None, source: str = "api") -> None:
+        self._raise_failure()
         part = zlib.crc32(ev.game_id.encode()) % len(self._queues)
         self._queues[part].put_nowait((ev, raw, source))
 
@@ -124,6 +129,11 @@ class EmbeddedRuntime:
         await asyncio.gather(*(q.join() for q in self._queues))
         while self._reviews:
             await asyncio.gather(*list(self._reviews))
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        if self.failure is not None:
+            raise self.failure
 
     async def _review(self, req: ReviewRequest) -> None:
         """One review (see the module docstring): its alert or its dead letter, routed like any output. A player's
@@ -143,12 +153,16 @@ class EmbeddedRuntime:
         while True:
             ev, raw, source = await queue.get()
             try:
+                if self.failure is not None:
+                    continue  # stopped: what is still queued is not processed (drain raises the failure)
                 for out in await self.steps.game(self.games, ev, raw, source, ev.game_id):
                     self._route(out)
                 if time.monotonic() - self._last_sweep > SWEEP_SECONDS:
                     self._last_sweep = time.monotonic()
                     self.steps.sweep_games(self.games)
                     self.steps.sweep_events(self.events)
+            except Exception as e:  # noqa: BLE001 - the sink's or on_reject's (an output that is gone): kept, raised by drain
+                self.failure = self.failure or e
             finally:
                 queue.task_done()
 

@@ -245,6 +245,23 @@ def test_stream_answers_each_line_as_it_arrives(stockfish):
         p.wait()
 
 
+def test_stream_into_a_reader_that_goes_away_stops_at_once(stockfish):
+    """`kibitz stream < events | head -1`: the reader closes the pipe after one line. The write's BrokenPipeError killed
+    the runtime's worker for that partition and the stream waited for it for ever; now it stops at once, quietly
+    (exit 1, nothing on stderr), as a Unix filter does."""
+    import shutil
+
+    events = "".join(json.dumps(e) + "\n" for i in range(4) for e in (
+        {"type": "game_started", "game_id": f"g{i}", "white": {"id": f"w{i}"}, "black": {"id": f"b{i}"}},
+        {"type": "move", "game_id": f"g{i}", "ply": 0, "uci": "e2e4"}, {"type": "move", "game_id": f"g{i}", "ply": 1, "uci": "e7e5"}))
+    cmd = f"{shutil.which('head') or 'head'} -n 1"
+    p = subprocess.run(["bash", "-c", f'"$0" -m streamer.cli stream {" ".join(FAST)} | {cmd}; echo "rc=${{PIPESTATUS[0]}}" >&2',
+                        sys.executable], input=events, capture_output=True, text=True, timeout=120)
+    assert json.loads(p.stdout.splitlines()[0])["type"] == "perceived"
+    lines = [ln for ln in p.stderr.splitlines() if not ln.startswith("note: limits")]  # FAST's uncalibrated limits
+    assert lines == ["rc=1"], p.stderr[-2000:]
+
+
 def test_metrics_bind_where_asked(stockfish):
     import socket
     import time

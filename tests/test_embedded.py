@@ -228,6 +228,33 @@ async def test_a_record_without_a_value_is_a_dead_letter_in_every_step(stockfish
             assert state == {}
 
 
+async def test_a_sink_that_fails_stops_the_runtime_instead_of_hanging_it(stockfish):
+    """The sink's error (an output that is gone: a closed pipe) ended the worker task of its partition, whose queue
+    then never emptied: drain waited for ever. Now the runtime stops: drain and every later submit raise it."""
+    import asyncio
+
+    import pytest
+
+    seen: list = []
+
+    def sink(msg) -> None:
+        seen.append(msg)
+        raise BrokenPipeError(32, "Broken pipe")
+
+    async with EnginePool(size=1) as pool:
+        rt = EmbeddedRuntime(pool, CONFIG, sink, lambda d: None)
+        await rt.__aenter__()
+        for raw in demo_lines(2):
+            rt.submit_raw(raw, source="test")
+        with pytest.raises(BrokenPipeError):
+            await asyncio.wait_for(rt.drain(), 60)
+        with pytest.raises(BrokenPipeError):
+            rt.submit_raw(demo_lines(1)[0], source="test")
+        assert len(seen) <= 2  # one failing write per partition at most: the rest is not processed
+        with pytest.raises(BrokenPipeError):
+            await rt.__aexit__(None, None, None)
+
+
 def test_an_end_announcing_fewer_plies_than_were_applied_is_scored_with_a_warning(caplog):
     import logging
 
