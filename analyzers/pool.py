@@ -235,27 +235,29 @@ def purge_perfect(games: Sequence[tuple[Hashable, Hashable, float]], anchored: S
     """The games left once every player who won or lost all their games is set aside, repeatedly (a player's other
     results may become perfect once such a player's games are gone), as Ordo purges them; and the players set aside
     with their (points, games) in the whole pool. Anchored players stay: an anchor pins a rating a score cannot."""
+    points = _scores(games)
     keep = list(games)
-    points: dict[Hashable, list[float]] = {}
-    for w, b, x in games:
-        for p, got in ((w, x), (b, 1.0 - x)):
-            points.setdefault(p, [0.0, 0])[0] += got
-            points[p][1] += 1
     purged: dict[Hashable, tuple[float, int]] = {}
     pinned = set(anchored)
+    tally = points
     while keep:
-        tally: dict[Hashable, list[float]] = {}
-        for w, b, x in keep:
-            for p, got in ((w, x), (b, 1.0 - x)):
-                t = tally.setdefault(p, [0.0, 0.0])
-                t[0] += got
-                t[1] += 1
         perfect = [p for p, (pts, n) in tally.items() if p not in pinned and (pts == 0 or pts == n)]  # in game order
         if not perfect:
             break
-        purged |= {p: (points[p][0], int(points[p][1])) for p in perfect}
+        purged |= {p: points[p] for p in perfect}
         keep = [g for g in keep if g[0] not in purged and g[1] not in purged]
+        tally = _scores(keep)
     return keep, purged
+
+
+def _scores(games: Sequence[tuple[Hashable, Hashable, float]]) -> dict[Hashable, tuple[float, int]]:
+    """Each player's (points, games) in ``games``, in the order they first appear."""
+    out: dict[Hashable, tuple[float, int]] = {}
+    for w, b, x in games:
+        for p, got in ((w, x), (b, 1.0 - x)):
+            pts, n = out.get(p, (0.0, 0))
+            out[p] = (pts + got, n + 1)
+    return out
 
 
 def fit_pool(

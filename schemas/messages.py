@@ -50,10 +50,11 @@ Timestamp = Annotated[float, Field(allow_inf_nan=False, description="seconds sin
 #: Game and player ids: 1-200 characters, no control characters (which also keeps them apart from the state store's
 #: internal keys, which start with NUL).
 MAX_ID = 200
-Id = Annotated[str, Field(min_length=1, max_length=MAX_ID, pattern=r"^[^\x00-\x1f\x7f]+$")]
+_NOT_CONTROL = r"[^\x00-\x1f\x7f]"
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID, pattern=f"^{_NOT_CONTROL}+$")]
 #: An event's name: it keys the pool stage's state and a player's event scope, so it has an id's bounds (empty: no
 #: event); :func:`as_id` makes one of any text too.
-EventName = Annotated[str, Field(max_length=MAX_ID, pattern=r"^[^\x00-\x1f\x7f]*$")]
+EventName = Annotated[str, Field(max_length=MAX_ID, pattern=f"^{_NOT_CONTROL}*$")]
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 

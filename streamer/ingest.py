@@ -232,6 +232,8 @@ COMPRESSED = {b"\x1f\x8b": "gzip", **{b"BZh%d" % level: "bzip2" for level in ran
               b"\x28\xb5\x2f\xfd": "zstd", b"\xfd7zXZ\x00": "xz", b"7z\xbc\xaf\x27\x1c": "7z"}
 #: How much of a file :func:`not_a_text` reads.
 SNIFF_BYTES = 8192
+#: A UTF-16 text starts with one of these (Windows "Unicode" text): it has NULs, and :func:`decode_pgn` reads it.
+UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
 def not_a_text(data: bytes) -> str | None:
@@ -242,8 +244,8 @@ def not_a_text(data: bytes) -> str | None:
     for magic, kind in COMPRESSED.items():
         if head.startswith(magic):
             return f"{kind}-compressed: decompress it first"
-    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return None  # UTF-16 text (Windows "Unicode"), which has NULs: decode_pgn reads it
+    if head.startswith(UTF16_BOMS):
+        return None
     return "binary content, not a text" if b"\x00" in head else None
 
 
@@ -257,7 +259,7 @@ def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
     why = not_a_text(data)
     if why is not None:
         raise MalformedEvent(f"not a PGN text: {why}")
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+    if data.startswith(UTF16_BOMS):
         utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
         return utf16.decode(data, final=not partial), "utf-16"
     decoder = codecs.getincrementaldecoder("utf-8")()

@@ -160,17 +160,18 @@ class KafkaSettings(BaseModel):
     def _bootstrap_servers(cls, v: str) -> str:
         """HOST[:PORT] entries separated by commas (an IPv6 host in brackets): one that cannot be an address (no host,
         a port that is not a number in 1-65535) would be retried for ever by the wait for the broker."""
-        for entry in v.split(","):
-            entry = entry.strip()
-            host, port = entry, ""
-            if entry.startswith("["):  # [IPv6]:PORT
-                host, _, rest = entry[1:].partition("]")
-                if rest and not rest.startswith(":"):
+        for entry in (e.strip() for e in v.split(",")):
+            port: str | None = None  # None: no port given (aiokafka's default)
+            if entry.startswith("["):  # [IPv6] or [IPv6]:PORT
+                host, bracket, rest = entry[1:].partition("]")
+                if not bracket or (rest and not rest.startswith(":")):
                     host = ""
-                port = rest[1:]
-            elif entry.count(":") == 1:
+                port = rest[1:] if rest else None
+            elif entry.count(":") == 1:  # HOST:PORT
                 host, port = entry.split(":")
-            if not host or (port and not (port.isdigit() and 1 <= int(port) <= 65535)) or (entry.endswith(":") and not port):
+            else:  # a name, an IPv4 address, or an IPv6 one without brackets (and so without a port)
+                host = entry
+            if not host or (port is not None and not (port.isdigit() and 1 <= int(port) <= 65535)):
                 raise ValueError(f"not a broker address: {entry!r} (want HOST[:PORT], several separated by commas, e.g. "
                                  f"{DEFAULT_BROKER})")
         return v

@@ -93,6 +93,10 @@ class UciProtocol(chess.engine.UciProtocol):
             asyncio.ensure_future(analysis.wait()).add_done_callback(lambda t: t.exception())
 
 
+#: The most legal moves any chess position has: asking an engine for more lines than this gives no more.
+MAX_LEGAL_MOVES = 218
+
+
 class UciEngine:
     """One UCI engine process."""
 
@@ -106,6 +110,7 @@ class UciEngine:
         self.name = "?"
         self._transport: asyncio.SubprocessTransport | None = None
         self._protocol: UciProtocol | None = None
+        self._max_multipv = MAX_LEGAL_MOVES  # the engine's most principal variations, read at start
 
     async def start(self) -> None:
         transport, protocol = await UciProtocol.popen(self.command)
@@ -120,6 +125,8 @@ class UciEngine:
             raise
         self._transport, self._protocol = transport, protocol
         self.name = self._protocol.id.get("name", "unknown engine")
+        option = self._protocol.options.get("MultiPV")
+        self._max_multipv = option.max if option is not None and option.max is not None else MAX_LEGAL_MOVES
         known = {k: v for k, v in self.options.items() if k in self._protocol.options}
         await self._protocol.configure(known)
 
@@ -138,12 +145,9 @@ class UciEngine:
         limit = chess.engine.Limit(depth=limits.depth, nodes=limits.nodes)
         # a fresh `game` object makes python-chess send ucinewgame: hash and history cleared before each search
         root = EngineLineBoard(board.fen(en_passant="fen"), chess960=board.chess960)  # the position only, as the pool shows it
-        multipv = limits.multipv
-        option = self._protocol.options.get("MultiPV")
-        if option is not None and option.max is not None and multipv > option.max:
-            # more lines than the engine gives (Stockfish: 500) is every line it has: no position has more than 218
-            # moves, so capping changes no answer, where python-chess would refuse the option at every search
-            multipv = option.max
+        # more lines than the engine gives (Stockfish: 500) is every line it has: no position has more than 218 moves,
+        # so capping changes no answer, where python-chess would refuse the option at every search
+        multipv = min(limits.multipv, self._max_multipv)
         infos = await self._protocol.analyse(root, limit, multipv=multipv, game=object(), info=INFO)
         return self._parse(board, infos, limits)
 
