@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from analyzers.errors import IllegalMove, UnsupportedGame
 from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
-from streamer.follow import STABLE_POLLS, FeedTracker, Follower, PgnSource, http_date
+from streamer.follow import STABLE_POLLS, FeedParser, FeedTracker, Follower, PgnSource, http_date, parse_feed
 from streamer.live import LiveStore
 
 N_PLIES = 49
@@ -222,6 +222,52 @@ def test_any_growth_of_a_feed_polled_whole_or_cut_anywhere_delivers_what_the_fin
     assert errors == []
     assert sorted(delivered(got)) == expected
     assert len(expected) == 2 * (N_PLIES + 2)
+
+
+#: Games a feed's text is made of for the parser's property test, each after k plies: plain ones under two names, and
+#: texts that end a game unusually: a comment with a blank line inside, a "%" escape line and a ";" comment, an illegal
+#: move, a game of tags only (python-chess reads the next game's tags as its own), no blank line after the result.
+FEED_PIECES = (
+    lambda k: pgn_upto(k),
+    lambda k: pgn_upto(k, white="Other, Player"),
+    lambda k: pgn_upto(k, white="Third, Player").replace("1. e4", "1. e4 { a long\n\nthought }", 1),
+    lambda k: "% an escape line\n" + pgn_upto(k, white="Fourth, Player").replace("1. e4", "1. e4 ; a remark\n", 1),
+    lambda k: pgn_upto(k, white="Fifth, Player").replace("2. ", "2. Qxh7 ", 1),
+    lambda k: pgn_upto(0, white="Sixth, Player").split("\n\n")[0] + "\n\n",
+    lambda k: pgn_upto(k, white="Seventh, Player").rstrip() + "\n",
+)
+
+
+def fields(games) -> list[tuple]:
+    return [(dict(g.headers), g.moves, g.clocks, g.error, g.at_end, g.whole, g.text, g.error_type) for g in games]
+
+
+@settings(max_examples=80, derandomize=True, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.tuples(st.integers(0, len(FEED_PIECES) - 1), st.integers(0, N_PLIES)), max_size=6),
+                          st.none() | st.floats(0.0, 1.0)), min_size=1, max_size=8))
+def test_the_feed_parser_reads_each_text_as_a_fresh_parse_does(polls):
+    """Property: a parser that keeps the games of its last parse gives, for any sequence of texts (games growing,
+    inserted, removed, reordered, corrected, the text cut at any character), exactly what parsing each text afresh
+    gives: reusing a game is only ever a shortcut."""
+    parser = FeedParser()
+    for pieces, cut in polls:
+        text = "".join(FEED_PIECES[i](k) for i, k in pieces)
+        text = text if cut is None else text[: int(cut * len(text))]
+        assert fields(parser.parse(text)) == fields(parse_feed(text))
+
+
+def test_the_feed_parser_parses_again_only_the_games_that_changed():
+    """A poll of a round in which one game moved reuses the other games as they were parsed, and parses the one that
+    moved (the last game of a text, which may be growing, is always parsed); the results are a fresh parse's."""
+    round_ = [pgn_upto(10, white=f"Board {b}, Player") for b in range(4)]
+    parser = FeedParser()
+    first = parser.parse("".join(round_))
+    round_[1] = pgn_upto(11, white="Board 1, Player")
+    second = parser.parse("".join(round_))
+    assert [a is b for a, b in zip(first, second)] == [True, False, True, False]
+    assert second[1].moves == first[1].moves + [second[1].moves[-1]] and len(second[1].moves) == 11
+    assert fields(second) == fields(parse_feed("".join(round_)))
+    assert parser.parse("".join(round_[2:]))[0] is first[2]  # the games before it gone: still the same text
 
 
 async def test_a_growing_file_is_followed_ply_by_ply(tmp_path):
