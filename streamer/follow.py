@@ -415,7 +415,9 @@ class FeedTracker:
 
 class Follower:
     """Polls sources every ``interval`` seconds and hands each new event to ``submit``. Runs until cancelled, or
-    with ``until_ended`` until every game seen is over (:meth:`all_ended`; at least one was seen)."""
+    with ``until_ended`` until every game seen is over (:meth:`all_ended`; at least one was seen, every source was
+    polled). Each source is polled on its own, so one that is slow to answer (a URL that hangs until its timeout)
+    holds up only its own games."""
 
     def __init__(self, sources: Iterable[PgnSource], submit: Callable[[FeedEvent], object], *, interval: float = DEFAULT_INTERVAL,
                  on_error: Callable[[InputError], None] | None = None) -> None:
@@ -426,21 +428,24 @@ class Follower:
         self.unavailable: dict[str, str] = {}  # location -> last error, logged once per outage
 
     async def poll_once(self) -> int:
-        """Poll every source once; returns the number of events submitted."""
+        """Poll every source once, all at the same time; returns the number of events submitted."""
+        return sum(await asyncio.gather(*(self.poll(s) for s in self.sources)))
+
+    async def poll(self, s: PgnSource) -> int:
+        """Poll one source; returns the number of events submitted."""
+        try:
+            text = await s.fetch()
+        except SourceUnavailable as e:
+            if self.unavailable.get(s.location) != str(e):
+                log.warning("feed unavailable, retrying", extra={"source": s.location, "error": str(e)})
+            self.unavailable[s.location] = str(e)
+            return 0
+        if self.unavailable.pop(s.location, None) is not None:
+            log.info("feed available again", extra={"source": s.location})
         n = 0
-        for s in self.sources:
-            try:
-                text = await s.fetch()
-            except SourceUnavailable as e:
-                if self.unavailable.get(s.location) != str(e):
-                    log.warning("feed unavailable, retrying", extra={"source": s.location, "error": str(e)})
-                self.unavailable[s.location] = str(e)
-                continue
-            if self.unavailable.pop(s.location, None) is not None:
-                log.info("feed available again", extra={"source": s.location})
-            for ev in self.trackers[s.location].update(text):  # None (unchanged): what waited may now be taken
-                self.submit(ev)
-                n += 1
+        for ev in self.trackers[s.location].update(text):  # None (unchanged): what waited may now be taken
+            self.submit(ev)
+            n += 1
         return n
 
     def all_ended(self) -> bool:
@@ -450,12 +455,24 @@ class Follower:
         return bool(games) and all(g.over for g in games)
 
     async def run(self, *, until_ended: bool = False) -> None:
-        try:
+        polled: set[str] = set()
+
+        async def follow(s: PgnSource) -> None:  # returns only once every game is over (until_ended)
             while True:
-                await self.poll_once()
-                if until_ended and self.all_ended():
+                await self.poll(s)
+                polled.add(s.location)
+                if until_ended and len(polled) == len(self.trackers) and self.all_ended():
                     return
                 await asyncio.sleep(self.interval)
+
+        tasks = [asyncio.create_task(follow(s)) for s in self.sources]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                t.result()  # a failure to submit (the runtime or the producer gone) stops the follow, raised here
         finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             for s in self.sources:
                 await s.close()

@@ -344,6 +344,49 @@ async def feed():
     await runner.cleanup()
 
 
+async def test_a_source_that_does_not_answer_holds_up_no_other_source(tmp_path, caplog):
+    """A feed URL that hangs (a server that accepts and never answers) is waited for until its timeout at every poll;
+    the other sources' plies go on arriving meanwhile, each source polled on its own. The follow ends once every
+    source was polled and every game seen is over; the hung one is logged as unavailable."""
+    release = asyncio.Event()
+
+    async def hang(request: web.Request) -> web.Response:
+        await release.wait()
+        return web.Response(text="")
+
+    app = web.Application()
+    app.router.add_get("/round2.pgn", hang)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/round2.pgn"
+    path = tmp_path / "round1.pgn"
+    path.write_text(pgn_upto(5))
+    got: list = []
+    follower = Follower([PgnSource(url, timeout=4.0), PgnSource(str(path))], got.append, interval=0.01)
+    loop = asyncio.get_running_loop()
+    try:
+        with caplog.at_level(logging.WARNING, logger="kibitz.follow"):
+            run = asyncio.create_task(follower.run(until_ended=True))
+            t0 = loop.time()
+            while len(moves_of(got)) < 5:
+                assert loop.time() - t0 < 2.0, "the file's plies waited for the hung URL"
+                await asyncio.sleep(0.01)
+            path.write_text(pgn_upto(N_PLIES))
+            while not any(isinstance(e, GameEnded) for e in got):
+                assert loop.time() - t0 < 3.0, "the file's plies waited for the hung URL"
+                await asyncio.sleep(0.01)
+            assert not run.done()  # the URL has not been polled yet: it may have games
+            await asyncio.wait_for(run, 10)
+        assert loop.time() - t0 >= 4.0 and url in follower.unavailable
+        assert [r for r in caplog.records if r.getMessage() == "feed unavailable, retrying"]
+        assert [e.ply for e in got if isinstance(e, MoveEvent)] == list(range(N_PLIES))
+    finally:
+        release.set()
+        await runner.cleanup()
+
+
 async def test_a_url_answering_304_404_500_or_half_written_text_never_loses_a_ply(feed):
     f, url = feed
     got: list = []
