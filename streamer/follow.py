@@ -27,7 +27,9 @@ written, and what it shows may still change:
 - an internal error on one game (a fault of kibitz) is logged once and that game left alone; the others go on.
 
 Game ids are stable across polls and restarts of ``kibitz follow``: the source's name and a hash of the headers
-that identify a game (Event, Site, Date, Round, White, Black).
+that identify a game (Event, Site, Date, Round, White, Black). Games of one feed that share those headers (a tiebreak
+game under the same Round, boards whose players are not named yet) are told apart by their moves, in the order of the
+text: the first has the id a game alone would have, the others ``<id>#2``, ``#3``...
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import io
 import logging
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -274,6 +277,12 @@ class FeedParser:
         return pg, (text[start:end] if end < len(text) else None)
 
 
+def _agrees(known: list[str], moves: list[str]) -> bool:
+    """Whether a game's delivered moves and the moves a text shows of it are one game's (one a prefix of the other)."""
+    n = min(len(known), len(moves))
+    return known[:n] == moves[:n]
+
+
 class FeedTracker:
     """What one feed has delivered so far, and the events each new text adds (see the module docstring)."""
 
@@ -286,6 +295,7 @@ class FeedTracker:
         self._present: set[str] = set()  # the games of the last text parsed
         self._failed: set[str] = set()   # games whose update raised (an internal error, logged once)
         self._parser = FeedParser()      # parses only the games whose text changed since the last poll
+        self._alike: dict[str, list[str]] = {}  # key from the tags -> the keys of the games that share those tags
 
     def game_key(self, headers: chess.pgn.Headers) -> str:
         ident = "|".join(headers.get(k, "") for k in IDENT_HEADERS)
@@ -302,7 +312,8 @@ class FeedTracker:
             text = self._last
         self._last, self._waiting = text, False
         out: list[FeedEvent] = []
-        parsed = [(self.game_key(pg.headers), pg) for pg in self._parser.parse(text)]
+        games = self._parser.parse(text)
+        parsed = list(zip(self._keys(games), games))
         for key, pg in parsed:
             if key in self._failed:
                 continue
@@ -317,6 +328,35 @@ class FeedTracker:
         self._present = {key for key, _ in parsed}
         self._count_absent()
         return out
+
+    def _keys(self, games: list[ParsedGame]) -> list[str]:
+        """Each game's key: :meth:`game_key`, unless several games share the tags it is made of (a tiebreak game the
+        feed does not tell apart from the game before it, boards whose players are not named yet). Those are told
+        apart by their moves: each, in the order of the text, takes the key of a game of those tags whose delivered
+        moves agree with its own (the one with the most), else a key not in use yet (``<key>#2``, ``#3``...). Keyed by
+        the tags alone, two such games were one game whose moves changed at every poll, restarted again and again."""
+        tags = [self.game_key(pg.headers) for pg in games]
+        counts = Counter(tags)
+        keys: list[str] = []
+        taken: set[str] = set()
+        for tag_key, pg in zip(tags, games):
+            alike = self._alike.setdefault(tag_key, [tag_key])
+            if counts[tag_key] == 1 and len(alike) == 1:
+                keys.append(tag_key)
+                continue
+            free = [k for k in alike if k not in taken]
+            agree = [k for k in free if k in self.games and _agrees(self.games[k].moves, pg.moves)]
+            unused = [k for k in free if k not in self.games]
+            if agree:
+                key = max(agree, key=lambda k: len(self.games[k].moves))
+            elif unused:
+                key = unused[0]
+            else:
+                key = as_id(f"{tag_key}#{len(alike) + 1}")
+                alike.append(key)
+            taken.add(key)
+            keys.append(key)
+        return keys
 
     def _count_absent(self) -> None:
         """Count the polls in a row without each game. A game gone for :data:`STABLE_POLLS` polls (the operator

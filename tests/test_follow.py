@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import os
 
 import pytest
 from aiohttp import web
-from conftest import pgn_upto
+from conftest import FIXTURES, pgn_upto
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -268,6 +269,46 @@ def test_the_feed_parser_parses_again_only_the_games_that_changed():
     assert second[1].moves == first[1].moves + [second[1].moves[-1]] and len(second[1].moves) == 11
     assert fields(second) == fields(parse_feed("".join(round_)))
     assert parser.parse("".join(round_[2:]))[0] is first[2]  # the games before it gone: still the same text
+
+
+def same_tags(k: int) -> str:
+    """Another game (London 2011's first, 40 of its plies) under the broadcast game's tags: a tiebreak game the feed
+    does not tell apart from the game before it."""
+    import chess.pgn
+
+    game = chess.pgn.read_game(io.StringIO(pgn_upto(min(k, 40), source=FIXTURES / "london_chess_classic_2011.pgn")))
+    assert game is not None
+    result = "1/2-1/2" if k >= 40 else "*"
+    first = chess.pgn.read_game(io.StringIO(pgn_upto(0)))
+    assert first is not None
+    game.headers.clear()
+    game.headers.update({**first.headers, "Result": result})
+    return str(game) + "\n\n"
+
+
+@settings(max_examples=40, derandomize=True, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, N_PLIES), st.integers(0, 40), st.none() | st.floats(0.0, 1.0)), max_size=10))
+def test_two_games_under_the_same_tags_are_two_games_however_the_feed_grows(polls):
+    """Property: a feed of two games with the same identifying tags (Event, Site, Date, Round, White, Black), growing
+    by any steps and cut anywhere, gives what its final text read at once gives: two games, each started once under
+    its own id, each ply once, each ended once, and no game restarted as corrected (keyed by the tags alone, the two
+    were one game whose moves changed at every poll, restarted under a new id each time)."""
+    final = pgn_upto(N_PLIES) + same_tags(40)
+    expected = sorted(delivered(FeedTracker("r").update(final)))
+    assert len({e[1] for e in expected}) == 2 and len(expected) == N_PLIES + 40 + 4
+    t, got, k1, k2 = FeedTracker("r"), [], 0, 0
+    for a, b, cut in polls:
+        k1, k2 = max(k1, a), max(k2, b)
+        text = pgn_upto(k1) + same_tags(k2)
+        got += t.update(text if cut is None else text[: int(cut * len(text))])
+    got += t.update(final)
+    for _ in range(STABLE_POLLS):
+        got += t.update(None)
+    assert sorted(delivered(got)) == expected
+    assert all(g.revision == 1 for g in t.games.values())
+    # the first keeps the id a game alone under those tags has: a feed that gains a same-tags game renames nothing
+    alone = FeedTracker("r").update(pgn_upto(3))[0].game_id
+    assert [e.game_id for e in FeedTracker("r").update(final) if isinstance(e, GameStarted)] == [alone, f"{alone}#2"]
 
 
 async def test_a_growing_file_is_followed_ply_by_ply(tmp_path):
