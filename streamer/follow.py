@@ -182,6 +182,8 @@ class _Game:
     over: bool = False  # ended, or rejected with its result set in the feed: nothing more to wait for unless corrected
     absent: int = 0     # polls in a row whose text did not have this game (it was renamed or taken out of the feed)
     gone: bool = False  # absent long enough to be taken as over
+    result: str | None = None  # the result it ended with
+    changed_after_end: bool = False  # its text changed after its end (logged once)
 
 
 @dataclass
@@ -387,6 +389,8 @@ class FeedTracker:
             g.gone, g.over = False, g.ended
             log.info("game back in the feed", extra={"game_id": g.game_id})
         if g.ended:
+            if g.result is not None:
+                self._check_after_end(g, pg)
             return out
         # the end of the text: what it shows of this game is final once whole, or once it stays the same long enough
         settled = not pg.at_end or self._settled(g, pg)
@@ -419,7 +423,7 @@ class FeedTracker:
         result = pg.headers.get("Result", "*")
         if pg.error is None and result in RESULT_SCORES and len(moves) >= len(g.moves):
             if whole:
-                g.ended = True
+                g.ended, g.result = True, result
                 out.append(GameEnded(game_id=g.game_id, result=result, plies=len(g.moves)))
             else:
                 self._waiting = True
@@ -427,6 +431,20 @@ class FeedTracker:
         # the operator corrects it later
         g.over = g.ended or (g.rejected and pg.error is not None and result in RESULT_SCORES)
         return out
+
+    @staticmethod
+    def _check_after_end(g: _Game, pg: ParsedGame) -> None:
+        """A game's end is final: its rating updates are out. An operator who changes its result or moves afterwards
+        (a result set too early, then moves added; a result corrected) is told so in the log, once, since nothing of
+        it is applied (a shorter text is a feed being rewritten, not a change)."""
+        result = pg.headers.get("Result", "*")
+        moves = pg.moves[: len(g.moves)]
+        if g.changed_after_end or (result in (g.result, "*") and moves == g.moves[: len(moves)] and len(pg.moves) <= len(g.moves)):
+            return
+        g.changed_after_end = True
+        log.warning("game changed in the feed after its end: not applied", extra={
+            "game_id": g.game_id, "plies": len(g.moves), "result": g.result, "feed_plies": len(pg.moves),
+            "feed_result": result})
 
     @staticmethod
     def _settled(g: _Game, pg: ParsedGame) -> bool:

@@ -311,6 +311,28 @@ def test_two_games_under_the_same_tags_are_two_games_however_the_feed_grows(poll
     assert [e.game_id for e in FeedTracker("r").update(final) if isinstance(e, GameStarted)] == [alone, f"{alone}#2"]
 
 
+def test_a_game_changed_after_its_end_is_logged_once_and_not_applied(caplog):
+    """A game's end is final (its rating updates are out): a result set too early and moves added after it, or a result
+    corrected, apply nothing, and the operator is told once in the log. The ended text polled again, or cut short
+    while rewritten, is no change."""
+    t = FeedTracker("round1")
+    with caplog.at_level(logging.WARNING, logger="kibitz.follow"):
+        ended = t.update(pgn_upto(10, result="1-0"))
+        assert isinstance(ended[-1], GameEnded) and ended[-1].plies == 10
+        assert t.update(pgn_upto(10, result="1-0") + "\n") == [] and t.update(pgn_upto(6)) == []
+        assert not [r for r in caplog.records if "after its end" in r.getMessage()]
+        assert t.update(pgn_upto(12)) == []  # the result taken back, play goes on
+        assert t.update(pgn_upto(14, result="0-1")) == []
+    (warning,) = [r for r in caplog.records if "after its end" in r.getMessage()]
+    assert (warning.plies, warning.result, warning.feed_plies, warning.feed_result) == (10, "1-0", 12, "*")
+    t2 = FeedTracker("round1")
+    t2.update(pgn_upto(N_PLIES))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kibitz.follow"):
+        assert t2.update(pgn_upto(N_PLIES, result="1/2-1/2")) == []
+    assert [r.feed_result for r in caplog.records if "after its end" in r.getMessage()] == ["1/2-1/2"]
+
+
 async def test_a_growing_file_is_followed_ply_by_ply(tmp_path):
     path = tmp_path / "games.pgn"
     got: list = []
