@@ -14,6 +14,7 @@ import codecs
 import hashlib
 import io
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -255,7 +256,18 @@ def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
     (Windows "Unicode" text). Read as UTF-8 with replacement characters, "Müller" and "Möller" in such a file would
     both be "M\ufffdller": one id, one rating. A text mostly in UTF-8 with a stray bad byte stays UTF-8 (the bad byte
     replaced). ``partial``: the text may stop inside a character (a feed being written); that character is left for
-    the next read. Raises :class:`~analyzers.errors.MalformedEvent` for bytes that are not a text (:func:`not_a_text`)."""
+    the next read. Line ends are LF or CRLF; a CR alone (old Mac text) becomes LF, since python-chess reads lines at
+    LF and would read such a text as one line: one game of "?" against "?" without a move, and no error. Raises
+    :class:`~analyzers.errors.MalformedEvent` for bytes that are not a text (:func:`not_a_text`)."""
+    text, encoding = _decode(data, partial)
+    return (_LONE_CR.sub("\n", text) if "\r" in text else text), encoding
+
+
+#: A carriage return that is not part of a CRLF line end.
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
+def _decode(data: bytes, partial: bool) -> tuple[str, str]:
     why = not_a_text(data)
     if why is not None:
         raise MalformedEvent(f"not a PGN text: {why}")

@@ -2,12 +2,13 @@ import logging
 from pathlib import Path
 
 import pytest
+from conftest import pgn_upto
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analyzers.errors import IllegalMove, InputError, MalformedEvent, UnsupportedGame
 from schemas import GameEnded, GameStarted, MoveEvent
-from streamer.follow import STABLE_POLLS, FeedTracker, parse_feed
+from streamer.follow import STABLE_POLLS, FeedTracker, PgnSource, parse_feed
 from streamer.ingest import DEMO_PGN, TruncatedInput, not_a_text, read_pgn_games, replay_timeline
 from streamer.live import LiveStore
 
@@ -192,6 +193,24 @@ def test_a_windows_1252_file_keeps_its_players_apart_and_a_feed_cut_inside_a_cha
     text = game.format(w="Möller", b="B").encode()
     cut = text[: text.index("ö".encode()) + 1]  # half of the two bytes of "ö"
     assert decode_pgn(cut, partial=True) == ('[Event "e"]\n[White "M', "utf-8")
+
+
+def test_a_pgn_with_old_mac_line_ends_reads_as_the_same_games(tmp_path):
+    """Line ends of a carriage return alone (classic Mac text): python-chess reads lines at LF, so such a file was one
+    game of "?" against "?" without a move, and no error. Now a file or a feed reads as the same games as with LF (or
+    CRLF, or the three mixed)."""
+    text = (FIXTURES / "london_chess_classic_2011.pgn").read_text()
+    want = [(g.white.id, g.black.id, list(g.moves)) for g in read_pgn_games(FIXTURES / "london_chess_classic_2011.pgn")]
+    lines = text.split("\n")
+    mixed = "".join(line + ("\r", "\r\n", "\n")[i % 3] for i, line in enumerate(lines))
+    for name, variant in {"cr": text.replace("\n", "\r"), "crlf": text.replace("\n", "\r\n"), "mixed": mixed}.items():
+        p = tmp_path / f"{name}.pgn"
+        p.write_bytes(variant.encode())
+        assert [(g.white.id, g.black.id, list(g.moves)) for g in read_pgn_games(p)] == want, name
+    feed = pgn_upto(12)
+    lf = [(type(e).__name__, getattr(e, "ply", None)) for e in FeedTracker("r").update(feed)]
+    cr = PgnSource("unused")._pgn_text(feed.replace("\n", "\r").encode())
+    assert [(type(e).__name__, getattr(e, "ply", None)) for e in FeedTracker("r").update(cr)] == lf and len(lf) == 13
 
 
 def test_utf16_is_read_and_compressed_or_binary_bytes_are_not_a_pgn_text(tmp_path):
