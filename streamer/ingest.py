@@ -256,15 +256,34 @@ def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
     (Windows "Unicode" text). Read as UTF-8 with replacement characters, "Müller" and "Möller" in such a file would
     both be "M\ufffdller": one id, one rating. A text mostly in UTF-8 with a stray bad byte stays UTF-8 (the bad byte
     replaced). ``partial``: the text may stop inside a character (a feed being written); that character is left for
-    the next read. Line ends are LF or CRLF; a CR alone (old Mac text) becomes LF, since python-chess reads lines at
-    LF and would read such a text as one line: one game of "?" against "?" without a move, and no error. Raises
+    the next read. The text's line breaks are made what python-chess reads games by (:func:`pgn_lines`). Raises
     :class:`~analyzers.errors.MalformedEvent` for bytes that are not a text (:func:`not_a_text`)."""
     text, encoding = _decode(data, partial)
-    return (_LONE_CR.sub("\n", text) if "\r" in text else text), encoding
+    return pgn_lines(text), encoding
 
 
 #: A carriage return that is not part of a CRLF line end.
 _LONE_CR = re.compile(r"\r(?!\n)")
+#: A line break followed by a tag pair's line: where a game's tags may start.
+_TAG_LINE = re.compile(r'\n\[[A-Za-z0-9_]+[ \t]+"')
+
+
+def pgn_lines(text: str) -> str:
+    """A PGN text with the line breaks python-chess reads games by: a carriage return alone (old Mac text) becomes
+    LF, since python-chess reads lines at LF and would read such a text as one line; and a blank line goes between a
+    game's moves and the next game's tag pairs where none is (files joined with ``cat``, one of them not ending in a
+    blank line), since python-chess ends a game's moves only at a blank line and would read the next game's tags as
+    moves: that game would lose its tags and be rated as "?" against "?". Either without a word of error."""
+    if "\r" in text:
+        text = _LONE_CR.sub("\n", text)
+    cuts = []
+    for m in _TAG_LINE.finditer(text):
+        before = text[text.rfind("\n", 0, m.start()) + 1 : m.start()].strip()
+        if before and not before.startswith("["):  # a line of moves (or a comment, where a blank line is harmless)
+            cuts.append(m.start() + 1)
+    if not cuts:
+        return text
+    return "".join(text[a:b] + "\n" for a, b in zip([0, *cuts], cuts)) + text[cuts[-1]:]
 
 
 def _decode(data: bytes, partial: bool) -> tuple[str, str]:

@@ -1,4 +1,5 @@
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 from analyzers.errors import IllegalMove, InputError, MalformedEvent, UnsupportedGame
 from schemas import GameEnded, GameStarted, MoveEvent
 from streamer.follow import STABLE_POLLS, FeedTracker, PgnSource, parse_feed
-from streamer.ingest import DEMO_PGN, TruncatedInput, not_a_text, read_pgn_games, replay_timeline
+from streamer.ingest import DEMO_PGN, TruncatedInput, not_a_text, pgn_lines, read_pgn_games, replay_timeline
 from streamer.live import LiveStore
 
 BAD_PGN = (Path(__file__).parent / "fixtures" / "bad.pgn").read_text()
@@ -211,6 +212,24 @@ def test_a_pgn_with_old_mac_line_ends_reads_as_the_same_games(tmp_path):
     lf = [(type(e).__name__, getattr(e, "ply", None)) for e in FeedTracker("r").update(feed)]
     cr = PgnSource("unused")._pgn_text(feed.replace("\n", "\r").encode())
     assert [(type(e).__name__, getattr(e, "ply", None)) for e in FeedTracker("r").update(cr)] == lf and len(lf) == 13
+
+
+def test_games_joined_without_a_blank_line_keep_their_tags(tmp_path):
+    """Files joined with ``cat``, one not ending in a blank line, glue a game's moves to the next game's tags:
+    python-chess ends a game's moves only at a blank line, so it read the tags as moves and the next game as "?"
+    against "?", with no error. Now each game keeps its tags, in a file and in a feed."""
+    text = (FIXTURES / "london_chess_classic_2011.pgn").read_text()
+    want = [(g.white.id, g.black.id, list(g.moves)) for g in read_pgn_games(FIXTURES / "london_chess_classic_2011.pgn")]
+    glued = re.sub(r"\n\s*\n\[Event ", "\n[Event ", text)
+    assert glued.count("\n[Event ") == len(want) - 1 and "\n\n[Event" not in glued
+    for line_end in ("\n", "\r\n"):
+        p = tmp_path / "glued.pgn"
+        p.write_bytes(glued.replace("\n", line_end).encode())
+        assert [(g.white.id, g.black.id, list(g.moves)) for g in read_pgn_games(p)] == want, repr(line_end)
+    feed = pgn_upto(10).rstrip() + "\n" + pgn_upto(12, white="Other, Player")
+    started = [e for e in FeedTracker("r").update(PgnSource("unused")._pgn_text(feed.encode())) if isinstance(e, GameStarted)]
+    assert [e.white.name for e in started] == ["Bai, Jinshi", "Other, Player"]
+    assert pgn_lines(text) == text  # a text that needs nothing is left as it is
 
 
 def test_utf16_is_read_and_compressed_or_binary_bytes_are_not_a_pgn_text(tmp_path):
