@@ -273,7 +273,12 @@ def pgn_lines(text: str) -> str:
     LF, since python-chess reads lines at LF and would read such a text as one line; and a blank line goes between a
     game's moves and the next game's tag pairs where none is (files joined with ``cat``, one of them not ending in a
     blank line), since python-chess ends a game's moves only at a blank line and would read the next game's tags as
-    moves: that game would lose its tags and be rated as "?" against "?". Either without a word of error."""
+    moves: that game would lose its tags and be rated as "?" against "?". Either without a word of error. Byte order
+    marks go too: files joined with ``cat``, each written with one, have them at the start of lines, where
+    python-chess skips one only at the start of a game's first line (after a blank line, a game of "?" against "?"
+    without a move)."""
+    if "\ufeff" in text:
+        text = text.replace("\ufeff", "")
     if "\r" in text:
         text = _LONE_CR.sub("\n", text)
     cuts = []

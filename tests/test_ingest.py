@@ -230,6 +230,9 @@ def test_games_joined_without_a_blank_line_keep_their_tags(tmp_path):
     started = [e for e in FeedTracker("r").update(PgnSource("unused")._pgn_text(feed.encode())) if isinstance(e, GameStarted)]
     assert [e.white.name for e in started] == ["Bai, Jinshi", "Other, Player"]
     assert pgn_lines(text) == text  # a text that needs nothing is left as it is
+    # each file with its byte order mark, one after a blank line too many: no game of "?" against "?" between them
+    p.write_text("\ufeff" + pgn_upto(10) + "\n\n\ufeff" + pgn_upto(12, white="Other, Player"))
+    assert [(g.white.name, len(g.moves)) for g in read_pgn_games(p)] == [("Bai, Jinshi", 10), ("Other, Player", 12)]
 
 
 def test_utf16_is_read_and_compressed_or_binary_bytes_are_not_a_pgn_text(tmp_path):
