@@ -264,6 +264,9 @@ def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
 
 #: A carriage return that is not part of a CRLF line end.
 _LONE_CR = re.compile(r"\r(?!\n)")
+#: Chess figures (U+2654-U+265F) and the SAN letters they stand for (none for a pawn).
+_FIGURINE = re.compile("[\u2654-\u265f]")
+_FIGURINE_LETTERS = str.maketrans({chr(0x2654 + i): "KQRBN"[i % 6] if i % 6 < 5 else "" for i in range(12)})
 #: A line break followed by a tag pair's line: where a game's tags may start.
 _TAG_LINE = re.compile(r'\n\[[A-Za-z0-9_]+[ \t]+"')
 
@@ -273,12 +276,18 @@ def pgn_lines(text: str) -> str:
     LF, since python-chess reads lines at LF and would read such a text as one line; and a blank line goes between a
     game's moves and the next game's tag pairs where none is (files joined with ``cat``, one of them not ending in a
     blank line), since python-chess ends a game's moves only at a blank line and would read the next game's tags as
-    moves: that game would lose its tags and be rated as "?" against "?". Either without a word of error. Byte order
+    moves: that game would lose its tags and be rated as "?" against "?". Either without a word of error. A draw
+    written "½-½" becomes "1/2-1/2" and figurine notation (♘f3) SAN letters (Nf3), which python-chess does not read
+    (the game was taken as cut short, or rejected at a later move that the skipped figures made illegal). Byte order
     marks go too: files joined with ``cat``, each written with one, have them at the start of lines, where
     python-chess skips one only at the start of a game's first line (after a blank line, a game of "?" against "?"
     without a move)."""
     if "\ufeff" in text:
         text = text.replace("\ufeff", "")
+    if "½" in text:  # the result as some exports write a draw: not a result token for python-chess
+        text = text.replace("½-½", "1/2-1/2")
+    if _FIGURINE.search(text):  # figurine notation (♘f3): python-chess skips the figure and reads "f3", a pawn move
+        text = text.translate(_FIGURINE_LETTERS)
     if "\r" in text:
         text = _LONE_CR.sub("\n", text)
     cuts = []

@@ -15,6 +15,7 @@ from streamer.live import LiveStore
 
 BAD_PGN = (Path(__file__).parent / "fixtures" / "bad.pgn").read_text()
 FIXTURES = Path(__file__).parent / "fixtures"
+N_BROADCAST = 49  # the broadcast fixture's plies
 
 
 def test_demo_is_round_one_of_london_2011():
@@ -233,6 +234,25 @@ def test_games_joined_without_a_blank_line_keep_their_tags(tmp_path):
     # each file with its byte order mark, one after a blank line too many: no game of "?" against "?" between them
     p.write_text("\ufeff" + pgn_upto(10) + "\n\n\ufeff" + pgn_upto(12, white="Other, Player"))
     assert [(g.white.name, len(g.moves)) for g in read_pgn_games(p)] == [("Bai, Jinshi", 10), ("Other, Player", 12)]
+
+
+def test_figurine_notation_and_a_draw_written_with_halves_read_as_standard_pgn(tmp_path):
+    """Figurine notation (♘f3: python-chess skipped the figure, read "f3", and rejected the game at a later move) and
+    a draw written "½-½" (not a result token: the game was taken as cut short, not scored) read as their standard
+    spelling."""
+    tags, moves = pgn_upto(N_BROADCAST).split("\n\n", 1)
+    standard = tags.replace('"1-0"', '"1/2-1/2"') + "\n\n" + moves.replace(" 1-0", " 1/2-1/2")
+    figures = dict(zip("KQRBN", "♔♕♖♗♘"))
+    fancy = (tags.replace('"1-0"', '"½-½"') + "\n\n"
+             + re.sub(r"\b([KQRBN])(?=[a-h1-8x])", lambda m: figures[m.group(1)], moves).replace(" 1-0", " ½-½"))
+    assert "♘" in fancy and "½-½" in fancy
+    read = []
+    for name, text in (("standard", standard), ("fancy", fancy)):
+        p = tmp_path / f"{name}.pgn"
+        p.write_text(text)
+        (g,) = read_pgn_games(p)
+        read.append((g.result, g.moves, [str(e) for e in g.errors]))
+    assert read[1] == read[0] and read[0][0] == "1/2-1/2" and len(read[0][1]) == N_BROADCAST and read[0][2] == []
 
 
 def test_utf16_is_read_and_compressed_or_binary_bytes_are_not_a_pgn_text(tmp_path):
