@@ -118,6 +118,7 @@ class PgnSource:
             headers["If-None-Match"] = self._etag
         if self._modified:
             headers["If-Modified-Since"] = self._modified
+        size = 0
         try:
             async with self._session.get(self.location, headers=headers) as r:
                 if r.status == 304:
@@ -125,7 +126,7 @@ class PgnSource:
                 if r.status != 200:
                     raise SourceUnavailable(f"{self.location} answered HTTP {r.status}")
                 self._check_size(r.content_length or 0)  # a stated length over the bound: not even read
-                chunks, size = [], 0
+                chunks: list[bytes] = []
                 async for chunk in r.content.iter_chunked(1 << 16):
                     size += len(chunk)
                     self._check_size(size)
@@ -133,7 +134,13 @@ class PgnSource:
                 text = self._pgn_text(b"".join(chunks))
                 self._etag = r.headers.get("ETag")
                 self._modified = r.headers.get("Last-Modified")
-        except (TimeoutError, aiohttp.ClientError) as e:
+        except TimeoutError as e:
+            if size:  # a body that does not end: a streaming endpoint, which a poll never reads to its end
+                raise SourceUnavailable(
+                    f"{self.location} was still sending after {self.timeout:g} s ({size} bytes): a streaming endpoint? "
+                    "A feed is fetched whole at every poll: follow the URL that serves the round's whole PGN") from e
+            raise SourceUnavailable(f"cannot fetch {self.location}: no answer within {self.timeout:g} s") from e
+        except aiohttp.ClientError as e:
             raise SourceUnavailable(f"cannot fetch {self.location}: {e!r}") from e
         return text
 

@@ -442,11 +442,47 @@ async def test_a_source_that_does_not_answer_holds_up_no_other_source(tmp_path, 
                 await asyncio.sleep(0.01)
             assert not run.done()  # the URL has not been polled yet: it may have games
             await asyncio.wait_for(run, 10)
-        assert loop.time() - t0 >= 4.0 and url in follower.unavailable
+        assert loop.time() - t0 >= 4.0 and follower.unavailable[url] == f"cannot fetch {url}: no answer within 4 s"
         assert [r for r in caplog.records if r.getMessage() == "feed unavailable, retrying"]
         assert [e.ply for e in got if isinstance(e, MoveEvent)] == list(range(N_PLIES))
     finally:
         release.set()
+        await runner.cleanup()
+
+
+async def test_a_streaming_endpoint_is_unavailable_with_a_reason_that_names_it():
+    """A URL that streams (Lichess's /api/stream/broadcast/... sends each update and never ends its body) is never
+    read to its end by a poll: unavailable, saying it was still sending and what to follow instead, not a bare
+    TimeoutError."""
+    release = asyncio.Event()
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            await resp.write(pgn_upto(3).encode())
+            while not release.is_set():
+                await asyncio.sleep(0.1)
+                await resp.write(b"\n")
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/stream.pgn", stream)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/stream.pgn"
+    got: list = []
+    follower = Follower([PgnSource(url, timeout=1.0)], got.append, interval=0.01)
+    try:
+        assert await follower.poll_once() == 0 and got == []
+        why = follower.unavailable[url]
+        assert why.startswith(f"{url} was still sending after 1 s (") and "a streaming endpoint?" in why
+        assert "the round's whole PGN" in why
+    finally:
+        release.set()
+        await follower.sources[0].close()
         await runner.cleanup()
 
 
