@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sgfmill import sgf
+from sgfmill import sgf, sgf_grammar
 
 from analyzers.errors import InputError, MalformedRecord, UnsupportedGame
 from analyzers.goboard import SUPPORTED_SIZES, GoPosition, to_gtp
@@ -32,6 +32,8 @@ from .pipeline import SELF_PLAY
 #: A collection file puts each game on a new line starting with "(;"; split there first, so a broken game is one
 #: error and not the end of the file.
 _GAME_START = re.compile(rb"\n(?=\s*\(;)")
+#: Where a game tree starts (sgfmill's own pattern: "(" and ";" with blanks between).
+_GAME_OPEN = re.compile(rb"\(\s*;")
 #: Komi used when a record says 0 in a game that was played with komi (Fox's quirk).
 DEFAULT_KOMI = 6.5
 
@@ -148,8 +150,24 @@ def parse_game(data: bytes, source: str) -> GoGame:
 
 
 def split_collection(data: bytes) -> list[bytes]:
-    """The game records of an SGF collection file (one per "(;" at the start of a line)."""
-    return [part for part in _GAME_START.split(data) if part.strip()]
+    """The game records of an SGF collection file: one per "(;" at the start of a line, and within a line one per
+    game tree (a collection may run its games together, "(;...)(;...)", as files joined with ``cat`` do: only the
+    first was read, the others lost without a word). A record that does not close is kept whole, to be reported."""
+    return [game for part in _GAME_START.split(data) if part.strip() for game in _game_trees(part)]
+
+
+def _game_trees(part: bytes) -> list[bytes]:
+    """``part`` cut after each game tree that closes and is followed by another."""
+    out, start = [], 0
+    while True:
+        tokens, end = sgf_grammar.tokenise(part, start)  # stops where the first game tree closes
+        depth = sum(1 if t == (b"D", b"(") else -1 if t == (b"D", b")") else 0 for t in tokens)
+        following = _GAME_OPEN.search(part, end) if tokens and depth == 0 else None
+        if following is None:
+            out.append(part[start:])
+            return out
+        out.append(part[start:end])
+        start = following.start()  # what lies between two game trees is not part of either
 
 
 def read_sgf_games(path: str | Path) -> list[GoGame]:

@@ -127,6 +127,24 @@ def test_rank_model_starts_at_the_population_and_narrows_towards_its_floor():
 
 
 # -- SGF records -----------------------------------------------------------------------------------------
+def test_an_sgf_collection_whose_games_run_together_gives_every_game(tmp_path):
+    """SGF lets a collection's game trees follow each other with nothing between ("(;...)(;...)", as files joined with
+    ``cat`` give): only the first was read, the others lost without a word. Each is a game now, with the id it has in
+    a collection of one per line; a record that does not close is still reported, and the games before it are read."""
+    good = FOX.read_bytes().strip()
+    other = good.replace(b"PB[", b"PB[Other ", 1)
+    f = tmp_path / "lines.sgf"
+    f.write_bytes(good + b"\n" + other)
+    want = [(g.game_id, g.black.name, g.moves) for g in read_sgf_games(f)]
+    assert len(want) == 2 and want[1][1].startswith("Other ") and want[0][2] == want[1][2]
+    for between in (b"", b" ", b"\t;junk "):
+        f.write_bytes(good + between + other)
+        assert [(g.game_id, g.black.name, g.moves) for g in read_sgf_games(f)] == want, between
+    f.write_bytes(good + b"(;GM[1]FF[4]SZ[19]PB[a]PW[b];B[dd];W[c")
+    games = read_sgf_games(f)
+    assert [g.error is None for g in games] == [True, False] and isinstance(games[1].error, MalformedRecord)
+
+
 def test_sgf_errors_are_typed_and_name_the_game(tmp_path):
     good = FOX.read_bytes().strip()
     small = b"(;GM[1]FF[4]SZ[7]PB[a]PW[b];B[dd];W[cc])"
