@@ -343,15 +343,21 @@ class FeedTracker:
         feed does not tell apart from the game before it, boards whose players are not named yet). Those are told
         apart by their moves: each, in the order of the text, takes the key of a game of those tags whose delivered
         moves agree with its own (the one with the most), else a key not in use yet (``<key>#2``, ``#3``...). Keyed by
-        the tags alone, two such games were one game whose moves changed at every poll, restarted again and again."""
+        the tags alone, two such games were one game whose moves changed at every poll, restarted again and again. A
+        game listed twice (the same tags, moves and result) is one game."""
         tags = [self.game_key(pg.headers) for pg in games]
         counts = Counter(tags)
         keys: list[str] = []
         taken: set[str] = set()
+        listed: dict[tuple[str, tuple[str, ...], str], str] = {}  # a game as listed in this text -> its key
         for tag_key, pg in zip(tags, games):
             alike = self._alike.setdefault(tag_key, [tag_key])
             if counts[tag_key] == 1 and len(alike) == 1:
                 keys.append(tag_key)
+                continue
+            same = (tag_key, tuple(pg.moves), pg.headers.get("Result", "*"))
+            if same in listed:
+                keys.append(listed[same])
                 continue
             free = [k for k in alike if k not in taken]
             agree = [k for k in free if k in self.games and _agrees(self.games[k].moves, pg.moves)]
@@ -365,6 +371,7 @@ class FeedTracker:
                 alike.append(key)
             taken.add(key)
             keys.append(key)
+            listed[same] = key
         return keys
 
     def _count_absent(self) -> None:

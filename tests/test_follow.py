@@ -333,6 +333,19 @@ def test_a_game_changed_after_its_end_is_logged_once_and_not_applied(caplog):
     assert [r.feed_result for r in caplog.records if "after its end" in r.getMessage()] == ["1/2-1/2"]
 
 
+def test_a_game_listed_twice_in_a_feed_is_one_game():
+    """The same game twice in one feed (the same tags, moves and result) is one game, each ply rated once; once the two
+    listings differ they are two games, the second rated from its first ply under ``<id>#2``."""
+    t = FeedTracker("r")
+    events = t.update(pgn_upto(6) + pgn_upto(6)) + t.update(pgn_upto(10) + pgn_upto(10)) + t.update(pgn_upto(12) + pgn_upto(12))
+    assert [e.ply for e in events if isinstance(e, MoveEvent)] == list(range(12))
+    assert len({e.game_id for e in events}) == 1 and len(t.games) == 1
+    later = t.update(pgn_upto(12) + same_tags(3))
+    second = f"{events[0].game_id}#2"
+    assert [(type(e).__name__, e.game_id) for e in later[:2]] == [("GameStarted", second), ("MoveEvent", second)]
+    assert [e.ply for e in later if isinstance(e, MoveEvent)] == [0, 1, 2]
+
+
 async def test_a_growing_file_is_followed_ply_by_ply(tmp_path):
     path = tmp_path / "games.pgn"
     got: list = []
