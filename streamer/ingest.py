@@ -256,10 +256,10 @@ def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
     (Windows "Unicode" text). Read as UTF-8 with replacement characters, "Müller" and "Möller" in such a file would
     both be "M\ufffdller": one id, one rating. A text mostly in UTF-8 with a stray bad byte stays UTF-8 (the bad byte
     replaced). ``partial``: the text may stop inside a character (a feed being written); that character is left for
-    the next read. The text's line breaks are made what python-chess reads games by (:func:`pgn_lines`). Raises
+    the next read. The text's line breaks are made what python-chess reads games by (:func:`normalize_pgn`). Raises
     :class:`~analyzers.errors.MalformedEvent` for bytes that are not a text (:func:`not_a_text`)."""
     text, encoding = _decode(data, partial)
-    return pgn_lines(text), encoding
+    return normalize_pgn(text), encoding
 
 
 #: A carriage return that is not part of a CRLF line end.
@@ -267,25 +267,32 @@ _LONE_CR = re.compile(r"\r(?!\n)")
 #: Chess figures (U+2654-U+265F) and the SAN letters they stand for (none for a pawn).
 _FIGURINE = re.compile("[\u2654-\u265f]")
 _FIGURINE_LETTERS = str.maketrans({chr(0x2654 + i): "KQRBN"[i % 6] if i % 6 < 5 else "" for i in range(12)})
+#: A draw written "1/2" as the last token of a game's moves (before a blank line or the end of the text).
+_SHORT_DRAW = re.compile(r"(?<=\s)1/2(?=[ \t]*(?:\r?\n[ \t]*\r?\n|\s*\Z))")
 #: A line break followed by a tag pair's line: where a game's tags may start.
 _TAG_LINE = re.compile(r'\n\[[A-Za-z0-9_]+[ \t]+"')
 
 
-def pgn_lines(text: str) -> str:
-    """A PGN text with the line breaks python-chess reads games by: a carriage return alone (old Mac text) becomes
-    LF, since python-chess reads lines at LF and would read such a text as one line; and a blank line goes between a
-    game's moves and the next game's tag pairs where none is (files joined with ``cat``, one of them not ending in a
-    blank line), since python-chess ends a game's moves only at a blank line and would read the next game's tags as
-    moves: that game would lose its tags and be rated as "?" against "?". Either without a word of error. A draw
-    written "½-½" becomes "1/2-1/2" and figurine notation (♘f3) SAN letters (Nf3), which python-chess does not read
-    (the game was taken as cut short, or rejected at a later move that the skipped figures made illegal). Byte order
-    marks go too: files joined with ``cat``, each written with one, have them at the start of lines, where
-    python-chess skips one only at the start of a game's first line (after a blank line, a game of "?" against "?"
-    without a move)."""
+def normalize_pgn(text: str) -> str:
+    """A PGN text as python-chess reads it right. Each of these read wrong, without a word of error:
+
+    - a carriage return alone ends a line (old Mac text): python-chess reads lines at LF, so the text was one line;
+    - a game's moves running straight into the next game's tag pairs (files joined with ``cat``, one not ending in a
+      blank line) get the blank line python-chess ends a game's moves at: it read the tags as moves, and the next
+      game as "?" against "?";
+    - byte order marks go (files joined with ``cat``, each written with one): python-chess skips one only at the start
+      of a game's first line, and one after a blank line made a game of "?" against "?" without a move;
+    - a draw written "½-½", or "1/2" where the game's Result tag says so, becomes "1/2-1/2": neither is a result
+      token, so the game was taken as cut short;
+    - figurine notation (♘f3) becomes SAN letters (Nf3): python-chess skipped the figure, read "f3", and rejected the
+      game at a later move that this made illegal.
+    """
     if "\ufeff" in text:
         text = text.replace("\ufeff", "")
     if "½" in text:  # the result as some exports write a draw: not a result token for python-chess
         text = text.replace("½-½", "1/2-1/2")
+    if '[Result "1/2"]' in text:  # older databases' draw: in the Result tag, and as the token ending the moves
+        text = _SHORT_DRAW.sub("1/2-1/2", text.replace('[Result "1/2"]', '[Result "1/2-1/2"]'))
     if _FIGURINE.search(text):  # figurine notation (♘f3): python-chess skips the figure and reads "f3", a pawn move
         text = text.translate(_FIGURINE_LETTERS)
     if "\r" in text:

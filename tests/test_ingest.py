@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from analyzers.errors import IllegalMove, InputError, MalformedEvent, UnsupportedGame
 from schemas import GameEnded, GameStarted, MoveEvent
 from streamer.follow import STABLE_POLLS, FeedTracker, PgnSource, parse_feed
-from streamer.ingest import DEMO_PGN, TruncatedInput, not_a_text, pgn_lines, read_pgn_games, replay_timeline
+from streamer.ingest import DEMO_PGN, TruncatedInput, normalize_pgn, not_a_text, read_pgn_games, replay_timeline
 from streamer.live import LiveStore
 
 BAD_PGN = (Path(__file__).parent / "fixtures" / "bad.pgn").read_text()
@@ -230,7 +230,7 @@ def test_games_joined_without_a_blank_line_keep_their_tags(tmp_path):
     feed = pgn_upto(10).rstrip() + "\n" + pgn_upto(12, white="Other, Player")
     started = [e for e in FeedTracker("r").update(PgnSource("unused")._pgn_text(feed.encode())) if isinstance(e, GameStarted)]
     assert [e.white.name for e in started] == ["Bai, Jinshi", "Other, Player"]
-    assert pgn_lines(text) == text  # a text that needs nothing is left as it is
+    assert normalize_pgn(text) == text  # a text that needs nothing is left as it is
     # each file with its byte order mark, one after a blank line too many: no game of "?" against "?" between them
     p.write_text("\ufeff" + pgn_upto(10) + "\n\n\ufeff" + pgn_upto(12, white="Other, Player"))
     assert [(g.white.name, len(g.moves)) for g in read_pgn_games(p)] == [("Bai, Jinshi", 10), ("Other, Player", 12)]
@@ -238,21 +238,22 @@ def test_games_joined_without_a_blank_line_keep_their_tags(tmp_path):
 
 def test_figurine_notation_and_a_draw_written_with_halves_read_as_standard_pgn(tmp_path):
     """Figurine notation (♘f3: python-chess skipped the figure, read "f3", and rejected the game at a later move) and
-    a draw written "½-½" (not a result token: the game was taken as cut short, not scored) read as their standard
-    spelling."""
+    a draw written "½-½" or "1/2" (not result tokens: the game was taken as cut short, not scored) read as their
+    standard spelling."""
     tags, moves = pgn_upto(N_BROADCAST).split("\n\n", 1)
     standard = tags.replace('"1-0"', '"1/2-1/2"') + "\n\n" + moves.replace(" 1-0", " 1/2-1/2")
     figures = dict(zip("KQRBN", "♔♕♖♗♘"))
     fancy = (tags.replace('"1-0"', '"½-½"') + "\n\n"
              + re.sub(r"\b([KQRBN])(?=[a-h1-8x])", lambda m: figures[m.group(1)], moves).replace(" 1-0", " ½-½"))
     assert "♘" in fancy and "½-½" in fancy
+    short = tags.replace('"1-0"', '"1/2"') + "\n\n" + moves.replace(" 1-0", " 1/2")
     read = []
-    for name, text in (("standard", standard), ("fancy", fancy)):
+    for name, text in (("standard", standard), ("fancy", fancy), ("short", short)):
         p = tmp_path / f"{name}.pgn"
         p.write_text(text)
         (g,) = read_pgn_games(p)
         read.append((g.result, g.moves, [str(e) for e in g.errors]))
-    assert read[1] == read[0] and read[0][0] == "1/2-1/2" and len(read[0][1]) == N_BROADCAST and read[0][2] == []
+    assert read[2] == read[1] == read[0] and read[0][0] == "1/2-1/2" and len(read[0][1]) == N_BROADCAST and read[0][2] == []
 
 
 def test_utf16_is_read_and_compressed_or_binary_bytes_are_not_a_pgn_text(tmp_path):
