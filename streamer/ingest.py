@@ -265,8 +265,8 @@ def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
 #: A carriage return that is not part of a CRLF line end.
 _LONE_CR = re.compile(r"\r(?!\n)")
 #: Chess figures (U+2654-U+265F) and the SAN letters they stand for (none for a pawn).
-_FIGURINE = re.compile("[\u2654-\u265f]")
-_FIGURINE_LETTERS = str.maketrans({chr(0x2654 + i): "KQRBN"[i % 6] if i % 6 < 5 else "" for i in range(12)})
+_FIGURES = tuple(chr(c) for c in range(0x2654, 0x2660))
+_FIGURINE_LETTERS = str.maketrans({f: "KQRBN"[i % 6] if i % 6 < 5 else "" for i, f in enumerate(_FIGURES)})
 #: A draw written "1/2" as the last token of a game's moves (before a blank line or the end of the text).
 _SHORT_DRAW = re.compile(r"(?<=\s)1/2(?=[ \t]*(?:\r?\n[ \t]*\r?\n|\s*\Z))")
 #: A line break followed by a tag pair's line: where a game's tags may start.
@@ -293,12 +293,15 @@ def normalize_pgn(text: str) -> str:
         text = text.replace("½-½", "1/2-1/2")
     if '[Result "1/2"]' in text:  # older databases' draw: in the Result tag, and as the token ending the moves
         text = _SHORT_DRAW.sub("1/2-1/2", text.replace('[Result "1/2"]', '[Result "1/2-1/2"]'))
-    if _FIGURINE.search(text):  # figurine notation (♘f3): python-chess skips the figure and reads "f3", a pawn move
+    if any(f in text for f in _FIGURES):  # figurine notation (♘f3): python-chess skips the figure and reads "f3", a pawn move
         text = text.translate(_FIGURINE_LETTERS)
     if "\r" in text:
         text = _LONE_CR.sub("\n", text)
     cuts = []
     for m in _TAG_LINE.finditer(text):
+        end = m.start() - (text[m.start() - 1] == "\r")
+        if text[end - 1] in "]\n":  # after a tag pair or a blank line, as nearly every tag pair is: nothing to do
+            continue
         before = text[text.rfind("\n", 0, m.start()) + 1 : m.start()].strip()
         if before and not before.startswith("["):  # a line of moves (or a comment, where a blank line is harmless)
             cuts.append(m.start() + 1)
