@@ -271,8 +271,9 @@ class FeedParser:
             skipped = chess.pgn.skip_game(stream)
         except Exception:  # noqa: BLE001 - only a guess: the full parse below decides what the text holds
             skipped = False
-        if skipped and (known := self._chunks.get(text[start:stream.tell()])) is not None:
-            return known, text[start:stream.tell()]
+        chunk = text[start:stream.tell()] if skipped else ""
+        if (known := self._chunks.get(chunk)) is not None:
+            return known, chunk
         stream.seek(start)
         game = read_game(stream)
         if game is None:
@@ -342,7 +343,7 @@ class FeedTracker:
         """Each game's key: :meth:`game_key`, unless several games share the tags it is made of (a tiebreak game the
         feed does not tell apart from the game before it, boards whose players are not named yet). Those are told
         apart by their moves: each, in the order of the text, takes the key of a game of those tags whose delivered
-        moves agree with its own (the one with the most), else a key not in use yet (``<key>#2``, ``#3``...). Keyed by
+        moves agree with its own (one whose moves it takes further, else the one with the most), else a key not in use yet (``<key>#2``, ``#3``...). Keyed by
         the tags alone, two such games were one game whose moves changed at every poll, restarted again and again. A
         game listed twice (the same tags, moves and result) is one game."""
         tags = [self.game_key(pg.headers) for pg in games]
@@ -362,8 +363,8 @@ class FeedTracker:
             free = [k for k in alike if k not in taken]
             agree = [k for k in free if k in self.games and _agrees(self.games[k].moves, pg.moves)]
             unused = [k for k in free if k not in self.games]
-            if agree:
-                key = max(agree, key=lambda k: len(self.games[k].moves))
+            if agree:  # the text taking a game's delivered moves further first (a shorter text is being rewritten)
+                key = max(agree, key=lambda k: (len(self.games[k].moves) <= len(pg.moves), len(self.games[k].moves)))
             elif unused:
                 key = unused[0]
             else:

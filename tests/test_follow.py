@@ -346,6 +346,19 @@ def test_a_game_listed_twice_in_a_feed_is_one_game():
     assert [e.ply for e in later if isinstance(e, MoveEvent)] == [0, 1, 2]
 
 
+def test_of_two_games_under_the_same_tags_the_one_left_in_the_feed_keeps_its_id():
+    """Two games under the same tags that open alike (the second's moves take the first's further): when the feed
+    keeps only the first and it goes on, its new plies are the first game's, not taken for a shorter text of the
+    second (which would hold them back, then restart the game as corrected)."""
+    t = FeedTracker("r")
+    first = t.update(pgn_upto(12) + pgn_upto(20))
+    ids = [e.game_id for e in first if isinstance(e, GameStarted)]
+    assert len(ids) == 2 and ids[1] == f"{ids[0]}#2"
+    ply_12 = moves_of(FeedTracker("r").update(pgn_upto(13)))[12][2]
+    assert moves_of(t.update(pgn_upto(13))) == [(ids[0], 12, ply_12)]
+    assert all(g.revision == 1 for g in t.games.values())
+
+
 async def test_a_growing_file_is_followed_ply_by_ply(tmp_path):
     path = tmp_path / "games.pgn"
     got: list = []
