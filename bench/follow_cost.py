@@ -5,8 +5,9 @@
 A round of ``--boards`` real games of rated-dev's largest event file, served as one feed that grows as a broadcast's
 does: at each poll every unfinished game has made its next ply with probability ``--move-chance`` (1.0: every board
 moved since the last poll, a blitz round polled slowly; 0.05: a classical round polled every 2 s), until every game
-is over. Each poll's text goes through :meth:`streamer.follow.FeedTracker.update` (what ``kibitz follow`` runs per
-poll: parse, compare, the new events), which parses again only the games whose text changed
+is over. Each poll's text goes through :func:`streamer.ingest.normalize_pgn` and
+:meth:`streamer.follow.FeedTracker.update` (what ``kibitz follow`` runs per poll once the text is fetched and
+decoded: parse, compare, the new events), which parses again only the games whose text changed
 (:class:`~streamer.follow.FeedParser`). Baseline in the same run, on the same texts: :func:`streamer.follow.parse_feed`,
 parsing every text whole (the parse alone, without the tracker's other work). Both give the same games
 (checked at every timed poll). ``--timed`` polls spread evenly over the round are timed both ways; prints
@@ -24,6 +25,7 @@ import chess.pgn
 from common import add_data_argument, data_dir
 
 from streamer.follow import FeedTracker, parse_feed
+from streamer.ingest import normalize_pgn
 
 
 def round_games(path: Path, boards: int) -> list[chess.pgn.Game]:
@@ -90,7 +92,7 @@ def measure(feed: Feed, polls: list[tuple[int, ...]], timed: int) -> tuple[list[
     for k, plies in enumerate(polls):
         text = feed.text(plies)
         t0 = time.perf_counter()
-        events += len(tracker.update(text))
+        events += len(tracker.update(normalize_pgn(text)))
         t1 = time.perf_counter()
         if k % every:
             continue

@@ -8,6 +8,7 @@ import contextlib
 import io
 import logging
 import os
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from aiohttp import web
@@ -419,18 +420,26 @@ class Feed:
         self.text, self.version = text, self.version + 1
 
 
-@pytest.fixture
-async def feed():
-    f = Feed()
+@contextlib.asynccontextmanager
+async def serving(path: str, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> AsyncIterator[str]:
+    """A real HTTP server on 127.0.0.1 answering GET ``path`` with ``handler``; yields the URL."""
     app = web.Application()
-    app.router.add_get("/round1.pgn", f.handle)
+    app.router.add_get(path, handler)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    yield f, f"http://127.0.0.1:{port}/round1.pgn"
-    await runner.cleanup()
+    try:
+        yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}{path}"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def feed():
+    f = Feed()
+    async with serving("/round1.pgn", f.handle) as url:
+        yield f, url
 
 
 async def test_a_source_that_does_not_answer_holds_up_no_other_source(tmp_path, caplog):
@@ -443,37 +452,30 @@ async def test_a_source_that_does_not_answer_holds_up_no_other_source(tmp_path, 
         await release.wait()
         return web.Response(text="")
 
-    app = web.Application()
-    app.router.add_get("/round2.pgn", hang)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/round2.pgn"
     path = tmp_path / "round1.pgn"
     path.write_text(pgn_upto(5))
     got: list = []
-    follower = Follower([PgnSource(url, timeout=4.0), PgnSource(str(path))], got.append, interval=0.01)
     loop = asyncio.get_running_loop()
-    try:
-        with caplog.at_level(logging.WARNING, logger="kibitz.follow"):
-            run = asyncio.create_task(follower.run(until_ended=True))
-            t0 = loop.time()
-            while len(moves_of(got)) < 5:
-                assert loop.time() - t0 < 2.0, "the file's plies waited for the hung URL"
-                await asyncio.sleep(0.01)
-            path.write_text(pgn_upto(N_PLIES))
-            while not any(isinstance(e, GameEnded) for e in got):
-                assert loop.time() - t0 < 3.0, "the file's plies waited for the hung URL"
-                await asyncio.sleep(0.01)
-            assert not run.done()  # the URL has not been polled yet: it may have games
-            await asyncio.wait_for(run, 10)
-        assert loop.time() - t0 >= 4.0 and follower.unavailable[url] == f"cannot fetch {url}: no answer within 4 s"
-        assert [r for r in caplog.records if r.getMessage() == "feed unavailable, retrying"]
-        assert [e.ply for e in got if isinstance(e, MoveEvent)] == list(range(N_PLIES))
-    finally:
-        release.set()
-        await runner.cleanup()
+    async with serving("/round2.pgn", hang) as url:
+        try:
+            follower = Follower([PgnSource(url, timeout=4.0), PgnSource(str(path))], got.append, interval=0.01)
+            with caplog.at_level(logging.WARNING, logger="kibitz.follow"):
+                run = asyncio.create_task(follower.run(until_ended=True))
+                t0 = loop.time()
+                while len(moves_of(got)) < 5:
+                    assert loop.time() - t0 < 2.0, "the file's plies waited for the hung URL"
+                    await asyncio.sleep(0.01)
+                path.write_text(pgn_upto(N_PLIES))
+                while not any(isinstance(e, GameEnded) for e in got):
+                    assert loop.time() - t0 < 3.0, "the file's plies waited for the hung URL"
+                    await asyncio.sleep(0.01)
+                assert not run.done()  # the URL has not been polled yet: it may have games
+                await asyncio.wait_for(run, 10)
+            assert loop.time() - t0 >= 4.0 and follower.unavailable[url] == f"cannot fetch {url}: no answer within 4 s"
+            assert [r for r in caplog.records if r.getMessage() == "feed unavailable, retrying"]
+            assert [e.ply for e in got if isinstance(e, MoveEvent)] == list(range(N_PLIES))
+        finally:
+            release.set()  # the server's cleanup waits for its handlers
 
 
 async def test_a_streaming_endpoint_is_unavailable_with_a_reason_that_names_it():
@@ -492,24 +494,17 @@ async def test_a_streaming_endpoint_is_unavailable_with_a_reason_that_names_it()
                 await resp.write(b"\n")
         return resp
 
-    app = web.Application()
-    app.router.add_get("/stream.pgn", stream)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/stream.pgn"
     got: list = []
-    follower = Follower([PgnSource(url, timeout=1.0)], got.append, interval=0.01)
-    try:
-        assert await follower.poll_once() == 0 and got == []
-        why = follower.unavailable[url]
-        assert why.startswith(f"{url} was still sending after 1 s (") and "a streaming endpoint?" in why
-        assert "the round's whole PGN" in why
-    finally:
-        release.set()
-        await follower.sources[0].close()
-        await runner.cleanup()
+    async with serving("/stream.pgn", stream) as url:
+        follower = Follower([PgnSource(url, timeout=1.0)], got.append, interval=0.01)
+        try:
+            assert await follower.poll_once() == 0 and got == []
+            why = follower.unavailable[url]
+            assert why.startswith(f"{url} was still sending after 1 s (") and "a streaming endpoint?" in why
+            assert "the round's whole PGN" in why
+        finally:
+            release.set()
+            await follower.sources[0].close()
 
 
 async def test_a_url_answering_304_404_500_or_half_written_text_never_loses_a_ply(feed):
@@ -623,19 +618,12 @@ async def test_a_feed_over_the_size_bound_is_unavailable_not_read_into_memory(fe
                 await asyncio.sleep(0)  # the server shares this event loop: let the client read
         return resp
 
-    app = web.Application()
-    app.router.add_get("/endless.pgn", endless)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    endless_url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/endless.pgn"
-    follower = Follower([PgnSource(endless_url, timeout=30)], got.append, interval=0.01)
-    try:
-        assert await follower.poll_once() == 0 and "a feed may be" in follower.unavailable[endless_url]
-    finally:
-        await follower.sources[0].close()
-        await runner.cleanup()
+    async with serving("/endless.pgn", endless) as endless_url:
+        follower = Follower([PgnSource(endless_url, timeout=30)], got.append, interval=0.01)
+        try:
+            assert await follower.poll_once() == 0 and "a feed may be" in follower.unavailable[endless_url]
+        finally:
+            await follower.sources[0].close()
     assert sent < 1000  # the body was read no further than the bound (a few chunks in flight aside)
 
 
