@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sgfmill import sgf, sgf_grammar
+from sgfmill import sgf
 
 from analyzers.errors import InputError, MalformedRecord, UnsupportedGame
 from analyzers.goboard import SUPPORTED_SIZES, GoPosition, to_gtp
@@ -34,6 +34,8 @@ from .pipeline import SELF_PLAY
 _GAME_START = re.compile(rb"\n(?=\s*\(;)")
 #: Where a game tree starts (sgfmill's own pattern: "(" and ";" with blanks between).
 _GAME_OPEN = re.compile(rb"\(\s*;")
+#: What decides a game tree's depth: a parenthesis, or a property value skipped whole (escapes included).
+_TREE_SCAN = re.compile(rb"\[(?:[^\]\\]|\\.)*\]|[()]", re.S)
 #: Komi used when a record says 0 in a game that was played with komi (Fox's quirk).
 DEFAULT_KOMI = 6.5
 
@@ -157,17 +159,21 @@ def split_collection(data: bytes) -> list[bytes]:
 
 
 def _game_trees(part: bytes) -> list[bytes]:
-    """``part`` cut after each game tree that closes and is followed by another."""
-    out, start = [], 0
-    while True:
-        tokens, end = sgf_grammar.tokenise(part, start)  # stops where the first game tree closes
-        depth = sum(1 if t == (b"D", b"(") else -1 if t == (b"D", b")") else 0 for t in tokens)
-        following = _GAME_OPEN.search(part, end) if tokens and depth == 0 else None
-        if following is None:
-            out.append(part[start:])
-            return out
-        out.append(part[start:end])
-        start = following.start()  # what lies between two game trees is not part of either
+    """``part`` cut where a game tree closes and another starts ("(;" at depth 0). Property values are skipped whole
+    (they may hold parentheses); a record that does not close is never cut."""
+    out, start, depth, closed, closed_at = [], 0, 0, False, 0
+    for m in _TREE_SCAN.finditer(part):
+        token = m.group()
+        if token == b"(":
+            if depth == 0 and closed and _GAME_OPEN.match(part, m.start()):
+                out.append(part[start:closed_at])
+                start = m.start()  # what lies between two game trees is not part of either
+            depth += 1
+        elif token == b")" and depth > 0:
+            depth -= 1
+            closed, closed_at = depth == 0, m.end()
+    out.append(part[start:])
+    return out
 
 
 def read_sgf_games(path: str | Path) -> list[GoGame]:
