@@ -256,7 +256,7 @@ def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
     (Windows "Unicode" text). Read as UTF-8 with replacement characters, "Müller" and "Möller" in such a file would
     both be "M\ufffdller": one id, one rating. A text mostly in UTF-8 with a stray bad byte stays UTF-8 (the bad byte
     replaced). ``partial``: the text may stop inside a character (a feed being written); that character is left for
-    the next read. The text's line breaks are made what python-chess reads games by (:func:`normalize_pgn`). Raises
+    the next read. The text is then made one python-chess reads right (:func:`normalize_pgn`). Raises
     :class:`~analyzers.errors.MalformedEvent` for bytes that are not a text (:func:`not_a_text`)."""
     text, encoding = _decode(data, partial)
     return normalize_pgn(text), encoding
