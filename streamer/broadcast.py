@@ -19,7 +19,7 @@ from analyzers.errors import InputError, MalformedEvent
 from schemas import DeadLetter, PerceivedRating, RatingUpdate, parse_event, parse_player_event
 
 from .cli import print_rejection
-from .follow import FeedEvent, Follower, PgnSource
+from .follow import FeedEvent, Follower, PgnSource, PgnStream, open_source
 from .live import LiveStore
 from .web import Server, parse_hostport
 
@@ -42,7 +42,7 @@ async def follow(args: argparse.Namespace, config, out: Callable[[BaseModel], No
     """Poll the sources and rate their games in the embedded runtime, or (``--produce``) feed the Kafka input topic."""
     from .embedded import EmbeddedRuntime
 
-    sources = [PgnSource(s) for s in args.sources]
+    sources = [open_source(s) for s in args.sources]
     store = LiveStore()
     if args.produce:
         await _follow_to_kafka(args, sources, store)
@@ -71,7 +71,7 @@ async def follow(args: argparse.Namespace, config, out: Callable[[BaseModel], No
                 await asyncio.sleep(args.linger)
 
 
-async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource], store: LiveStore) -> None:
+async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource | PgnStream], store: LiveStore) -> None:
     from aiokafka import AIOKafkaProducer
 
     from .cli import kafka_settings

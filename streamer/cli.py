@@ -37,7 +37,7 @@ from analyzers.ratingmodel import Prior, load_move_model
 from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, RatingUpdate, export_json_schemas
 
 from .embedded import MAX_GAMES, MAX_PLAYERS
-from .follow import DEFAULT_INTERVAL
+from .follow import DEFAULT_INTERVAL, STREAM_PREFIX
 from .kafka_config import STAGES, input_records, rejection_record, topic_prefix, wait_for_broker
 from .logs import setup_logging
 
@@ -301,12 +301,13 @@ def host_port(text: str) -> str:
 
 
 def feed_source(text: str) -> str:
-    """An argparse type: a feed for ``kibitz follow``, an http(s) URL or a file path. A file that does not exist yet
+    """An argparse type: a feed for ``kibitz follow``, an http(s) URL (``stream+`` before it: read as a stream) or a
+    file path. A file that does not exist yet
     is accepted (a relay may write it later: it is polled until it appears); a directory, or a URL of another
     scheme, would never give a PGN text and is a usage error."""
-    scheme = urlparse(text).scheme
+    scheme = urlparse(text.removeprefix(STREAM_PREFIX)).scheme
     if "://" in text and scheme not in ("http", "https"):
-        raise argparse.ArgumentTypeError(f"not an http(s) URL or a file: {text}")
+        raise argparse.ArgumentTypeError(f"not an http(s) URL, a stream+http(s) URL or a file: {text}")
     if "://" not in text and Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory: name its PGN files, e.g. {text.rstrip('/')}/*.pgn")
     return text
@@ -908,7 +909,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "each new ply as it appears: in the embedded runtime, or with --produce on Kafka. Corrected games "
                         "restart under a new id; half-written files and failing URLs are retried.")
     fo.add_argument("sources", nargs="+", metavar="SOURCE", type=feed_source,
-                    help="PGN file (polled until it exists) or http(s) URL")
+                    help="PGN file (polled until it exists), http(s) URL (polled), or stream+http(s) URL (a stream)")
     fo.add_argument("--interval", type=positive(float), default=DEFAULT_INTERVAL, help="seconds between polls (default %(default)s)")
     fo.add_argument("--serve", metavar="HOST:PORT", type=host_port, default=None, help="serve the overlay and API (e.g. 127.0.0.1:8080)")
     fo.add_argument("--produce", action="store_true", help="send the events to the Kafka input topic instead of rating here")

@@ -1,7 +1,10 @@
-"""Following live PGN feeds: a file that a board relay rewrites, or a URL a broadcast site serves, polled.
+"""Following live PGN feeds: a file that a board relay rewrites, or a URL a broadcast site serves, polled; or a URL
+that streams.
 
 A :class:`PgnSource` fetches the feed's text only when it changed (size and mtime for a file; a conditional GET
-with ``If-None-Match`` / ``If-Modified-Since`` for a URL). A :class:`FeedTracker` turns each new text into the
+with ``If-None-Match`` / ``If-Modified-Since`` for a URL). A :class:`PgnStream` (``stream+https://...``) reads a
+URL that keeps its connection open and sends a game's whole PGN at each change, and gives the latest PGN of every
+game as the feed's text. A :class:`FeedTracker` turns each new text into the
 events it adds: a :class:`~schemas.GameStarted` for a game seen for the first time, a :class:`~schemas.MoveEvent`
 (with its ``[%clk]`` clock) per new ply, a :class:`~schemas.GameEnded` once the result tag is set.
 
@@ -138,7 +141,8 @@ class PgnSource:
             if size:  # a body that does not end: a streaming endpoint, which a poll never reads to its end
                 raise SourceUnavailable(
                     f"{self.location} was still sending after {self.timeout:g} s ({size} bytes): a streaming endpoint? "
-                    "A feed is fetched whole at every poll: follow the URL that serves the round's whole PGN") from e
+                    f"A URL is fetched whole at every poll: follow {STREAM_PREFIX}{self.location} to read it as a "
+                    "stream, or the URL that serves the round's whole PGN") from e
             raise SourceUnavailable(f"cannot fetch {self.location}: no answer within {self.timeout:g} s") from e
         except aiohttp.ClientError as e:
             raise SourceUnavailable(f"cannot fetch {self.location}: {e!r}") from e
@@ -170,6 +174,107 @@ class PgnSource:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+#: How a URL is named to be read as a stream (:class:`PgnStream`): ``stream+https://...``.
+STREAM_PREFIX = "stream+"
+#: Seconds a stream may stay silent before it is taken as lost and opened again (a quiet round sends nothing).
+STREAM_IDLE = 300.0
+#: Seconds between a stream's end (or failure) and its next opening.
+STREAM_RETRY = 2.0
+#: The end of one game's PGN in a stream: its result token, then a blank line.
+_GAME_END = re.compile(rb"(?:1-0|0-1|1/2-1/2|\*)[ \t]*\r?\n[ \t]*\r?\n")
+
+
+class PgnStream:
+    """A feed that a URL streams: the connection stays open and each game's whole PGN is sent again whenever it
+    changes (Lichess's ``/api/stream/broadcast/round/ID.pgn`` sends every game of the round first, then a game's PGN at
+    each of its moves). Named ``stream+https://...``. The stream is read in the background and opened again when it
+    ends or fails; :meth:`fetch` gives, when something arrived since the last fetch, the latest PGN of every game
+    seen, in the order they were first seen: the text a polled feed would have, so the same :class:`FeedTracker` reads
+    it. A game is taken once its PGN is whole (its result token and a blank line have arrived)."""
+
+    def __init__(self, location: str, *, timeout: float = 10.0) -> None:
+        if not location.startswith(STREAM_PREFIX):
+            raise ValueError(f"a stream is named {STREAM_PREFIX}URL: {location}")
+        self.location = location
+        self.url = location[len(STREAM_PREFIX):]
+        self.name = Path(urlparse(self.url).path).stem or "feed"
+        self.timeout = timeout
+        self._games: dict[str, str] = {}  # a game's identifying tags -> its latest PGN
+        self._changed = False
+        self._error: str | None = None   # why the stream is down, while it is
+        self._task: asyncio.Task | None = None
+
+    async def fetch(self) -> str | None:
+        """The latest PGN of every game seen if any arrived since the last fetch, None if not. Raises
+        :class:`SourceUnavailable` while the stream is down (it is opened again in the background)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._read())
+        if self._changed:
+            self._changed = False
+            text = "".join(self._games.values())
+            if len(text) > MAX_FEED_BYTES:
+                raise SourceUnavailable(f"{self.url}: the games streamed are over the {MAX_FEED_BYTES // 2**20} MB a "
+                                        "feed may be")
+            return text
+        if self._error is not None:
+            raise SourceUnavailable(self._error)
+        return None
+
+    async def _read(self) -> None:
+        import aiohttp
+
+        timeout = aiohttp.ClientTimeout(total=None, connect=self.timeout, sock_read=STREAM_IDLE)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while True:
+                try:
+                    async with session.get(self.url) as r:
+                        if r.status != 200:
+                            raise SourceUnavailable(f"{self.url} answered HTTP {r.status}")
+                        self._error, pending = None, b""
+                        async for chunk in r.content.iter_any():
+                            pending = self._take_games(pending + chunk)
+                            if len(pending) > MAX_FEED_BYTES:
+                                raise SourceUnavailable(f"{self.url} streamed {len(pending)} bytes without a whole game")
+                except SourceUnavailable as e:
+                    self._error = str(e)
+                except TimeoutError:
+                    self._error = f"cannot stream {self.url}: no answer within {self.timeout:g} s, or silent for {STREAM_IDLE:g} s"
+                except aiohttp.ClientError as e:
+                    self._error = f"cannot stream {self.url}: {e!r}"
+                await asyncio.sleep(STREAM_RETRY)
+
+    def _take_games(self, data: bytes) -> bytes:
+        """Take every whole game at the start of ``data``; returns the rest (a game still arriving)."""
+        start = 0
+        for m in _GAME_END.finditer(data):
+            game = data[start:m.end()]
+            start = m.end()
+            try:
+                text, _ = decode_pgn(game)
+            except MalformedEvent as e:  # bytes that are not a text: the stream is not PGN
+                raise SourceUnavailable(f"{self.url}: {e}") from None
+            if text.lstrip("\ufeff \t\r\n").startswith("<"):
+                raise SourceUnavailable(f"{self.url} is markup (an HTML page?), not PGN")
+            headers = chess.pgn.read_headers(io.StringIO(text))
+            if headers is None:
+                continue
+            ident = "|".join(headers.get(k, "") for k in (*IDENT_HEADERS, "GameURL", "ChapterURL"))
+            self._games[ident] = text if text.endswith("\n\n") else text.rstrip() + "\n\n"
+            self._changed = True
+        return data[start:]
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+
+def open_source(location: str) -> PgnSource | PgnStream:
+    """The source a ``kibitz follow`` argument names: a stream (``stream+https://...``), else a polled file or URL."""
+    return PgnStream(location) if location.startswith(STREAM_PREFIX) else PgnSource(location)
 
 
 def http_date(ts: float) -> str:
@@ -492,7 +597,7 @@ class Follower:
     polled). Each source is polled on its own, so one that is slow to answer (a URL that hangs until its timeout)
     holds up only its own games."""
 
-    def __init__(self, sources: Iterable[PgnSource], submit: Callable[[FeedEvent], object], *, interval: float = DEFAULT_INTERVAL,
+    def __init__(self, sources: Iterable[PgnSource | PgnStream], submit: Callable[[FeedEvent], object], *, interval: float = DEFAULT_INTERVAL,
                  on_error: Callable[[InputError], None] | None = None) -> None:
         self.sources = list(sources)
         self.submit = submit
@@ -504,7 +609,7 @@ class Follower:
         """Poll every source once, all at the same time; returns the number of events submitted."""
         return sum(await asyncio.gather(*(self.poll(s) for s in self.sources)))
 
-    async def poll(self, s: PgnSource) -> int:
+    async def poll(self, s: PgnSource | PgnStream) -> int:
         """Poll one source; returns the number of events submitted."""
         try:
             text = await s.fetch()
@@ -530,7 +635,7 @@ class Follower:
     async def run(self, *, until_ended: bool = False) -> None:
         polled: set[str] = set()
 
-        async def follow(s: PgnSource) -> None:  # returns only once every game is over (until_ended)
+        async def follow(s: PgnSource | PgnStream) -> None:  # returns only once every game is over (until_ended)
             while True:
                 await self.poll(s)
                 polled.add(s.location)

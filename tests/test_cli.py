@@ -174,11 +174,12 @@ def test_a_directory_or_a_missing_file_named_as_games_is_a_usage_error(command, 
     missing = str(tmp_path / "later.pgn")
     if command == "follow":  # a feed file a relay has not written yet is polled until it appears
         assert build_parser().parse_args([command, missing]).sources == [missing]
-        with pytest.raises(SystemExit) as e:
-            build_parser().parse_args([command, "ftp://example.org/round1.pgn"])
-        assert e.value.code == 2 and "not an http(s) URL or a file" in capsys.readouterr().err
-        args = build_parser().parse_args([command, "https://example.org/round1.pgn", missing])
-        assert args.sources == ["https://example.org/round1.pgn", missing]
+        for bad in ("ftp://example.org/round1.pgn", "stream+ftp://example.org/round1.pgn"):
+            with pytest.raises(SystemExit) as e:
+                build_parser().parse_args([command, bad])
+            assert e.value.code == 2 and "not an http(s) URL, a stream+http(s) URL or a file" in capsys.readouterr().err
+        good = ["https://example.org/round1.pgn", "stream+https://lichess.org/api/stream/broadcast/round/ab12cd34.pgn"]
+        assert build_parser().parse_args([command, *good, missing]).sources == [*good, missing]
     else:
         with pytest.raises(SystemExit) as e:
             build_parser().parse_args([command, missing, *extra])

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from analyzers.errors import IllegalMove, UnsupportedGame
 from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
-from streamer.follow import STABLE_POLLS, FeedParser, FeedTracker, Follower, PgnSource, http_date, parse_feed
+from streamer.follow import STABLE_POLLS, FeedParser, FeedTracker, Follower, PgnSource, PgnStream, http_date, parse_feed
 from streamer.live import LiveStore
 
 N_PLIES = 49
@@ -501,10 +501,80 @@ async def test_a_streaming_endpoint_is_unavailable_with_a_reason_that_names_it()
             assert await follower.poll_once() == 0 and got == []
             why = follower.unavailable[url]
             assert why.startswith(f"{url} was still sending after 1 s (") and "a streaming endpoint?" in why
-            assert "the round's whole PGN" in why
+            assert f"follow stream+{url} to read it as a stream" in why and "the round's whole PGN" in why
         finally:
             release.set()
             await follower.sources[0].close()
+
+
+async def test_a_stream_is_followed_as_its_games_change(monkeypatch):
+    """``stream+URL``: a server that sends every game of the round, then a game's whole PGN again at each of its moves,
+    and never ends its body (as Lichess's /api/stream/broadcast/round/ID.pgn does). Each ply comes once, with its
+    clock, each game ends once; a game's PGN half sent is taken only once whole; a stream that ends is opened again
+    and, everything sent again, delivers nothing twice."""
+    from streamer import follow
+
+    monkeypatch.setattr(follow, "STREAM_RETRY", 0.05)
+    updates: asyncio.Queue[bytes | None] = asyncio.Queue()
+    plies = {"a": 2, "b": 1}
+    connections = 0
+
+    def game(which: str, k: int) -> bytes:
+        return (pgn_upto(k) if which == "a" else pgn_upto(k, white="Other, Player")).encode()
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        nonlocal connections
+        connections += 1
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        for which, k in plies.items():
+            await resp.write(game(which, k) + b"\n")
+        while (item := await updates.get()) is not None:
+            await resp.write(item)
+        return resp  # the server ends the stream
+
+    def move(which: str, k: int) -> bytes:
+        plies[which] = k
+        return game(which, k)
+
+    got: list = []
+
+    async def until(check: Callable[[], bool]) -> None:
+        for _ in range(500):
+            if check():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"not delivered: {delivered(got)}")
+
+    def plies_of(player: str) -> list[int]:
+        ids = {e.game_id for e in got if isinstance(e, GameStarted) and e.white.name == player}
+        return [e.ply for e in got if isinstance(e, MoveEvent) and e.game_id in ids]
+
+    async with serving("/round.pgn", stream) as url:
+        source = PgnStream(f"stream+{url}")
+        follower = Follower([source], got.append, interval=0.01)
+        run = asyncio.create_task(follower.run(until_ended=True))
+        try:
+            await until(lambda: plies_of("Bai, Jinshi") == [0, 1] and plies_of("Other, Player") == [0])
+            updates.put_nowait(move("a", 5))
+            await until(lambda: plies_of("Bai, Jinshi") == [0, 1, 2, 3, 4])
+            half = move("b", 3)
+            updates.put_nowait(half[: len(half) // 2])
+            await asyncio.sleep(0.3)
+            assert plies_of("Other, Player") == [0]  # half a game's PGN: nothing taken from it
+            updates.put_nowait(half[len(half) // 2 :])
+            await until(lambda: plies_of("Other, Player") == [0, 1, 2])
+            updates.put_nowait(None)  # the stream ends: opened again, every game sent again
+            await until(lambda: connections == 2)
+            updates.put_nowait(move("a", N_PLIES) + move("b", N_PLIES))
+            await asyncio.wait_for(run, 10)
+        finally:
+            updates.put_nowait(None)
+            run.cancel()
+    assert plies_of("Bai, Jinshi") == plies_of("Other, Player") == list(range(N_PLIES))
+    assert [e.plies for e in got if isinstance(e, GameEnded)] == [N_PLIES, N_PLIES]
+    first = [e for e in got if isinstance(e, MoveEvent)][0]
+    assert first.clock == 180.0 and sum(isinstance(e, GameStarted) for e in got) == 2
 
 
 async def test_a_url_answering_304_404_500_or_half_written_text_never_loses_a_ply(feed):
