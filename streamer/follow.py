@@ -182,8 +182,9 @@ STREAM_PREFIX = "stream+"
 STREAM_IDLE = 300.0
 #: Seconds between a stream's end (or failure) and its next opening.
 STREAM_RETRY = 2.0
-#: The end of one game's PGN in a stream: its result token, then a blank line.
-_GAME_END = re.compile(rb"(?:1-0|0-1|1/2-1/2|\*)[ \t]*\r?\n[ \t]*\r?\n")
+#: The end of one game's PGN in a stream: its result token, then a blank line (or, in a stream that leaves the blank
+#: line out, the next game's first tag pair).
+_GAME_END = re.compile(rb"(?:1-0|0-1|1/2-1/2|\*)[ \t]*\r?\n(?:[ \t]*\r?\n|(?=\[))")
 
 
 class PgnStream:
@@ -234,14 +235,21 @@ class PgnStream:
                             raise SourceUnavailable(f"{self.url} answered HTTP {r.status}")
                         self._error, pending = None, b""
                         async for chunk in r.content.iter_any():
+                            if not pending and chunk.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+                                raise SourceUnavailable(f"{self.url} is markup (an HTML page?), not PGN")
                             pending = self._take_games(pending + chunk)
                             if len(pending) > MAX_FEED_BYTES:
                                 raise SourceUnavailable(f"{self.url} streamed {len(pending)} bytes without a whole game")
+                        if pending.strip():  # what a game's PGN was still missing when the stream ended is dropped
+                            raise SourceUnavailable(f"{self.url} ended its stream in the middle of a game's PGN")
                 except SourceUnavailable as e:
                     self._error = str(e)
                 except TimeoutError:
                     self._error = f"cannot stream {self.url}: no answer within {self.timeout:g} s, or silent for {STREAM_IDLE:g} s"
                 except aiohttp.ClientError as e:
+                    self._error = f"cannot stream {self.url}: {e!r}"
+                except Exception as e:  # noqa: BLE001 - a fault of kibitz: logged, and the stream opened again
+                    log.exception("stream read failed", extra={"source": self.location})
                     self._error = f"cannot stream {self.url}: {e!r}"
                 await asyncio.sleep(STREAM_RETRY)
 

@@ -577,6 +577,34 @@ async def test_a_stream_is_followed_as_its_games_change(monkeypatch):
     assert first.clock == 180.0 and sum(isinstance(e, GameStarted) for e in got) == 2
 
 
+async def test_a_stream_that_is_not_pgn_is_unavailable_with_its_reason(monkeypatch):
+    """A ``stream+`` URL that answers an HTML page, or ends in the middle of a game's PGN, is unavailable with the
+    reason (it was opened again every 2 s without a word), and nothing is taken from it."""
+    from streamer import follow
+
+    monkeypatch.setattr(follow, "STREAM_RETRY", 0.05)
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text="<html><body>1. e4 e5 *</body></html>\n\n", content_type="text/html")
+
+    async def cut(request: web.Request) -> web.Response:
+        return web.Response(text=pgn_upto(N_PLIES)[:-40])
+
+    for path, handler, why in (("/page.pgn", page, "is markup"), ("/cut.pgn", cut, "in the middle of a game's PGN")):
+        async with serving(path, handler) as url:
+            got: list = []
+            follower = Follower([PgnStream(f"stream+{url}")], got.append, interval=0.01)
+            try:
+                for _ in range(300):
+                    await follower.poll_once()
+                    if follower.unavailable:
+                        break
+                    await asyncio.sleep(0.01)
+                assert why in follower.unavailable[f"stream+{url}"] and got == []
+            finally:
+                await follower.sources[0].close()
+
+
 async def test_a_url_answering_304_404_500_or_half_written_text_never_loses_a_ply(feed):
     f, url = feed
     got: list = []
