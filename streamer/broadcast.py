@@ -8,14 +8,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from analyzers.engine import EnginePool
-from analyzers.errors import InputError, MalformedEvent
+from analyzers.errors import ConfigurationError, InputError, MalformedEvent, StateStoreError
 from schemas import DeadLetter, PerceivedRating, RatingUpdate, parse_event, parse_player_event
 
 from .cli import print_rejection
@@ -42,6 +46,9 @@ async def follow(args: argparse.Namespace, config, out: Callable[[BaseModel], No
     """Poll the sources and rate their games in the embedded runtime, or (``--produce``) feed the Kafka input topic."""
     from .embedded import EmbeddedRuntime
 
+    if args.state is not None and not args.produce:
+        raise ConfigurationError("--state keeps what a follow sent to Kafka: it needs --produce (the embedded runtime's "
+                                 "ratings start afresh with the process, so its games are read again from their start)")
     sources = [open_source(s) for s in args.sources]
     store = LiveStore()
     if args.produce:
@@ -99,12 +106,29 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource | P
         print_rejection(d)
         send([(topic, key, d.model_dump_json().encode())])
 
+    async def sent() -> None:  # every record submitted so far acknowledged by the broker
+        while not all(f.done() for f in pending):
+            await asyncio.gather(*pending)
+        for f in pending:
+            f.result()
+        pending.clear()
+
+    async def save() -> None:  # what the state file says was sent has been acknowledged (no await in between)
+        await sent()
+        write_follow_state(args.state, follower.state())
+
     try:
         follower = Follower(sources, submit, interval=args.interval, on_error=rejected)
+        if args.state is not None and (saved := read_follow_state(args.state)) is not None:
+            try:
+                follower.restore(saved)
+            except ValueError as e:
+                raise StateStoreError(f"{args.state}: {e}: remove it to send every game of the feeds again") from None
+            log.info("follow state taken up", extra={"file": str(args.state)})
         async with serving(store, args.serve) as server:
             reader = asyncio.create_task(read_outputs(settings, store)) if server else None
             try:
-                await follower.run(until_ended=args.until_ended)
+                await follower.run(until_ended=args.until_ended, after_poll=save if args.state is not None else None)
                 await asyncio.gather(*pending)
                 await producer.flush()
                 if server and args.until_ended and args.linger:
@@ -115,6 +139,28 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource | P
                     await asyncio.gather(reader, return_exceptions=True)
     finally:
         await producer.stop()
+
+
+def read_follow_state(path: Path) -> dict[str, Any] | None:
+    """A saved follow state (:meth:`~streamer.follow.Follower.state`), None if the file is not there yet."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise StateStoreError(f"cannot read the follow state {path}: {e}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise StateStoreError(f"{path} is not a follow state ({e}): remove it to send every game of the feeds again") from None
+    return data if isinstance(data, dict) else {}
+
+
+def write_follow_state(path: Path, state: dict[str, Any]) -> None:
+    """Save a follow state whole or not at all (written beside, then renamed over the old one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(state, separators=(",", ":")))
+    os.replace(tmp, path)
 
 
 #: What ``kibitz serve`` reads, and how each topic's records parse.

@@ -915,6 +915,8 @@ def build_parser() -> argparse.ArgumentParser:
     fo.add_argument("--produce", action="store_true", help="send the events to the Kafka input topic instead of rating here")
     fo.add_argument("--out", type=Path, help="write every PerceivedRating, RatingUpdate and FairPlayAlert as JSON lines")
     fo.add_argument("--until-ended", action="store_true", help="stop once every game seen has a result")
+    fo.add_argument("--state", type=Path, default=None, help="with --produce: a file that keeps what was sent (saved once "
+                    "the broker has it), so that a follow started again sends only what is new")
     fo.add_argument("--linger", type=float, default=0.0, help="with --until-ended and --serve: keep serving this many seconds")
     add_engine_options(fo)
     add_review_option(fo)

@@ -45,7 +45,7 @@ import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,8 @@ STABLE_POLLS = 3
 #: with clocks, far beyond a round of any broadcast. A larger one (a whole database, a URL serving something else) is
 #: the feed being unavailable, so memory stays bounded whatever a URL serves.
 MAX_FEED_BYTES = 64 * 1024 * 1024
+#: The version of a saved follow state (:meth:`Follower.state`); a state of another version is refused, not guessed at.
+STATE_VERSION = 1
 #: Headers that identify a game within a feed.
 IDENT_HEADERS = ("Event", "Site", "Date", "Round", "White", "Black")
 
@@ -306,6 +308,10 @@ class _Game:
     changed_after_end: bool = False  # its text changed after its end (logged once)
 
 
+#: The fields of a followed game that a saved follow state keeps (the rest are about the polls in progress).
+_SAVED_FIELDS = ("game_id", "moves", "ended", "revision", "rejected", "over", "gone", "result", "changed_after_end")
+
+
 @dataclass
 class ParsedGame:
     """One game of a feed's text as far as it parses."""
@@ -419,6 +425,17 @@ class FeedTracker:
         self._failed: set[str] = set()   # games whose update raised (an internal error, logged once)
         self._parser = FeedParser()      # parses only the games whose text changed since the last poll
         self._alike: dict[str, list[str]] = {}  # key from the tags -> the keys of the games that share those tags
+
+    def snapshot(self) -> dict[str, Any]:
+        """What this tracker delivered, as JSON-ready data: each game's id, delivered moves and state, and the games
+        told apart under shared tags (:meth:`restore` reads it back)."""
+        return {"games": {key: {f: getattr(g, f) for f in _SAVED_FIELDS} for key, g in self.games.items()},
+                "alike": self._alike}
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """Take up what :meth:`snapshot` saved: a text polled next delivers only what came since."""
+        self.games = {key: _Game(**{f: g[f] for f in _SAVED_FIELDS}) for key, g in data["games"].items()}
+        self._alike = {k: list(v) for k, v in data["alike"].items()}
 
     def game_key(self, headers: chess.pgn.Headers) -> str:
         ident = "|".join(headers.get(k, "") for k in IDENT_HEADERS)
@@ -634,18 +651,38 @@ class Follower:
             n += 1
         return n
 
+    def state(self) -> dict[str, Any]:
+        """What every source delivered so far (:meth:`FeedTracker.snapshot`), to be saved and given to
+        :meth:`restore` when the follow starts again, so that it does not send everything again."""
+        return {"version": STATE_VERSION, "feeds": {loc: t.snapshot() for loc, t in self.trackers.items()}}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take up a saved :meth:`state`; the sources it does not name start afresh. Raises ValueError for data that is
+        not such a state (another version, a damaged file)."""
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            raise ValueError(f"not a follow state of version {STATE_VERSION}")
+        try:
+            for loc, saved in state["feeds"].items():
+                if loc in self.trackers:
+                    self.trackers[loc].restore(saved)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"a damaged follow state ({e!r})") from None
+
     def all_ended(self) -> bool:
         """Whether at least one game was seen and every game seen is over: ended, refused, or rejected at a move with
         its result set (it would wait for a correction that a finished round does not bring)."""
         games = [g for t in self.trackers.values() for g in t.games.values()]
         return bool(games) and all(g.over for g in games)
 
-    async def run(self, *, until_ended: bool = False) -> None:
+    async def run(self, *, until_ended: bool = False, after_poll: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Poll until cancelled (or every game is over); ``after_poll`` is awaited after each poll that submitted
+        something (e.g. to flush what was sent and save :meth:`state`)."""
         polled: set[str] = set()
 
         async def follow(s: PgnSource | PgnStream) -> None:  # returns only once every game is over (until_ended)
             while True:
-                await self.poll(s)
+                if await self.poll(s) and after_poll is not None:
+                    await after_poll()
                 polled.add(s.location)
                 if until_ended and len(polled) == len(self.trackers) and self.all_ended():
                     return

@@ -360,6 +360,32 @@ def test_of_two_games_under_the_same_tags_the_one_left_in_the_feed_keeps_its_id(
     assert all(g.revision == 1 for g in t.games.values())
 
 
+async def test_a_follow_started_again_from_its_saved_state_sends_only_what_is_new(tmp_path):
+    """A follow's state, saved (as JSON) and taken up by a new follower of the same sources, delivers nothing of what
+    was delivered: the same text gives no event, a grown one only the new plies and ends, under the same ids (games
+    under shared tags included). A state that is not one is refused, not guessed at."""
+    import json
+
+    path = tmp_path / "round.pgn"
+    path.write_text(pgn_upto(10) + same_tags(4))
+    first: list = []
+    one = Follower([PgnSource(str(path))], first.append, interval=0.01)
+    await one.poll_once()
+    assert len(moves_of(first)) == 14
+    saved = json.loads(json.dumps(one.state()))
+    again: list = []
+    two = Follower([PgnSource(str(path))], again.append, interval=0.01)
+    two.restore(saved)
+    assert await two.poll_once() == 0 and again == []
+    path.write_text(pgn_upto(N_PLIES) + same_tags(40))
+    os.utime(path, ns=(10**9, 10**9))
+    await two.poll_once()
+    assert sorted(delivered(first + again)) == sorted(delivered(FeedTracker(path.stem).update(path.read_text())))
+    for bad in ({"version": 99, "feeds": {}}, {"version": 1, "feeds": {str(path): {"games": {"k": {}}}}}, []):
+        with pytest.raises(ValueError):
+            Follower([PgnSource(str(path))], again.append).restore(bad)  # type: ignore[arg-type]
+
+
 async def test_a_growing_file_is_followed_ply_by_ply(tmp_path):
     path = tmp_path / "games.pgn"
     got: list = []

@@ -895,6 +895,33 @@ def test_follow_produce_worker_metrics_prometheus_and_serve(broker, tmp_path):
             p.wait(20)
 
 
+def test_follow_produce_started_again_with_its_state_sends_only_what_is_new(broker, tmp_path):
+    """``kibitz follow --produce --state FILE`` run, then run again over the feed grown by a game: the second run
+    sends only the new game's events (without the state it sends every event again, each a duplicate dead letter at
+    the worker). ``--state`` without ``--produce`` is a usage error."""
+    from conftest import pgn_upto
+
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    feed, state = tmp_path / "round.pgn", tmp_path / "follow-state.json"
+    feed.write_text(pgn_upto(49))
+    common = ("--produce", "--until-ended", "--interval", "0.1", "--broker", broker, "--topic-prefix", prefix,
+              "--state", str(state))
+    r = cli("follow", str(feed), *common, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert state.exists()
+    feed.write_text(pgn_upto(49) + pgn_upto(49, white="Other, Player"))
+    r = cli("follow", str(feed), *common, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = asyncio.run(consume_until(broker, [t.moves], lambda o: sum(b'"game_ended"' in v for v in o[t.moves]) >= 2,
+                                    timeout=60))
+    events = [json.loads(v) for v in out[t.moves]]
+    assert [e["type"] for e in events].count("game_started") == 2 and len(events) == 2 * (49 + 2)
+    assert len({(e["game_id"], e.get("ply"), e["type"]) for e in events}) == len(events)  # nothing sent twice
+    r = cli("follow", str(feed), "--until-ended", "--state", str(state), timeout=60)
+    assert r.returncode == 2 and "--state keeps what a follow sent to Kafka: it needs --produce" in r.stderr
+
+
 def go_through_worker_and_replay(broker: str, tmp_path: Path, sources: list[Path], go: tuple[str, ...],
                                  results: int) -> tuple[list[dict], list[dict]]:
     """Produce ``sources`` (SGF and PGN files) to one worker started with ``--go`` and the options ``go``; consume its
