@@ -627,15 +627,21 @@ class Follower:
         self.sources = list(sources)
         self.submit = submit
         self.interval = interval
-        self.trackers = {s.location: FeedTracker(s.name, on_error) for s in self.sources}
+        self._on_error = on_error or (lambda e: None)
+        self._rejected = 0  # rejections handed to on_error: a poll that only rejects has sent something too
+        self.trackers = {s.location: FeedTracker(s.name, self._reject) for s in self.sources}
         self.unavailable: dict[str, str] = {}  # location -> last error, logged once per outage
 
     async def poll_once(self) -> int:
         """Poll every source once, all at the same time; returns the number of events submitted."""
         return sum(await asyncio.gather(*(self.poll(s) for s in self.sources)))
 
+    def _reject(self, e: InputError) -> None:
+        self._rejected += 1
+        self._on_error(e)
+
     async def poll(self, s: PgnSource | PgnStream) -> int:
-        """Poll one source; returns the number of events submitted."""
+        """Poll one source; returns the number of events submitted and rejections reported."""
         try:
             text = await s.fetch()
         except SourceUnavailable as e:
@@ -645,11 +651,11 @@ class Follower:
             return 0
         if self.unavailable.pop(s.location, None) is not None:
             log.info("feed available again", extra={"source": s.location})
-        n = 0
+        n, rejected = 0, self._rejected
         for ev in self.trackers[s.location].update(text):  # None (unchanged): what waited may now be taken
             self.submit(ev)
             n += 1
-        return n
+        return n + self._rejected - rejected
 
     def state(self) -> dict[str, Any]:
         """What every source delivered so far (:meth:`FeedTracker.snapshot`), to be saved and given to

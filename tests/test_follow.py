@@ -381,6 +381,18 @@ async def test_a_follow_started_again_from_its_saved_state_sends_only_what_is_ne
     os.utime(path, ns=(10**9, 10**9))
     await two.poll_once()
     assert sorted(delivered(first + again)) == sorted(delivered(FeedTracker(path.stem).update(path.read_text())))
+    # a poll that only refuses a game (a variant) counts as one that sent something: its state is saved, and the
+    # refusal is not reported again by a follow started from it
+    variant = pgn_upto(3, white="Variant, Player").replace("[Event ", '[Variant "Chess960"]\n[Event ', 1)
+    path.write_text(path.read_text() + variant)
+    os.utime(path, ns=(2 * 10**9, 2 * 10**9))
+    errors: list = []
+    three = Follower([PgnSource(str(path))], again.append, interval=0.01, on_error=errors.append)
+    three.restore(two.state())
+    assert await three.poll_once() == 1 and len(errors) == 1 and isinstance(errors[0], UnsupportedGame)
+    four = Follower([PgnSource(str(path))], again.append, interval=0.01, on_error=errors.append)
+    four.restore(json.loads(json.dumps(three.state())))
+    assert await four.poll_once() == 0 and len(errors) == 1
     for bad in ({"version": 99, "feeds": {}}, {"version": 1, "feeds": {str(path): {"games": {"k": {}}}}}, []):
         with pytest.raises(ValueError):
             Follower([PgnSource(str(path))], again.append).restore(bad)  # type: ignore[arg-type]
