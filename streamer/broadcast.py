@@ -49,6 +49,8 @@ async def follow(args: argparse.Namespace, config, out: Callable[[BaseModel], No
     if args.state is not None and not args.produce:
         raise ConfigurationError("--state keeps what a follow sent to Kafka: it needs --produce (the embedded runtime's "
                                  "ratings start afresh with the process, so its games are read again from their start)")
+    if args.state is not None and not args.state.resolve().parent.is_dir():
+        raise ConfigurationError(f"--state {args.state}: no folder {args.state.resolve().parent} to keep it in")
     sources = [open_source(s) for s in args.sources]
     store = LiveStore()
     if args.produce:

@@ -920,6 +920,8 @@ def test_follow_produce_started_again_with_its_state_sends_only_what_is_new(brok
     assert len({(e["game_id"], e.get("ply"), e["type"]) for e in events}) == len(events)  # nothing sent twice
     r = cli("follow", str(feed), "--until-ended", "--state", str(state), timeout=60)
     assert r.returncode == 2 and "--state keeps what a follow sent to Kafka: it needs --produce" in r.stderr
+    r = cli("follow", str(feed), *common[:-1], str(tmp_path / "no-such-folder" / "state.json"), timeout=60)
+    assert r.returncode == 2 and "no-such-folder to keep it in" in r.stderr
 
 
 def go_through_worker_and_replay(broker: str, tmp_path: Path, sources: list[Path], go: tuple[str, ...],
