@@ -128,19 +128,23 @@ def class_from_clock(first_clock: float | None) -> str:
 #: The clock inputs are centred on half the base time left and on base / 40 spent on a move (0 = typical, and the
 #: value of a move without clocks); the small constants keep the logarithms finite at 0.
 CLOCK_LEFT_REF, CLOCK_SPENT_REF, CLOCK_EPS_LEFT, CLOCK_EPS_SPENT = 0.5, 1.0 / 40.0, 0.05, 0.005
+#: The most of the base a clock's time left (increments and added time: rarely 1.5) and time spent are read as: a
+#: clock's glitch or a corrected clock beyond them is read as them, not as a time the inputs were never fitted on.
+CLOCK_LEFT_MAX, CLOCK_SPENT_MAX = 4.0, 1.0
 
 
 def clock_inputs(left: float | None, previous: float | None, base: float | None) -> tuple[float, float]:
     """(x_left, x_spent) of a move: ``log((left/base + e) / (ref + e))`` for the mover's time left after it, and the same
     of the time spent on it (the mover's previous clock minus this one; the increment is not known, so it is left
-    out). Each is 0 where its clocks are not known."""
+    out), each ratio to the base read as at most :data:`CLOCK_LEFT_MAX` / :data:`CLOCK_SPENT_MAX`. Each is 0 where
+    its clocks are not known."""
     if left is None or base is None or not base > 0:
         return 0.0, 0.0
-    x_left = math.log((left / base + CLOCK_EPS_LEFT) / (CLOCK_LEFT_REF + CLOCK_EPS_LEFT))
+    x_left = math.log((min(left / base, CLOCK_LEFT_MAX) + CLOCK_EPS_LEFT) / (CLOCK_LEFT_REF + CLOCK_EPS_LEFT))
     if previous is None:
         return x_left, 0.0
-    spent = max(previous - left, 0.0)
-    return x_left, math.log((spent / base + CLOCK_EPS_SPENT) / (CLOCK_SPENT_REF + CLOCK_EPS_SPENT))
+    spent = min(max(previous - left, 0.0) / base, CLOCK_SPENT_MAX)
+    return x_left, math.log((spent + CLOCK_EPS_SPENT) / (CLOCK_SPENT_REF + CLOCK_EPS_SPENT))
 
 
 def rating_z(ratings: np.ndarray | float) -> Any:

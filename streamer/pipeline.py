@@ -228,6 +228,7 @@ class GameState:
     #: the mover's clock after each move (None where the input had none): a game's record for the review
     clocks: list[float | None] = field(default_factory=list)
     _position: Any = field(default=None, repr=False, compare=False)
+    clock_warned: bool = field(default=False, repr=False, compare=False)  # an implausible clock was logged (not stored)
 
     @property
     def adapter(self) -> GameAdapter:
@@ -370,6 +371,7 @@ class AppliedMove:
     results: list[GameResult]
     clock_spent: float | None = None  # the mover's previous clock minus this one
     captured_on: Any = None  # where the opponent's last move captured (chess: a square), if it captured
+    clock: float | None = None  # the mover's clock after it (None where missing or implausible: plausible_clock)
 
     @property
     def white_moved(self) -> bool:
@@ -389,21 +391,39 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
     except IllegalMove as e:
         raise IllegalMove(str(e), game_id=ev.game_id, ply=ev.ply) from None
     white_moved = state.colour(side) == "white"
+    clock = plausible_clock(ev, state)
     state.moves.append(ev.uci)
-    state.clocks.append(ev.clock)
+    state.clocks.append(clock)
     if state.time_class == UNKNOWN_CLASS and ev.ply <= 1:
         # no declared time control: the first clock is base + increment minus a few seconds; a game without clocks
         # (an over-the-board archive) may still have an event name that says it ("World Blitz")
-        state.time_class = class_from_clock(ev.clock) if ev.clock is not None else class_from_event_name(state.event)
+        state.time_class = class_from_clock(clock) if clock is not None else class_from_event_name(state.event)
     spent = None
-    if ev.clock is not None:
+    if clock is not None:
         side = 0 if white_moved else 1
         previous = state.last_clock[side]
-        spent = max(previous - ev.clock, 0.0) if previous is not None else None
-        state.last_clock[side] = ev.clock
-        if ev.ply <= 1 and ev.clock > 0:
-            state.clock_base = max(state.clock_base or 0.0, ev.clock)
-    return AppliedMove(ev, state, before, game.copy(pos), side, _maybe_finish(state), spent, captured_on)
+        spent = max(previous - clock, 0.0) if previous is not None else None
+        state.last_clock[side] = clock
+        if ev.ply <= 1 and clock > 0:
+            state.clock_base = max(state.clock_base or 0.0, clock)
+    return AppliedMove(ev, state, before, game.copy(pos), side, _maybe_finish(state), spent, captured_on, clock)
+
+
+#: A clock over a day is no clock of a rated game: a producer's unit error (milliseconds for seconds) or a clock's
+#: glitch. Such a clock is taken as missing (the move is rated without it); kept, one would set the move model's
+#: time inputs far outside anything it was fitted on.
+MAX_CLOCK = 86_400.0
+
+
+def plausible_clock(ev: MoveEvent, state: GameState) -> float | None:
+    """The move's clock, or None (logged once per game) if it is over :data:`MAX_CLOCK`."""
+    if ev.clock is None or ev.clock <= MAX_CLOCK:
+        return ev.clock
+    if not state.clock_warned:
+        state.clock_warned = True
+        log.warning("implausible clock taken as missing", extra={"game_id": ev.game_id, "ply": ev.ply,
+                                                                "clock": ev.clock, "max_clock": MAX_CLOCK})
+    return None
 
 
 async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineConfig,
@@ -441,7 +461,7 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
     return MoveAssessment(
         game_id=ev.game_id, ply=ev.ply, player_id=mover.id, color="white" if white_moved else "black", uci=ev.uci,
         event=state.event, reference_rating=mover.rating, reference_rd=mover.rd, time_class=state.time_class,
-        clock=ev.clock, clock_spent=applied.clock_spent, clock_base=state.clock_base,
+        clock=applied.clock, clock_spent=applied.clock_spent, clock_base=state.clock_base,
         eval_before=s_before, eval_after=s_after,
         gain=gain(s_before, s_after, white_moved), loss=max(0, before.best_cp - played_value),
         # plain dicts: MoveAssessment validates them in one pass (a Candidate() each costs a Python-level __init__)

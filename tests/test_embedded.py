@@ -293,3 +293,40 @@ async def test_a_step_cancelled_while_it_waits_for_its_search_is_counted_once_wh
     assert assessment.type == "assessment" and assessment.ply == 0
     assert steps.metrics.registry.get_sample_value("kibitz_events_total", {"type": "move"}) == 1
     assert steps.metrics.registry.get_sample_value("kibitz_events_total", {"type": "game_started"}) == 1
+
+
+async def test_a_clock_no_rated_game_has_is_read_as_missing(stockfish, caplog):
+    """A clock of 180,000 s on one move (a producer sending milliseconds, a clock's glitch) set the move model's time
+    inputs far beyond anything it was fitted on: the player's published rating jumped by 600 for the rest of the game
+    (to 3400, the grid's end, for 1e300). Over MAX_CLOCK (a day) a clock is read as missing, logged once per game:
+    the published ratings are exactly those of the same game with that clock left out."""
+    from dataclasses import replace
+
+    from conftest import BROADCAST
+
+    from analyzers.calibration import load_calibration
+    from analyzers.combination import load_combination
+    from analyzers.profiles import get_profile
+    from analyzers.ratingmodel import load_move_model
+    from streamer.follow import FeedTracker
+
+    config = PipelineConfig(replace(get_profile("fast"), depth=6, multipv=4), load_calibration("fast"),
+                            model=load_move_model("fast"), combination=load_combination("fast"))
+    events = [json.loads(e.model_dump_json()) for e in FeedTracker("r").update(BROADCAST.read_text())]
+
+    async def ratings(clock_20, clock_40):
+        lines = [json.dumps({**e, "clock": {20: clock_20, 40: clock_40}[e["ply"]]} if e.get("ply") in (20, 40) else e)
+                 for e in events]
+        out = []
+        async with EnginePool(size=2, timeout=5) as pool, EmbeddedRuntime(pool, config, out.append, print) as rt:
+            for raw in lines:
+                rt.submit_raw(raw, source="test")
+            await rt.drain()
+        return {(m.ply, m.scope, m.player_id): (m.rating, m.low, m.high) for m in out if isinstance(m, PerceivedRating)}
+
+    with caplog.at_level("WARNING", logger="kibitz.pipeline"):
+        glitch = await ratings(180_000.0, 1e300)
+    assert len([r for r in caplog.records if r.getMessage() == "implausible clock taken as missing"]) == 1
+    missing = await ratings(None, None)
+    assert glitch == missing and len(glitch) > 49  # every ply in the game scope, the others at the end
+    assert max(r for r, _, _ in glitch.values()) < 3000

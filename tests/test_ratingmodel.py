@@ -2,6 +2,7 @@
 messages that carry it (docs/models.md s. 9)."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -157,6 +158,17 @@ def test_perceived_rating_v1_messages_still_parse():
     msg = PerceivedRating.model_validate_json(json.dumps(v1))
     assert msg.schema_version == 1 and msg.performance is None
     assert PerceivedRating(**{**v1, "schema_version": 2, "method": "model", "performance": 2100.0}).schema_version == 2
+
+
+def test_clock_inputs_read_a_glitch_as_the_most_a_real_clock_shows():
+    """A clock far above the base (a relay's 9:59:59 for a moment, a corrected clock) is read as 4 bases left and a
+    whole base spent at most, not as a time the inputs were never fitted on (the rating jumped to the grid's end)."""
+    base = 180.0
+    assert clock_inputs(35_999.0, None, base) == clock_inputs(4 * base, None, base)
+    assert clock_inputs(0.0, 35_999.0, base) == clock_inputs(0.0, base, base)
+    assert max(map(abs, clock_inputs(35_999.0, 71_998.0, base))) < 4.0
+    assert clock_inputs(1.5 * base, 1.6 * base, base) == pytest.approx(  # what real clocks show is read as before
+        (math.log((1.5 + 0.05) / 0.55), math.log((0.1 + 0.005) / (1 / 40 + 0.005))))
 
 
 def test_clock_inputs_are_zero_at_the_references_and_unknown_clocks():
