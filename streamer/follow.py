@@ -184,6 +184,9 @@ STREAM_PREFIX = "stream+"
 STREAM_IDLE = 300.0
 #: Seconds between a stream's end (or failure) and its next opening.
 STREAM_RETRY = 2.0
+#: The games a stream keeps (a round has at most a few hundred): past it, the game updated longest ago is dropped, so
+#: a stream that never stops bringing new games (a platform's) holds bounded memory.
+MAX_STREAM_GAMES = 2_000
 #: The end of one game's PGN in a stream: its result token, then a blank line (or, in a stream that leaves the blank
 #: line out, the next game's first tag pair).
 _GAME_END = re.compile(rb"(?:1-0|0-1|1/2-1/2|\*)[ \t]*\r?\n(?:[ \t]*\r?\n|(?=\[))")
@@ -205,6 +208,8 @@ class PgnStream:
         self.name = Path(urlparse(self.url).path).stem or "feed"
         self.timeout = timeout
         self._games: dict[str, str] = {}  # a game's identifying tags -> its latest PGN
+        self._updated: dict[str, int] = {}  # a game's identifying tags -> when its PGN last came (a count of games)
+        self._received = 0
         self._changed = False
         self._error: str | None = None   # why the stream is down, while it is
         self._task: asyncio.Task | None = None
@@ -272,7 +277,12 @@ class PgnStream:
                 continue
             ident = "|".join(headers.get(k, "") for k in (*IDENT_HEADERS, "GameURL", "ChapterURL"))
             self._games[ident] = text if text.endswith("\n\n") else text.rstrip() + "\n\n"
+            self._received += 1
+            self._updated[ident] = self._received
             self._changed = True
+            if len(self._games) > MAX_STREAM_GAMES:  # the tracker takes the dropped game as over once it is missing
+                oldest = min(self._updated, key=self._updated.__getitem__)
+                del self._games[oldest], self._updated[oldest]
         return data[start:]
 
     async def close(self) -> None:

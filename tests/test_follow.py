@@ -643,6 +643,24 @@ async def test_a_stream_that_is_not_pgn_is_unavailable_with_its_reason(monkeypat
                 await follower.sources[0].close()
 
 
+async def test_a_stream_that_never_stops_bringing_games_keeps_a_bounded_number(monkeypatch):
+    """A stream keeps at most MAX_STREAM_GAMES games (here 3): past it the game updated longest ago is dropped from its
+    text (the tracker takes it as over once missing), so a platform's endless stream holds bounded memory."""
+    from streamer import follow
+
+    monkeypatch.setattr(follow, "MAX_STREAM_GAMES", 3)
+    source = PgnStream("stream+http://127.0.0.1:1/round.pgn")  # nothing listens there: only what is fed below
+    try:
+        games = [pgn_upto(2, white=f"Board {i}, Player") for i in range(5)] + [pgn_upto(3, white="Board 2, Player")]
+        assert source._take_games("".join(games).encode()) == b""
+        text = await source.fetch()
+        assert text is not None
+        names = [e.white.name for e in FeedTracker("r").update(text) if isinstance(e, GameStarted)]
+        assert names == ["Board 2, Player", "Board 3, Player", "Board 4, Player"]
+    finally:
+        await source.close()
+
+
 async def test_a_url_answering_304_404_500_or_half_written_text_never_loses_a_ply(feed):
     f, url = feed
     got: list = []
