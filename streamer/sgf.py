@@ -34,8 +34,10 @@ from .pipeline import SELF_PLAY
 _GAME_START = re.compile(rb"\n(?=\s*\(;)")
 #: Where a game tree starts (sgfmill's own pattern: "(" and ";" with blanks between).
 _GAME_OPEN = re.compile(rb"\(\s*;")
-#: What decides a game tree's depth: a parenthesis, or a property value skipped whole (escapes included).
-_TREE_SCAN = re.compile(rb"\[(?:[^\]\\]|\\.)*\]|[()]", re.S)
+#: What decides a game tree's depth: a parenthesis, or the start of a property value, skipped whole to its closing
+#: bracket (escapes included).
+_TREE_MARK = re.compile(rb"[()\[]")
+_VALUE_REST = re.compile(rb"(?:[^\]\\]|\\.)*\]", re.S)
 #: Komi used when a record says 0 in a game that was played with komi (Fox's quirk).
 DEFAULT_KOMI = 6.5
 
@@ -160,18 +162,24 @@ def split_collection(data: bytes) -> list[bytes]:
 
 def _game_trees(part: bytes) -> list[bytes]:
     """``part`` cut where a game tree closes and another starts ("(;" at depth 0). Property values are skipped whole
-    (they may hold parentheses); a record that does not close is never cut."""
-    out, start, depth, closed, closed_at = [], 0, 0, False, 0
-    for m in _TREE_SCAN.finditer(part):
-        token = m.group()
-        if token == b"(":
+    (they may hold parentheses); a record that does not close is never cut, and a value that does not close ends the
+    scan (so the scan is linear whatever the bytes)."""
+    out, start, depth, closed, closed_at, i = [], 0, 0, False, 0, 0
+    while (m := _TREE_MARK.search(part, i)) is not None:
+        token, i = m.group(), m.end()
+        if token == b"[":
+            value = _VALUE_REST.match(part, i)
+            if value is None:  # a value that never closes: nothing after it can be cut
+                break
+            i = value.end()
+        elif token == b"(":
             if depth == 0 and closed and _GAME_OPEN.match(part, m.start()):
                 out.append(part[start:closed_at])
                 start = m.start()  # what lies between two game trees is not part of either
             depth += 1
-        elif token == b")" and depth > 0:
+        elif depth > 0:  # ")"
             depth -= 1
-            closed, closed_at = depth == 0, m.end()
+            closed, closed_at = depth == 0, i
     out.append(part[start:])
     return out
 
