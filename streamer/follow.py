@@ -190,6 +190,8 @@ MAX_STREAM_GAMES = 2_000
 #: The end of one game's PGN in a stream: its result token, then a blank line (or, in a stream that leaves the blank
 #: line out, the next game's first tag pair).
 _GAME_END = re.compile(rb"(?:1-0|0-1|1/2-1/2|\*)[ \t]*\r?\n(?:[ \t]*\r?\n|(?=\[))")
+#: How far before new bytes a game's end may start: "1/2-1/2" and a CRLF (blank runs are bounded by it in practice).
+_GAME_END_SPAN = 64
 
 
 class PgnStream:
@@ -240,11 +242,14 @@ class PgnStream:
                     async with session.get(self.url) as r:
                         if r.status != 200:
                             raise SourceUnavailable(f"{self.url} answered HTTP {r.status}")
-                        self._error, pending = None, b""
+                        self._error, pending = None, bytearray()
                         async for chunk in r.content.iter_any():
                             if not pending and chunk.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
                                 raise SourceUnavailable(f"{self.url} is markup (an HTML page?), not PGN")
-                            pending = self._take_games(pending + chunk)
+                            # only the new bytes (and the few before them a game's end may start in) are searched
+                            since = max(len(pending) - _GAME_END_SPAN, 0)
+                            pending += chunk
+                            del pending[: self._take_games(pending, since)]
                             if len(pending) > MAX_FEED_BYTES:
                                 raise SourceUnavailable(f"{self.url} streamed {len(pending)} bytes without a whole game")
                         if pending.strip():  # what a game's PGN was still missing when the stream ended is dropped
@@ -260,11 +265,12 @@ class PgnStream:
                     self._error = f"cannot stream {self.url}: {e!r}"
                 await asyncio.sleep(STREAM_RETRY)
 
-    def _take_games(self, data: bytes) -> bytes:
-        """Take every whole game at the start of ``data``; returns the rest (a game still arriving)."""
+    def _take_games(self, data: bytes | bytearray, since: int = 0) -> int:
+        """Take every whole game at the start of ``data`` (no game ends before ``since``); returns how many bytes they
+        took (what follows is a game still arriving)."""
         start = 0
-        for m in _GAME_END.finditer(data):
-            game = data[start:m.end()]
+        for m in _GAME_END.finditer(data, since):
+            game = bytes(data[start:m.end()])
             start = m.end()
             try:
                 text, _ = decode_pgn(game)
@@ -283,7 +289,7 @@ class PgnStream:
             if len(self._games) > MAX_STREAM_GAMES:  # the tracker takes the dropped game as over once it is missing
                 oldest = min(self._updated, key=self._updated.__getitem__)
                 del self._games[oldest], self._updated[oldest]
-        return data[start:]
+        return start
 
     async def close(self) -> None:
         if self._task is not None:
