@@ -640,7 +640,8 @@ class Follower:
 
     def __init__(self, sources: Iterable[PgnSource | PgnStream], submit: Callable[[FeedEvent], object], *, interval: float = DEFAULT_INTERVAL,
                  on_error: Callable[[InputError], None] | None = None) -> None:
-        self.sources = list(sources)
+        # a source named twice is followed once (twice, each poll would count towards a half-written end settling)
+        self.sources = list({s.location: s for s in sources}.values())
         self.submit = submit
         self.interval = interval
         self._on_error = on_error or (lambda e: None)

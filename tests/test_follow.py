@@ -401,7 +401,8 @@ async def test_a_follow_started_again_from_its_saved_state_sends_only_what_is_ne
 async def test_a_growing_file_is_followed_ply_by_ply(tmp_path):
     path = tmp_path / "games.pgn"
     got: list = []
-    follower = Follower([PgnSource(str(path))], got.append, interval=0.01)
+    follower = Follower([PgnSource(str(path)), PgnSource(str(path))], got.append, interval=0.01)
+    assert len(follower.sources) == 1  # named twice, followed once
     assert await follower.poll_once() == 0 and follower.unavailable  # not there yet: retried, not fatal
     for k in (1, 2, 3, 10, 10, N_PLIES):
         path.write_text(pgn_upto(k))
