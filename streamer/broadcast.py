@@ -108,15 +108,14 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource | P
         print_rejection(d)
         send([(topic, key, d.model_dump_json().encode())])
 
-    async def sent() -> None:  # every record submitted so far acknowledged by the broker
+    async def save() -> None:
+        # every record submitted so far acknowledged (a failed send raises), including those submitted while waiting;
+        # then the state, with no await in between: what the file says was sent, the broker has
         while not all(f.done() for f in pending):
             await asyncio.gather(*pending)
-        for f in pending:
+        for f in pending:  # one that had failed before the wait (gather is not called when all are done)
             f.result()
         pending.clear()
-
-    async def save() -> None:  # what the state file says was sent has been acknowledged (no await in between)
-        await sent()
         write_follow_state(args.state, follower.state())
 
     try:

@@ -78,6 +78,24 @@ IDENT_HEADERS = ("Event", "Site", "Date", "Round", "White", "Black")
 FeedEvent = GameStarted | MoveEvent | GameEnded
 
 
+def feed_text(where: str, data: bytes, *, partial: bool = False) -> tuple[str, str]:
+    """A feed's bytes as text and the encoding read (:func:`~streamer.ingest.decode_pgn`). Markup (an HTML page: a
+    wrong URL, a login or error page served as 200), compressed or binary bytes are the feed ``where`` being
+    unavailable, not PGN: python-chess would find moves in their words ("e4") and start games of them."""
+    try:
+        text, encoding = decode_pgn(data, partial=partial)
+    except MalformedEvent as e:
+        raise SourceUnavailable(f"{where}: {e}") from None
+    if text.lstrip("\ufeff \t\r\n").startswith("<"):
+        raise SourceUnavailable(f"{where} is markup (an HTML page?), not PGN")
+    return text, encoding
+
+
+def identifying_tags(headers: chess.pgn.Headers, extra: tuple[str, ...] = ()) -> str:
+    """The tags that identify a game within a feed (:data:`IDENT_HEADERS`, then ``extra``), joined."""
+    return "|".join(headers.get(k, "") for k in (*IDENT_HEADERS, *extra))
+
+
 class PgnSource:
     """One feed: a local path or an http(s) URL. :meth:`fetch` returns the text when it changed, else None."""
 
@@ -157,15 +175,9 @@ class PgnSource:
                                     "change): follow a file per round or per game")
 
     def _pgn_text(self, data: bytes) -> str:
-        """The feed's bytes as text; markup (an HTML page: a wrong URL, a login or error page served as 200) is
-        refused as the feed being unavailable, not read as PGN (python-chess would find moves in its words, "e4",
-        and start a game of them). Nothing of such a text is remembered, so it is fetched and refused again."""
-        try:
-            text, encoding = decode_pgn(data, partial=True)
-        except MalformedEvent as e:  # a compressed or binary file: unavailable as PGN, like markup below
-            raise SourceUnavailable(f"{self.location}: {e}") from None
-        if text.lstrip("\ufeff \t\r\n").startswith("<"):
-            raise SourceUnavailable(f"{self.location} is markup (an HTML page?), not PGN")
+        """The feed's bytes as text (:func:`feed_text`). Nothing of a text refused is remembered, so it is fetched and
+        refused again."""
+        text, encoding = feed_text(self.location, data, partial=True)
         if encoding != self._encoding:  # logged when it changes, not at every poll
             if encoding != "utf-8":
                 log.warning("feed is not UTF-8: read as %s", encoding, extra={"source": self.location, "encoding": encoding})
@@ -270,18 +282,12 @@ class PgnStream:
         took (what follows is a game still arriving)."""
         start = 0
         for m in _GAME_END.finditer(data, since):
-            game = bytes(data[start:m.end()])
+            text, _ = feed_text(self.url, bytes(data[start:m.end()]))
             start = m.end()
-            try:
-                text, _ = decode_pgn(game)
-            except MalformedEvent as e:  # bytes that are not a text: the stream is not PGN
-                raise SourceUnavailable(f"{self.url}: {e}") from None
-            if text.lstrip("\ufeff \t\r\n").startswith("<"):
-                raise SourceUnavailable(f"{self.url} is markup (an HTML page?), not PGN")
             headers = chess.pgn.read_headers(io.StringIO(text))
             if headers is None:
                 continue
-            ident = "|".join(headers.get(k, "") for k in (*IDENT_HEADERS, "GameURL", "ChapterURL"))
+            ident = identifying_tags(headers, ("GameURL", "ChapterURL"))
             self._games[ident] = text if text.endswith("\n\n") else text.rstrip() + "\n\n"
             self._received += 1
             self._updated[ident] = self._received
@@ -454,7 +460,7 @@ class FeedTracker:
         self._alike = {k: list(v) for k, v in data["alike"].items()}
 
     def game_key(self, headers: chess.pgn.Headers) -> str:
-        ident = "|".join(headers.get(k, "") for k in IDENT_HEADERS)
+        ident = identifying_tags(headers)
         return as_id(f"{self.name}:{hashlib.sha1(ident.encode()).hexdigest()[:10]}")
 
     def update(self, text: str | None) -> list[FeedEvent]:
