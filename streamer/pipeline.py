@@ -218,7 +218,7 @@ class GameState:
     time_class: str = UNKNOWN_CLASS
     #: the base time (the larger of the first two clocks) and each side's last clock, for the move model's clock inputs
     clock_base: float | None = None
-    last_clock: list[float | None] = field(default_factory=lambda: [None, None])  # white, black
+    last_clock: list[float | None] = field(default_factory=lambda: [None, None])  # per side (0 the first player)
     #: wall-clock time of the game's last event: open games idle too long and old end markers are swept
     touched: float = 0.0
     #: the input offset of the last record applied to this game (set by the transactional stage): a record at or
@@ -390,7 +390,6 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
         game.play(pos, ev.uci)
     except IllegalMove as e:
         raise IllegalMove(str(e), game_id=ev.game_id, ply=ev.ply) from None
-    white_moved = state.colour(side) == "white"
     clock = plausible_clock(ev, state)
     state.moves.append(ev.uci)
     state.clocks.append(clock)
@@ -400,12 +399,13 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
         state.time_class = class_from_clock(clock) if clock is not None else class_from_event_name(state.event)
     spent = None
     if clock is not None:
-        side = 0 if white_moved else 1
         previous = state.last_clock[side]
         spent = max(previous - clock, 0.0) if previous is not None else None
-        state.last_clock[side] = clock
         if ev.ply <= 1 and clock > 0:
             state.clock_base = max(state.clock_base or 0.0, clock)
+    # a move without its clock leaves the time spent on the mover's next move unknown: their previous clock minus
+    # the next one would be the time of two moves
+    state.last_clock[side] = clock
     return AppliedMove(ev, state, before, game.copy(pos), side, _maybe_finish(state), spent, captured_on, clock)
 
 

@@ -3,10 +3,14 @@ messages that carry it (docs/models.md s. 9)."""
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from analyzers.calibration import load_calibration
+from analyzers.gorate import GNUGO_PROFILE, load_go_calibration
+from analyzers.profiles import get_profile
 from analyzers.ratingmodel import (
     RATING_GRID,
     RATING_STEP,
@@ -21,7 +25,7 @@ from analyzers.ratingmodel import (
     summarise,
 )
 from schemas import GameStarted, MoveEvent, PerceivedRating, PlayerInfo
-from streamer.pipeline import GameState, apply_move, start_game
+from streamer.pipeline import GameState, PipelineConfig, apply_move, start_game
 
 MODEL = MoveModel("test", a=(-2.95, -0.3, 0.0), b=(-0.85, 0.12), class_offsets={"blitz": 0.25, "rapid": 0.0},
                   priors={UNKNOWN_CLASS: Prior(1700, 380), "blitz": Prior(1600, 380)})
@@ -201,14 +205,36 @@ def test_a_game_gives_each_move_its_clocks():
         bases.append(state.clock_base)
     assert spent == [None, None, 12.0, 31.0, None]
     assert bases == [182.0] * 5
-    assert GameState.from_dict(json.loads(json.dumps(state.to_dict()))).last_clock == [170.0, 150.0]
+    assert GameState.from_dict(json.loads(json.dumps(state.to_dict()))).last_clock == [None, 150.0]
+
+
+def test_a_move_without_its_clock_leaves_the_next_moves_time_spent_unknown():
+    """White's clock is missing on their second move (a relay that dropped one [%clk]): the time between White's
+    first and third clocks is two moves' time, not the third move's."""
+    state = start_game(None, GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b")), None, None)
+    moves = [("e2e4", 182.0), ("e7e5", 181.0), ("g1f3", None), ("b8c6", 150.0), ("f1c4", 100.0), ("g8f6", 140.0),
+             ("d2d3", 95.0)]
+    spent = [apply_move(state, MoveEvent(game_id="g", ply=p, uci=u, clock=c)).clock_spent for p, (u, c) in enumerate(moves)]
+    assert spent == [None, None, None, 31.0, None, 10.0, 5.0]
+
+
+def test_a_go_move_with_a_clock_is_the_movers():
+    """Go's first player is Black: a clock on the move must not make it White's (side 0 is the first player in the
+    clock bookkeeping as everywhere else)."""
+    config = replace(PipelineConfig(get_profile("fast"), load_calibration("fast")),
+                     go_calibration=load_go_calibration(GNUGO_PROFILE))
+    state = start_game(None, GameStarted(game="go", game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b")),
+                       None, config)
+    movers = []
+    for ply, (point, clk) in enumerate([("Q16", 600.0), ("D4", 598.0), ("Q4", 590.0), ("D16", None)]):
+        applied = apply_move(state, MoveEvent(game="go", game_id="g", ply=ply, uci=point, clock=clk))
+        movers.append((state.player(applied.side).id, applied.white_moved, applied.clock_spent))
+    assert movers == [("b", False, None), ("w", True, None), ("b", False, 10.0), ("w", True, None)]
 
 
 def test_posteriors_equal_the_log_space_computation_with_and_without_the_person_effect():
     """posteriors() multiplies prior densities by the convolved likelihood directly (fewer numpy calls on the player
     step); the numbers are those of the log-space computation, also for a sharp likelihood far from a sharp prior."""
-    from dataclasses import replace
-
     from analyzers.ratingmodel import FLAT_PRIOR, RATING_GRID
 
     def in_logs(model, ll, priors):
