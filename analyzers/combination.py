@@ -14,8 +14,10 @@ clock's x_spent, the last x_left, the share of moves played in under e^-2 of bas
 the share of best moves where the second candidate was more than 0.1 worse; one indicator per time-control class.
 The second half of phi lets the fit trust the means more as n grows.
 
-The combination rates only scopes whose every counted move had a clock (:meth:`Combination.applies`): it was fitted
-on clocked games, and its clock inputs carry most of what it adds. Elsewhere the move model's estimate is published.
+The combination rates only scopes whose counted moves had their clocks, all or nearly all (:meth:`Combination.applies`,
+:data:`MIN_CLOCKED_SHARE`): it was fitted on clocked games, and its clock inputs carry most of what it adds. The clock
+inputs are means over the moves whose clock was known, so a relay that drops a clock here and there changes them by
+what those moves would have added, not by a zero read as a clock. Elsewhere the move model's estimate is published.
 
 Every input is a running sum, so a scope keeps :class:`ScopeFeatures` (17 numbers) and the estimate still updates
 per move in O(1) plus the posterior the move model computes anyway. The interval is empirical: the quantiles of the
@@ -57,6 +59,10 @@ DELTA_STEPS = (0.02, 0.05, 0.1, 0.2)
 PLAYABLE_DELTA, ONLY_MOVE_GAP, FAST_X_SPENT = 0.05, 0.1, -2.0
 #: The n in phi's shrunk half, x / sqrt(1 + n / SHRINK_MOVES).
 SHRINK_MOVES = 20.0
+#: The combination rates a scope where at least this share of its counted moves had their clock; the clock inputs are
+#: then read over those moves. Below it the scope's clock inputs rest on too few moves and the move model's estimate
+#: is published (``bench/accuracy.py --drop-clocks``, docs/accuracy.md).
+MIN_CLOCKED_SHARE = 0.8
 
 
 class MoveFeatures(NamedTuple):
@@ -69,29 +75,32 @@ class MoveFeatures(NamedTuple):
     clocked: bool                # whether the clock was known (else ``clock`` is (0, 0))
     sqrt_delta: float            # sqrt(delta), and ...
     over: tuple[int, ...]        # ... 1 for each of DELTA_STEPS that delta exceeds: once per move, not per scope
+    timed: bool                  # whether the time spent on it was known too (the mover's previous clock came)
 
     @classmethod
-    def of(cls, deltas: Sequence[float] | np.ndarray, played: int, clock: tuple[float, float], clocked: bool) -> MoveFeatures:
+    def of(cls, deltas: Sequence[float] | np.ndarray, played: int, clock: tuple[float, float], clocked: bool,
+           timed: bool | None = None) -> MoveFeatures:
         """From the candidates' losses (the best 0, the played move's at ``played``), the clock inputs of
-        :func:`.ratingmodel.clock_inputs` and whether the clock was known."""
+        :func:`.ratingmodel.clock_inputs`, whether the clock was known and whether the time spent was (default: as
+        the clock; a move after one whose clock is missing has its clock but not its time spent)."""
         ordered = sorted(min(float(x), 1.0) for x in deltas)
         second = ordered[1] if len(ordered) > 1 else 1.0  # a lone candidate: every other move is a blunder
         delta = float(deltas[played])
         return cls(delta, second, sum(x < PLAYABLE_DELTA for x in ordered), clock, clocked, math.sqrt(delta),
-                   tuple(int(delta > step) for step in DELTA_STEPS))
+                   tuple(int(delta > step) for step in DELTA_STEPS), clocked if timed is None else clocked and timed)
 
 
 class ScopeFeatures:
     """The running sums behind :data:`FEATURES` for one scope: :meth:`add` per counted move, O(candidates)."""
 
     __slots__ = ("n", "delta", "sqrt_delta", "best", "over", "second", "playable", "x_spent", "x_spent2", "last_x_left",
-                 "fast", "only", "only_best", "clocked")
+                 "fast", "only", "only_best", "clocked", "timed")
 
     def __init__(self) -> None:
         self.n = 0
         self.delta = self.sqrt_delta = self.second = self.playable = self.x_spent = self.x_spent2 = 0.0
         self.last_x_left = 0.0
-        self.best = self.fast = self.only = self.only_best = self.clocked = 0
+        self.best = self.fast = self.only = self.only_best = self.clocked = self.timed = 0
         self.over = [0, 0, 0, 0]  # counts of delta above each of DELTA_STEPS
 
     def add(self, move: MoveFeatures) -> None:
@@ -104,24 +113,30 @@ class ScopeFeatures:
         self.over = [a + b for a, b in zip(self.over, move.over)]
         self.second += move.second
         self.playable += move.playable
-        x_left, x_spent = move.clock
-        self.x_spent += x_spent
-        self.x_spent2 += x_spent * x_spent
-        self.last_x_left = x_left
-        self.fast += x_spent < FAST_X_SPENT
-        self.clocked += move.clocked
+        # a move without its clock adds nothing to the clock inputs (means over the moves whose clock came), one
+        # without its time spent nothing to the time spent's (its x_spent 0 would read as a think of base / 40)
+        if move.clocked:
+            x_left, x_spent = move.clock
+            self.last_x_left = x_left
+            self.clocked += 1
+            if move.timed:
+                self.x_spent += x_spent
+                self.x_spent2 += x_spent * x_spent
+                self.fast += x_spent < FAST_X_SPENT
+                self.timed += 1
         if move.second > ONLY_MOVE_GAP:
             self.only += 1
             self.only_best += d == 0.0
 
     def vector(self, model_mean: float, model_sd: float, tclass: str) -> np.ndarray:
-        """x in the order of :data:`FEATURES`, given the move model's likelihood mean and sd (no prior)."""
-        n = max(self.n, 1)
-        xs = self.x_spent / n
+        """x in the order of :data:`FEATURES`, given the move model's likelihood mean and sd (no prior); the clock
+        inputs over the moves whose clock (time spent) was known."""
+        n, nc = max(self.n, 1), max(self.timed, 1)
+        xs = self.x_spent / nc
         return np.array([
             math.log1p(self.n), self.delta / n, self.sqrt_delta / n, self.best / n, *(c / n for c in self.over),
-            self.second / n, self.playable / n, model_mean, model_sd, xs, math.sqrt(max(self.x_spent2 / n - xs * xs, 0.0)),
-            self.last_x_left, self.fast / n, self.only_best / self.only if self.only else 0.5,
+            self.second / n, self.playable / n, model_mean, model_sd, xs, math.sqrt(max(self.x_spent2 / nc - xs * xs, 0.0)),
+            self.last_x_left, self.fast / nc, self.only_best / self.only if self.only else 0.5,
             *(float(tclass == c) for c in CLASSES),
         ])
 
@@ -134,6 +149,8 @@ class ScopeFeatures:
         for k in cls.__slots__:
             if k in d:
                 setattr(out, k, list(d[k]) if k == "over" else d[k])
+        if "timed" not in d:  # a state from before the count: its clocked moves all had their time spent
+            out.timed = out.clocked
         return out
 
 
@@ -178,10 +195,10 @@ class Combination:
 
     @staticmethod
     def applies(feats: ScopeFeatures) -> bool:
-        """Whether the combination may rate a scope: every counted move had its clock. It was fitted on clocked games
-        only; a scope without clocks would put its clock inputs far outside what it learned (they read as 0), and there
-        the move model alone is published."""
-        return feats.n > 0 and feats.clocked == feats.n
+        """Whether the combination may rate a scope: at least :data:`MIN_CLOCKED_SHARE` of its counted moves had their
+        clock. It was fitted on clocked games only; a scope without clocks has no clock inputs to read, and there the
+        move model alone is published."""
+        return feats.n > 0 and feats.clocked >= MIN_CLOCKED_SHARE * feats.n
 
     @cached_property
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ get wrong about a whole event's level (a field whose habits the move model does 
 never enter their prior, and no declared rating enters anything.
 
 What (m_g, s_g) summarise is the model's ``evidence``: ``"model"``, the move model's likelihood alone; or
-``"combination"``, where the combination (s. 10) rates the player-game (every move clocked), its estimate with the
+``"combination"``, where the combination (s. 10) rates the player-game (its moves clocked), its estimate with the
 population prior divided out (step 3's likelihood, :func:`deprior`) and its sd times a fitted f >= 1
 (``evidence_scale``: the regression's de-prior'd likelihood is overconfident about a game, and summed over an
 event's games it would pin the level too tightly), which reads the clock and the position difficulty too, and the
@@ -265,7 +265,7 @@ def likelihood_moments(model: MoveModel, lik: RatingLikelihood) -> tuple[float, 
 def game_evidence(model: MoveModel, lik: RatingLikelihood, feats: ScopeFeatures | None = None,
                   combination: Combination | None = None, scale: float = 1.0) -> tuple[float, float]:
     """(m_g, s_g) of a player-game (module docstring): the combination's estimate with the population prior divided
-    out (its sd times ``scale``) where it rates the game (``combination`` given, every move clocked, k above
+    out (its sd times ``scale``) where it rates the game (``combination`` given and applying, k above
     :data:`MIN_SHRINK`), else the move model's likelihood moments."""
     m, s = likelihood_moments(model, lik)
     # a game whose state predates its features (feats.n < lik.n) stays the model's evidence

@@ -69,6 +69,7 @@ from common import (
     follow_player_events,
 )
 
+from analyzers import combination as combination_module
 from analyzers.calibration import Calibration, load_calibration
 from analyzers.combination import Combination, load_combination
 from analyzers.concordance import kendall_tau_a
@@ -422,6 +423,23 @@ def without_clocks(a: MoveAssessment) -> MoveAssessment:
     return a.model_copy(update={"time_class": UNKNOWN_CLASS, "clock": None, "clock_spent": None, "clock_base": None})
 
 
+def drop_clocks(moves: list[MoveAssessment], share: float, rng: np.random.Generator) -> list[MoveAssessment]:
+    """A game as a relay that lost some clocks gives it (``--drop-clocks``): each move's clock is missing with
+    probability ``share``, and the mover's next move has no time spent (the game step's bookkeeping,
+    :func:`streamer.pipeline.apply_move`). The base time and the time-control class stay."""
+    out, lost = [], set()
+    for a in moves:
+        if rng.random() < share:
+            out.append(a.model_copy(update={"clock": None, "clock_spent": None}))
+            lost.add(a.player_id)
+        elif a.player_id in lost:
+            out.append(a.model_copy(update={"clock_spent": None}))
+            lost.discard(a.player_id)
+        else:
+            out.append(a)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="fast")
@@ -438,6 +456,11 @@ def main() -> None:
                     "players' moves (docs/models.md s. 12)")
     ap.add_argument("--strip-clocks", action="store_true", help="rate the games as if their PGN had no clocks and no "
                     "time control (time-control class unknown): how the models do on such games, tried on rated-dev")
+    ap.add_argument("--drop-clocks", type=float, default=0.0, metavar="SHARE", help="drop each move's clock with this "
+                    "probability (seeded), as a relay that loses some [%%clk] comments gives them")
+    ap.add_argument("--min-clocked-share", type=float, default=None, metavar="SHARE", help="the share of a scope's "
+                    "counted moves with a clock from which the combination rates it (default: "
+                    "analyzers.combination.MIN_CLOCKED_SHARE)")
     ap.add_argument("--plots", action="store_true", help="write the two PNGs into docs/img")
     ap.add_argument("--fit-interval-scale", action="store_true", help="rated-dev only: fit the event pooling's interval "
                     "scale by counted moves seen (step 4) and print it instead of the tables")
@@ -474,6 +497,11 @@ def main() -> None:
     print(file=sys.stderr)
     if args.strip_clocks:
         results = {gid: [without_clocks(a) for a in moves] for gid, moves in results.items()}
+    if args.drop_clocks:
+        rng = np.random.default_rng(args.seed)
+        results = {gid: drop_clocks(moves, args.drop_clocks, rng) for gid, moves in results.items()}
+    if args.min_clocked_share is not None:
+        combination_module.MIN_CLOCKED_SHARE = args.min_clocked_share
     if args.warm:
         print(f"warm: profile {profile.name}, {len(context)} games, {stats.searches} searches ({stats.search_seconds:.0f} "
               f"engine-s), {stats.cache_hits} cache hits")

@@ -540,6 +540,12 @@ def has_clock(a: MoveAssessment) -> bool:
     return a.clock is not None and a.clock_base is not None
 
 
+def move_features(losses: Sequence[float] | np.ndarray, idx: int, clock: tuple[float, float], a: MoveAssessment) -> MoveFeatures:
+    """What a counted move with these candidate ``losses`` and clock inputs adds to the combination's inputs."""
+    clocked = has_clock(a)
+    return MoveFeatures.of(losses, idx, clock, clocked, clocked and a.clock_spent is not None)
+
+
 def move_choice(a: MoveAssessment) -> tuple[list[float], int]:
     """Candidate values (pawns, mover's view) and the index of the move played, outside moves appended."""
     values = [c.cp / 100.0 for c in a.candidates]
@@ -598,7 +604,7 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
         losses = deltas.tolist()
         if model is not None:
             move_ll, tclass, clock, shift = _move_loglik(a, model, deltas, idx)
-            features = MoveFeatures.of(losses, idx, clock, has_clock(a))
+            features = move_features(losses, idx, clock, a)
             for s in scopes:
                 s.rating.add(move_ll, tclass)
                 s.feats.add(features)
@@ -648,7 +654,7 @@ def move_likelihood(a: MoveAssessment, model: MoveModel) -> tuple[np.ndarray, st
     values, idx = move_choice(a)
     deltas = win_losses([v * 100.0 for v in values])
     move_ll, tclass, clock, _ = _move_loglik(a, model, deltas, idx)
-    return move_ll, tclass, MoveFeatures.of(deltas, idx, clock, has_clock(a))
+    return move_ll, tclass, move_features(deltas, idx, clock, a)
 
 
 def _scope(scopes: dict[str, S], key: str, limit: int | None = None, state: PlayerState | None = None,

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from analyzers.calibration import load_calibration
-from analyzers.combination import FEATURES, Combination, MoveFeatures, ScopeFeatures, load_combination, phi
+from analyzers.combination import FEATURES, MIN_CLOCKED_SHARE, Combination, MoveFeatures, ScopeFeatures, load_combination, phi
 from analyzers.errors import CalibrationError
 from analyzers.eventpool import load_event_pool
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import RATING_GRID, load_move_model
 from schemas import Candidate, MoveAssessment, PerceivedRating
-from streamer.pipeline import PipelineConfig, PlayerState, ScopeStats, apply_player_event
+from streamer.pipeline import PipelineConfig, PlayerState, ScopeStats, apply_player_event, move_clock_inputs
 
 COMB = load_combination("fast")
 MODEL = load_move_model("fast")
@@ -43,6 +43,8 @@ def test_running_features_are_the_means_of_the_moves():
         assert x[FEATURES.index(name)] == pytest.approx(value), name
     back = ScopeFeatures.from_dict(json.loads(json.dumps(f.to_dict())))
     assert np.array_equal(back.vector(1800.0, 300.0, "rapid"), x)
+    older = {k: v for k, v in f.to_dict().items() if k != "timed"}  # a state stored before the time-spent count
+    assert np.array_equal(ScopeFeatures.from_dict(older).vector(1800.0, 300.0, "rapid"), x)
 
 
 def test_shipped_combination_matches_this_kibitz_and_its_interval_narrows_with_moves():
@@ -112,14 +114,37 @@ def test_perceived_rating_v2_messages_still_parse():
     assert msg.schema_version == 2 and msg.model_rating is None
 
 
-def test_a_scope_without_clocks_gets_the_move_model():
-    """The combination learned clocked games; where a move had no clock it is not asked (its clock inputs would read 0)."""
+def test_a_clock_missing_here_and_there_keeps_the_combination_and_reads_the_clocks_that_came():
+    """A relay that drops one [%clk] switched the scope to the move model for the rest of the game, its event and the
+    player's history (the published rating moved by up to 190 at that move). Now the clock inputs are means over the
+    moves whose clock came, the combination rates a scope while at least MIN_CLOCKED_SHARE of its moves had one, and
+    where fewer did the move model is published (the combination learned clocked games)."""
     config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, combination=COMB)
-    state, out = apply_player_event(None, assessment(0, 0, 880.0), config)
-    assert out[0].method == "combination"
-    no_clock = assessment(2, 0, 860.0).model_copy(update={"clock": None, "clock_spent": None})
-    state, out = apply_player_event(state, no_clock, config)
-    assert out[0].method == "model" and out[0].moves == 2 and out[0].model_rating is None
+    clocked = [assessment(2 * k, k % 2, 880.0 - 20 * k).model_copy(update={"clock_spent": 5.0 + 7 * k}) for k in range(12)]
+    # the move after the gap has its clock but not its time spent (the game step's bookkeeping)
+    gaps = {9: {"clock": None, "clock_spent": None}, 10: {"clock_spent": None}}
+    state, gapped = None, []
+    for k, a in enumerate(clocked):
+        state, out = apply_player_event(state, a.model_copy(update=gaps.get(k, {})), config)
+        gapped.append(out[0])
+    assert all(m.method == "combination" for m in gapped) and gapped[-1].moves == 12
+    feats = state.games["g"].feats
+    assert (feats.n, feats.clocked, feats.timed) == (12, 11, 10)
+    alone = ScopeFeatures()  # the clock inputs of the moves whose clock (and time spent) came, alone
+    for k, a in enumerate(clocked):
+        if k != 9:
+            alone.add(MoveFeatures.of([0.0, 0.1, 0.3], a.played_rank or 0, move_clock_inputs(a), True, k != 10))
+    for name in ("x_spent mean", "x_spent sd", "last x_left", "fast moves"):
+        i = FEATURES.index(name)
+        assert feats.vector(1800.0, 300.0, "rapid")[i] == pytest.approx(alone.vector(1800.0, 300.0, "rapid")[i]), name
+    # the clocks stop after 8 moves: the combination while 8 is at least MIN_CLOCKED_SHARE of the moves, then the model
+    state, methods = None, []
+    for k, a in enumerate(clocked):
+        state, o = apply_player_event(state, a if k < 8 else a.model_copy(update={"clock": None, "clock_spent": None}), config)
+        methods.append(o[0].method)
+    expect = ["combination" if min(k + 1, 8) >= MIN_CLOCKED_SHARE * (k + 1) else "model" for k in range(12)]
+    assert methods == expect and "model" in expect
+    assert o[0].moves == 12 and o[0].model_rating is None
 
 
 def test_before_the_first_counted_move_the_prior_is_published_with_its_width():
