@@ -128,6 +128,13 @@ class ScopeFeatures:
             self.only += 1
             self.only_best += d == 0.0
 
+    @property
+    def known_x_left(self) -> float | None:
+        """x_left of the last move whose clock came, None before one did: a game scope's is the mover's time left
+        as last known, which the move model reads for a move whose clock is missing (:func:`streamer.pipeline.
+        count_move`)."""
+        return self.last_x_left if self.clocked else None
+
     def vector(self, model_mean: float, model_sd: float, tclass: str) -> np.ndarray:
         """x in the order of :data:`FEATURES`, given the move model's likelihood mean and sd (no prior); the clock
         inputs over the moves whose clock (time spent) was known."""

@@ -515,7 +515,8 @@ def pool_event(state: EventEvidence | None, ev: MoveAssessment | GameResult,
     state = state or EventEvidence()
     if isinstance(ev, MoveAssessment):
         if ev.counted:
-            move_ll, tclass, features = move_likelihood(ev, model)
+            game = state.open.get(f"{ev.game_id}/{ev.player_id}")
+            move_ll, tclass, features = move_likelihood(ev, model, game.feats.known_x_left if game is not None else None)
             state.add_move(ev.game_id, ev.player_id, ev.ply, move_ll, tclass, pool, model, features=features,
                            combination=config.combination)
     else:
@@ -603,7 +604,7 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
         deltas = win_losses([v * 100.0 for v in values])
         losses = deltas.tolist()
         if model is not None:
-            move_ll, tclass, clock, shift = _move_loglik(a, model, deltas, idx)
+            move_ll, tclass, clock, shift = _move_loglik(a, model, deltas, idx, scopes[0].feats.known_x_left)
             features = move_features(losses, idx, clock, a)
             for s in scopes:
                 s.rating.add(move_ll, tclass)
@@ -638,22 +639,26 @@ def counts_for_fair_play(a: MoveAssessment, losses: Sequence[float]) -> bool:
     return bool(a.reference_rating) and len(losses) > 1 and exclusion(losses, a.recapture) is None
 
 
-def _move_loglik(a: MoveAssessment, model: MoveModel, deltas: np.ndarray,
-                 idx: int) -> tuple[np.ndarray, str, tuple[float, float], float]:
+def _move_loglik(a: MoveAssessment, model: MoveModel, deltas: np.ndarray, idx: int,
+                 known_left: float | None = None) -> tuple[np.ndarray, str, tuple[float, float], float]:
     """log P(played | R) over the rating grid of a counted move with losses ``deltas``, its time-control class, its
-    clock inputs and the clock's shift of log s."""
+    clock inputs and the clock's shift of log s. A move whose clock is missing in a game whose clocks came before
+    (``known_left``: the mover's x_left as last known there) is read at that time left: read at x_left 0, the
+    reference, a relay's dropped clock moved the rating (docs/accuracy.md, "Clocks missing here and there")."""
     tclass = a.time_class or UNKNOWN_CLASS
     clock = move_clock_inputs(a)
-    shift = model.clock_shift(clock)  # 0 for a model without clock terms
+    known = clock if known_left is None or has_clock(a) else (known_left, 0.0)
+    shift = model.clock_shift(known)  # 0 for a model without clock terms
     return model.move_loglik(deltas, idx, tclass, shift), tclass, clock, shift
 
 
-def move_likelihood(a: MoveAssessment, model: MoveModel) -> tuple[np.ndarray, str, MoveFeatures]:
+def move_likelihood(a: MoveAssessment, model: MoveModel,
+                    known_left: float | None = None) -> tuple[np.ndarray, str, MoveFeatures]:
     """log P(played | R) over the rating grid of a counted move, its time-control class and what it adds to the
-    combination's inputs (as :func:`count_move`)."""
+    combination's inputs (as :func:`count_move`; ``known_left`` as in :func:`_move_loglik`)."""
     values, idx = move_choice(a)
     deltas = win_losses([v * 100.0 for v in values])
-    move_ll, tclass, clock, _ = _move_loglik(a, model, deltas, idx)
+    move_ll, tclass, clock, _ = _move_loglik(a, model, deltas, idx, known_left)
     return move_ll, tclass, move_features(deltas, idx, clock, a)
 
 

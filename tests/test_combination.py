@@ -173,3 +173,33 @@ def test_before_the_first_counted_move_the_prior_is_published_with_its_width():
     assert abs((m.high - m.low) / 2 - 1.96 * 250.0 * config.event_pool.prior_scale) < 15 and m.moves == 0
     _, out = apply_player_event(state, assessment(4, 0, 860.0).model_copy(update={"event_prior": ev}), config)
     assert out[0].moves == 1 and out[0].method in ("model", "combination")
+
+
+def test_a_move_whose_clock_is_missing_is_read_at_the_movers_last_known_time_left():
+    """The move model reads a missing clock at the mover's time left as last known in the game, in the player step
+    and in the pool step alike: read at x_left 0 (the reference clock) a dropped clock moved the likelihood. The
+    same move with its clock at that time left and no time spent gives the same likelihood (k_spent is 0)."""
+    from analyzers.eventpool import load_event_pool
+    from streamer.pipeline import pool_event
+
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, combination=COMB,
+                            event_pool=load_event_pool("fast"))
+    first = assessment(0, 0, 120.0).model_copy(update={"event": "e"})  # 120 s left of 900: time trouble
+    second = assessment(2, 1, 0.0).model_copy(update={"event": "e"})
+    missing = second.model_copy(update={"clock": None, "clock_spent": None})
+    at_last = second.model_copy(update={"clock": 120.0, "clock_spent": None})
+    lls, pooled = [], []
+    for later in (missing, at_last):
+        state, _ = apply_player_event(None, first, config)
+        state, _ = apply_player_event(state, later, config)
+        lls.append(state.games["g"].rating.ll)
+        ev, _ = pool_event(None, first, config)
+        ev, _ = pool_event(ev, later, config)
+        pooled.append(ev.open["g/p"].lik.ll)
+    assert np.allclose(lls[0], lls[1]) and np.allclose(pooled[0], pooled[1])
+    state, _ = apply_player_event(None, missing, config)  # no clock known before it: the reference (x_left 0)
+    reference = second.model_copy(update={"clock": None, "clock_spent": None, "clock_base": None})
+    plain, _ = apply_player_event(None, reference, config)
+    assert np.allclose(state.games["g"].rating.ll, plain.games["g"].rating.ll)
+    first_ll = apply_player_event(None, first, config)[0].games["g"].rating.ll
+    assert not np.allclose(lls[0], first_ll + plain.games["g"].rating.ll)  # what reading it at the reference gave
