@@ -131,8 +131,8 @@ class ScopeFeatures:
     @property
     def known_x_left(self) -> float | None:
         """x_left of the last move whose clock came, None before one did: a game scope's is the mover's time left
-        as last known, which the move model reads for a move whose clock is missing (:func:`streamer.pipeline.
-        count_move`)."""
+        as last known, which the move model reads for a move whose clock is missing (``known_left`` of
+        :func:`streamer.pipeline.count_move`)."""
         return self.last_x_left if self.clocked else None
 
     def vector(self, model_mean: float, model_sd: float, tclass: str) -> np.ndarray:

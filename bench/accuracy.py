@@ -249,7 +249,7 @@ def per_player_game(games: list[PgnGame], results: dict[str, list[MoveAssessment
             s, last = ScopeStats(), None
             for a in results.get(g.game_id, []):
                 if a.color == color:
-                    s.add(a, None, MODEL)
+                    s.add(a, None, MODEL, s.feats.known_x_left)
                     last = a
             if rated(s, cal):
                 rows.append(estimates(s, cal, fide(me.rating), fide(opp.rating), last))
@@ -275,7 +275,7 @@ def before_counted_moves(games: list[PgnGame], results: dict[str, list[MoveAsses
                     est = model_estimates(s, MODEL, COMB, event_prior=prior_at(last), pool=POOL).moves_only
                     out.append((fide(me.rating), est, cal.from_histogram(s.hist)))
                     break
-                s.add(a, None, MODEL)
+                s.add(a, None, MODEL, s.feats.known_x_left)
                 last = a
     return out
 

@@ -101,7 +101,8 @@ def follow_player_events(games, results, checkpoints, at, *, counted_only: bool 
     ``checkpoints`` (with ``counted_only=False``: when its gain histogram reaches n moves, for gains-only profiles);
     ``model``: the move model the scopes also feed (None: none).
     Returns {(event, player id): (scope, [player's PlayerInfo per game], [opponent's])}."""
-    from streamer.pipeline import ScopeStats
+    from analyzers.combination import ScopeFeatures
+    from streamer.pipeline import ScopeStats, move_clock_inputs, move_features
 
     scopes: dict = {}
     for g in games:
@@ -110,9 +111,12 @@ def follow_player_events(games, results, checkpoints, at, *, counted_only: bool 
             s.games += 1
             mine.append(me)
             theirs.append(opp)
+            game = ScopeFeatures()  # the game's clocks: a move without one is read at the last known time left
             for a in results.get(g.game_id, []):
                 if a.color == color:
-                    s.add(a, None, model)
+                    s.add(a, None, model, game.known_x_left)
+                    if a.counted:
+                        game.add(move_features([0.0], 0, move_clock_inputs(a), a))
                     if counted_only and a.counted and s.post.n in checkpoints:
                         at(s.post.n, s, me, opp, a)
                     elif not counted_only and s.hist.count in checkpoints:

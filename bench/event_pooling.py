@@ -154,10 +154,11 @@ def main() -> None:
             s, last = ScopeStats(), None
             for a in results[g.game_id]:
                 if a.color == color:
-                    s.add(a, None, model)
+                    left = s.feats.known_x_left  # the mover's time left as last known in the game
+                    s.add(a, None, model, left)
                     last = a
                     ev = ev_scopes.setdefault((g.event, a.player_id), EventScope())
-                    ev.stats.add(a, None, model)
+                    ev.stats.add(a, None, model, left)
                     ev.last = a
                     ev.games.add(g.game_id)
             if s.rating.n:

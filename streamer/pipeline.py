@@ -568,9 +568,10 @@ class ScopeStats:
     feats: ScopeFeatures = field(default_factory=ScopeFeatures)
     fair_plies: list[int] = field(default_factory=list)  # game scopes: the plies the fair-play statistics counted
 
-    def add(self, a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None) -> None:
+    def add(self, a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None,
+            known_left: float | None = None) -> None:
         """Count one move (see :func:`count_move`, which counts it in several scopes at once)."""
-        count_move((self,), a, c_ref, model)
+        count_move((self,), a, c_ref, model, known_left)
 
     def to_dict(self) -> dict[str, Any]:
         return {"hist": self.hist.to_dict(), "post": self.post.to_dict(), "fair": self.fair.to_dict(),
@@ -585,9 +586,12 @@ class ScopeStats:
                    ScopeFeatures.from_dict(d["feats"]) if d.get("feats") else ScopeFeatures(), list(d.get("fair_plies", [])))
 
 
-def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None) -> FairPlayMove | None:
+def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None,
+               known_left: float | None = None) -> FairPlayMove | None:
     """Count one move in each of a player's scopes (game, event, overall). What the scopes share is computed once:
-    the candidates, the move model's log-likelihood over the rating grid, and the fair-play terms: from the move
+    the candidates, the move model's log-likelihood over the rating grid (a move without its clock read at
+    ``known_left``, the mover's x_left as last known in the game: the game scope's
+    :attr:`~analyzers.combination.ScopeFeatures.known_x_left`), and the fair-play terms: from the move
     model at the move's reference rating when there is a model, else from the agent model at ``c_ref`` (None: no
     fair-play statistics); a move :func:`~analyzers.fairplay.exclusion` rules out adds nothing to them. The first
     scope's posterior over c takes the move at once (the game's, whose c is published after every move); the
@@ -604,7 +608,7 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
         deltas = win_losses([v * 100.0 for v in values])
         losses = deltas.tolist()
         if model is not None:
-            move_ll, tclass, clock, shift = _move_loglik(a, model, deltas, idx, scopes[0].feats.known_x_left)
+            move_ll, tclass, clock, shift = _move_loglik(a, model, deltas, idx, known_left)
             features = move_features(losses, idx, clock, a)
             for s in scopes:
                 s.rating.add(move_ll, tclass)
@@ -931,7 +935,7 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
              and cal.has_c_map else None)
     state.overall.fair.window = config.player_fair_window  # the config decides, also for states stored before it
     scopes = [game, state.overall] + ([event_scope(state, a.event, config)] if a.event else [])
-    if count_move(scopes, a, c_ref, config.model) is not None:
+    if count_move(scopes, a, c_ref, config.model, game.feats.known_x_left) is not None:
         game.fair_plies.append(a.ply)
     out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config,
                     declared=(a.reference_rating, a.reference_rd), event_prior=a.event_prior)
