@@ -94,7 +94,7 @@ def publish_cost(config: PipelineConfig, players_state: TrackedState) -> None:
     its moves: the clock values change the number, not the cost), alternating, best of 5."""
     scopes = [sc for st in players_state.values() for sc in (st.overall, *st.events.values()) if sc.rating.n]
     for sc in scopes:
-        sc.feats.clocked = sc.feats.n
+        sc.feats.clocked = sc.feats.timed = sc.feats.n
     times: dict[str, list[float]] = {"move model alone": [], "with the combination": []}
     model = config.model
     assert model is not None  # the live configuration has one
