@@ -101,8 +101,7 @@ def follow_player_events(games, results, checkpoints, at, *, counted_only: bool 
     ``checkpoints`` (with ``counted_only=False``: when its gain histogram reaches n moves, for gains-only profiles);
     ``model``: the move model the scopes also feed (None: none).
     Returns {(event, player id): (scope, [player's PlayerInfo per game], [opponent's])}."""
-    from analyzers.combination import ScopeFeatures
-    from streamer.pipeline import ScopeStats, move_clock_inputs, move_features
+    from streamer.pipeline import ScopeStats, has_clock, move_clock_inputs
 
     scopes: dict = {}
     for g in games:
@@ -111,12 +110,12 @@ def follow_player_events(games, results, checkpoints, at, *, counted_only: bool 
             s.games += 1
             mine.append(me)
             theirs.append(opp)
-            game = ScopeFeatures()  # the game's clocks: a move without one is read at the last known time left
+            left = None  # the player's time left as last known in the game (ScopeFeatures.known_x_left of its scope)
             for a in results.get(g.game_id, []):
                 if a.color == color:
-                    s.add(a, None, model, game.known_x_left)
-                    if a.counted:
-                        game.add(move_features([0.0], 0, move_clock_inputs(a), a))
+                    s.add(a, None, model, left)
+                    if a.counted and has_clock(a):
+                        left = move_clock_inputs(a)[0]
                     if counted_only and a.counted and s.post.n in checkpoints:
                         at(s.post.n, s, me, opp, a)
                     elif not counted_only and s.hist.count in checkpoints:

@@ -91,6 +91,12 @@ def feed_text(where: str, data: bytes, *, partial: bool = False) -> tuple[str, s
     return text, encoding
 
 
+def feed_name(location: str) -> str:
+    """A feed's short name, the first part of its games' ids: the file name of its path or URL path, without suffix."""
+    url = urlparse(location)
+    return Path(url.path if url.scheme in ("http", "https") else location).stem or "feed"
+
+
 def identifying_tags(headers: chess.pgn.Headers, extra: tuple[str, ...] = ()) -> str:
     """The tags that identify a game within a feed (:data:`IDENT_HEADERS`, then ``extra``), joined."""
     return "|".join(headers.get(k, "") for k in (*IDENT_HEADERS, *extra))
@@ -102,7 +108,7 @@ class PgnSource:
     def __init__(self, location: str, *, timeout: float = 10.0) -> None:
         self.location = location
         self.is_url = urlparse(location).scheme in ("http", "https")
-        self.name = Path(urlparse(location).path if self.is_url else location).stem or "feed"
+        self.name = feed_name(location)
         self.timeout = timeout
         self._etag: str | None = None
         self._modified: str | None = None
@@ -219,11 +225,10 @@ class PgnStream:
             raise ValueError(f"a stream is named {STREAM_PREFIX}URL: {location}")
         self.location = location
         self.url = location[len(STREAM_PREFIX):]
-        self.name = Path(urlparse(self.url).path).stem or "feed"
+        self.name = feed_name(self.url)
         self.timeout = timeout
-        self._games: dict[str, str] = {}  # a game's identifying tags -> its latest PGN
-        self._updated: dict[str, int] = {}  # a game's identifying tags -> when its PGN last came (a count of games)
-        self._received = 0
+        self._games: dict[str, str] = {}  # a game's identifying tags -> its latest PGN, in the order first seen
+        self._updated: dict[str, None] = {}  # the same tags, the game updated longest ago first
         self._changed = False
         self._error: str | None = None   # why the stream is down, while it is
         self._task: asyncio.Task | None = None
@@ -289,11 +294,11 @@ class PgnStream:
                 continue
             ident = identifying_tags(headers, ("GameURL", "ChapterURL"))
             self._games[ident] = text if text.endswith("\n\n") else text.rstrip() + "\n\n"
-            self._received += 1
-            self._updated[ident] = self._received
+            self._updated.pop(ident, None)
+            self._updated[ident] = None
             self._changed = True
             if len(self._games) > MAX_STREAM_GAMES:  # the tracker takes the dropped game as over once it is missing
-                oldest = min(self._updated, key=self._updated.__getitem__)
+                oldest = next(iter(self._updated))
                 del self._games[oldest], self._updated[oldest]
         return start
 
