@@ -91,19 +91,25 @@ def time_class(base_seconds: float | None, increment: float = 0.0) -> str:
 
 
 def parse_time_control(tc: str) -> str:
-    """A class from a PGN-style ``TimeControl`` ("180+2", "600", "40/7200:3600") or a "3+2" minutes string."""
+    """A class from a PGN-style ``TimeControl`` in seconds ("180+2", "600", "40/7200:3600") or a time control as
+    players write it, minutes + seconds ("3+2", "15+10", "90+30").
+
+    A "base+increment" is read as minutes when its base is under 60 or its increment over a fifth of its base: no
+    time control played in seconds has either (1+0 is "60+0", 2+12 "120+12") but the players' shorthand has one of
+    them from 3+2 to 90+30 and 120+30, which read as seconds made a 15+10 or a 90+30 blitz. The one reading this
+    gives up is the PGN of a game under a minute ("30+0" for 1/2+0, read as 30 minutes)."""
     tc = tc.strip()
     if not tc or tc in ("-", "?"):
         return UNKNOWN_CLASS
     first = tc.split(":")[0]
     if "/" in first:
         first = first.split("/", 1)[1]
-    base_s, _, inc_s = first.partition("+")
+    base_s, plus, inc_s = first.partition("+")
     try:
         base, inc = float(base_s), float(inc_s or 0)
     except ValueError:
         return UNKNOWN_CLASS
-    if base <= 60 and "+" in tc and inc <= 60 and base < 10:  # "3+2": minutes + seconds, as players write it
+    if plus and (base < 60 or inc > 0.2 * base):
         base *= 60
     return time_class(base, inc)
 

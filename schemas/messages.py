@@ -100,7 +100,8 @@ class GameStarted(Message):
     white: PlayerInfo
     black: PlayerInfo
     event: EventName = ""
-    time_control: str = ""
+    time_control: str = Field(default="", description='a PGN TimeControl in seconds ("900+10", "40/5400+30:1800+30") '
+                              'or minutes + seconds as players write it ("15+10", "90+30"); "" when unknown')
     initial_fen: str | None = None
     timestamp: Timestamp | None = None
     board_size: int | None = Field(default=None, ge=2, le=25, strict=True, description="Go: the board's size (default 19, v3)")

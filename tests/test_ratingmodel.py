@@ -33,7 +33,14 @@ MODEL = MoveModel("test", a=(-2.95, -0.3, 0.0), b=(-0.85, 0.12), class_offsets={
 
 @pytest.mark.parametrize("tc,cls", [("180+2", "blitz"), ("3+2", "blitz"), ("600+5", "rapid"), ("900+10", "rapid"),
                                     ("5400+30", "classical"), ("40/7200:3600", "classical"), ("", UNKNOWN_CLASS),
-                                    ("-", UNKNOWN_CLASS), ("junk", UNKNOWN_CLASS)])
+                                    ("-", UNKNOWN_CLASS), ("junk", UNKNOWN_CLASS),
+                                    # the players' minutes + seconds: read as seconds, each of these was blitz
+                                    ("15+10", "rapid"), ("10+5", "rapid"), ("10+0", "rapid"), ("30+20", "rapid"),
+                                    ("45+15", "rapid"), ("90+30", "classical"), ("120+30", "classical"),
+                                    ("40/90+30", "classical"),
+                                    # PGN seconds at a minute and over stay seconds
+                                    ("60+0", "blitz"), ("120+1", "blitz"), ("120+12", "rapid"), ("300+3", "blitz"),
+                                    ("1800+20", "rapid"), ("40/5400+30:1800+30", "classical")])
 def test_time_control_classes(tc, cls):
     assert parse_time_control(tc) == cls
 
