@@ -377,6 +377,24 @@ async def _replay_go(args: argparse.Namespace, paths: list[Path]) -> int:
     return EXIT_REJECTED if rejected else EXIT_OK
 
 
+#: ``replay``'s options that only a chess replay reads, with their defaults: (option, attribute, default).
+CHESS_REPLAY_OPTIONS = (("--serve", "serve", None), ("--review", "review", False), ("--profile", "profile", DEFAULT_PROFILE),
+                        ("--depth", "depth", None), ("--nodes", "nodes", None), ("--multipv", "multipv", None),
+                        ("--engine", "engine", None), ("--prior", "prior", None), ("--no-event-pool", "no_event_pool", False),
+                        ("--metrics-port", "metrics_port", None), ("--screen-z", "screen_z", DEFAULT_SCREEN_Z),
+                        ("--action-z", "action_z", DEFAULT_Z_THRESHOLD), ("--review-z", "review_z", DEFAULT_REVIEW_Z))
+
+
+#: ``replay``'s options that only a Go (SGF) replay reads.
+GO_REPLAY_OPTIONS = (("--go-profile", "go_profile", DEFAULT_GO_PROFILE), ("--go-engine", "go_engine", None),
+                     ("--go-level", "go_level", None), ("--quiet", "quiet", False))
+
+
+def options_given(args: argparse.Namespace, options: tuple[tuple[str, str, object], ...]) -> list[str]:
+    """Which of ``options`` (option, attribute, default) ``args`` sets away from their defaults."""
+    return [opt for opt, attr, default in options if getattr(args, attr, default) != default]
+
+
 async def _replay(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -392,7 +410,17 @@ async def _replay(args: argparse.Namespace) -> int:
         if len(sgf) != len(paths):
             print("kibitz: replay takes PGN files or SGF files, not both at once", file=sys.stderr)
             return EXIT_USAGE
+        chess_only = options_given(args, CHESS_REPLAY_OPTIONS)
+        if chess_only:
+            # each was ignored without a word: --serve served nothing (the overlay draws chess), --review reviewed nothing
+            print(f"kibitz: {', '.join(chess_only)}: for chess (PGN) games; an SGF replay rates Go with --go-profile, "
+                  "--go-engine, --go-level, --engines, --cache, --search-timeout, --out and --quiet", file=sys.stderr)
+            return EXIT_USAGE
         return await _replay_go(args, sgf)
+    go_only = options_given(args, GO_REPLAY_OPTIONS)
+    if go_only:
+        print(f"kibitz: {', '.join(go_only)}: for Go (SGF) games, and these are PGN", file=sys.stderr)
+        return EXIT_USAGE
     config = build_config(args)
     games: list = []
     for p in paths:  # each checked by game_file when the arguments were read

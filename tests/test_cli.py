@@ -338,3 +338,19 @@ def test_the_worker_refuses_stages_it_cannot_run_before_it_looks_for_a_broker(tm
     assert not data.exists()
     faust = kibitz("worker", "--runtime", "faust", "--review", "--broker", "127.0.0.1:1", "--data-dir", str(tmp_path))
     assert faust.returncode == 2 and "--review needs the transactional runtime" in faust.stderr
+
+
+@pytest.mark.parametrize("files,options,says", [
+    (["tests/fixtures/fox_5d_testing.sgf"], ["--serve", "127.0.0.1:8099", "--review"], "--serve, --review: for chess (PGN) games"),
+    (["tests/fixtures/fox_5d_testing.sgf"], ["--depth", "4", "--profile", "standard"], "--profile, --depth: for chess"),
+    (["tests/fixtures/bad.pgn"], ["--go-profile", "go-fox-gnugo-l1", "--quiet"], "--go-profile, --quiet: for Go (SGF) games"),
+])
+def test_replay_refuses_the_options_of_the_other_game(files, options, says):
+    """Each was ignored without a word: an SGF replay with ``--serve`` rated its games and served nothing (the
+    overlay draws chess), with ``--review`` reviewed nothing; a PGN replay read no ``--go-*`` option. Refused before
+    any engine starts."""
+    r = kibitz("replay", *files, *options, "--no-ui", timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert says in r.stderr
+    assert "games in" not in r.stdout  # nothing was replayed
+
