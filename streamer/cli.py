@@ -229,6 +229,25 @@ def game_file(text: str) -> Path:
     return path
 
 
+def is_sgf(path: Path) -> bool:
+    """Whether a games file holds Go (SGF): named ``.sgf``, or an SGF record whatever its name."""
+    from .ingest import SNIFF_BYTES, sgf_text
+
+    if path.suffix.lower() == ".sgf":
+        return True
+    with path.open("rb") as f:
+        return sgf_text(f.read(SNIFF_BYTES))
+
+
+def pgn_file(text: str) -> Path:
+    """An argparse type: a PGN file (:func:`game_file`) for a command that rates chess only; an SGF record is a usage
+    error (read as PGN it was one game of "?" against "?" without a move)."""
+    path = game_file(text)
+    if is_sgf(path):
+        raise argparse.ArgumentTypeError(f"{text} is an SGF record (Go games): this command reads chess games, in PGN")
+    return path
+
+
 def _number(text: str) -> float:
     """``text`` as a float, NaN when it is none: a NaN fails every range check of the argparse types below."""
     try:
@@ -303,13 +322,17 @@ def host_port(text: str) -> str:
 def feed_source(text: str) -> str:
     """An argparse type: a feed for ``kibitz follow``, an http(s) URL (``stream+`` before it: read as a stream) or a
     file path. A file that does not exist yet
-    is accepted (a relay may write it later: it is polled until it appears); a directory, or a URL of another
-    scheme, would never give a PGN text and is a usage error."""
+    is accepted (a relay may write it later: it is polled until it appears); a directory, an SGF file or a URL of
+    another scheme would never give a PGN text and is a usage error."""
     scheme = urlparse(text.removeprefix(STREAM_PREFIX)).scheme
     if "://" in text and scheme not in ("http", "https"):
         raise argparse.ArgumentTypeError(f"not an http(s) URL, a stream+http(s) URL or a file: {text}")
     if "://" not in text and Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory: name its PGN files, e.g. {text.rstrip('/')}/*.pgn")
+    if "://" not in text and Path(text).is_file() and is_sgf(Path(text)):
+        # a feed URL serving SGF is unavailable until it serves PGN; a file here is Go games, which follow does not read
+        raise argparse.ArgumentTypeError(f"{text} is an SGF record (Go games): follow reads PGN feeds; "
+                                         "rate SGF files with kibitz replay or kibitz produce")
     return text
 
 
@@ -405,7 +428,7 @@ async def _replay(args: argparse.Namespace) -> int:
     from .ui import ReplayView
 
     paths: list[Path] = args.pgn or [DEMO_PGN]
-    sgf = [p for p in paths if p.suffix.lower() == ".sgf"]
+    sgf = [p for p in paths if is_sgf(p)]
     if sgf:
         if len(sgf) != len(paths):
             print("kibitz: replay takes PGN files or SGF files, not both at once", file=sys.stderr)
@@ -709,7 +732,7 @@ async def _produce(args: argparse.Namespace) -> int:
     go_events: list = []  # SGF games: no clocks to pace by, sent as fast as the broker takes them
     errors: list[tuple[InputError, str]] = []  # (error, source): each refusal, printed and dead-lettered
     for p in args.pgn:
-        if p.suffix.lower() == ".sgf":
+        if is_sgf(p):
             from .goreplay import game_events
             from .sgf import read_sgf_games
 
@@ -852,7 +875,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("pool", help="Ordo-style ratings of a pool of players from game results", description=
                        "Fit maximum-likelihood ratings to the results in PGN files (Ordo's logistic model).")
-    p.add_argument("pgn", nargs="+", type=game_file, help="PGN files with the games' results")
+    p.add_argument("pgn", nargs="+", type=pgn_file, help="PGN files with the games' results")
     p.add_argument("--average", type=rating_value, default=2300.0, help="mean rating of the pool (default %(default)s)")
     p.add_argument("--anchor", action="append", type=anchor_spec, metavar="NAME=RATING", help="pin a player's rating (repeatable)")
     p.add_argument("--white-advantage", type=auto_or(-1000, 1000, "rating points"), default=0.0, metavar="auto|X",
@@ -871,7 +894,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the service does, search every position whose move counts for fair play again at the deep "
                         "profile (depth 12), and test how often the player chose its first choice against the move "
                         "model's expectation for their rating (calibrated on rated-dev by bench/fit_review.py).")
-    rv.add_argument("pgn", nargs="+", type=game_file, help="PGN files with the player's games")
+    rv.add_argument("pgn", nargs="+", type=pgn_file, help="PGN files with the player's games")
     rv.add_argument("--player", required=True, help="the player's name as in the PGN headers, or their id")
     rv.add_argument("--event", default=None, help="only the games of this event (the Event header)")
     rv.add_argument("--json", action="store_true", help="the evidence as one JSON object")

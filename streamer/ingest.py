@@ -250,6 +250,16 @@ def not_a_text(data: bytes) -> str | None:
     return "binary content, not a text" if b"\x00" in head else None
 
 
+#: An SGF record (Go) starts with its first game tree, "(;", after white space (and a UTF-8 byte order mark). No PGN
+#: starts so: "(" opens a variation, which needs a move before it.
+SGF_START = re.compile(r"\A\ufeff?\s*\(\s*;")
+
+
+def sgf_text(head: bytes) -> bool:
+    """Whether a file's first bytes are an SGF record (Go games) rather than PGN, whatever the file is named."""
+    return SGF_START.match(head[:SNIFF_BYTES].decode("utf-8", "replace")) is not None
+
+
 def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
     """PGN bytes as text and the encoding read: UTF-8 (what current sources write), else Windows-1252, which older
     databases and ChessBase exports use (Latin-1 when a byte is not Windows-1252); UTF-16 with its byte order mark
@@ -257,8 +267,11 @@ def decode_pgn(data: bytes, *, partial: bool = False) -> tuple[str, str]:
     both be "M\ufffdller": one id, one rating. A text mostly in UTF-8 with a stray bad byte stays UTF-8 (the bad byte
     replaced). ``partial``: the text may stop inside a character (a feed being written); that character is left for
     the next read. The text is then made one python-chess reads right (:func:`normalize_pgn`). Raises
-    :class:`~analyzers.errors.MalformedEvent` for bytes that are not a text (:func:`not_a_text`)."""
+    :class:`~analyzers.errors.MalformedEvent` for bytes that are not a text (:func:`not_a_text`) or an SGF record."""
     text, encoding = _decode(data, partial)
+    if SGF_START.match(text):
+        # python-chess reads one game of "?" against "?" out of it, never ended (a feed followed for ever)
+        raise MalformedEvent("an SGF record (Go games), not PGN")
     return normalize_pgn(text), encoding
 
 

@@ -161,6 +161,32 @@ def test_a_compressed_or_binary_games_file_is_a_usage_error(command, tmp_path, c
         assert e.value.code == 2 and f"r.pgn{name[5:]} is not a PGN or SGF text: {why}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["pool", "review", "follow"])
+def test_go_games_named_to_a_chess_command_are_a_usage_error(command, tmp_path, capsys):
+    """``pool``, ``review`` and ``follow`` read chess (PGN). Given an SGF record, under any name, python-chess read it
+    as one game of "?" against "?" without a move: pool said "no games", review "no player named", follow waited for
+    that game's end for ever."""
+    from streamer.cli import build_parser
+
+    extra = ["--player", "x"] if command == "review" else []
+    for name in ("fox.sgf", "fox.txt", "fox.pgn"):
+        (tmp_path / name).write_bytes(Path(__file__).parent.joinpath("fixtures", "fox_5d_testing.sgf").read_bytes())
+        with pytest.raises(SystemExit) as e:
+            build_parser().parse_args([command, str(tmp_path / name), *extra])
+        assert e.value.code == 2 and f"{name} is an SGF record (Go games)" in capsys.readouterr().err
+
+
+def test_replay_reads_an_sgf_record_as_go_whatever_its_name(tmp_path):
+    """An SGF record saved as .txt or .pgn was replayed as PGN: one game of "?" against "?", rejected as truncated."""
+    from streamer.cli import is_sgf
+
+    fox = Path(__file__).parent.joinpath("fixtures", "fox_5d_testing.sgf").read_bytes()
+    for name, data, want in (("a.txt", fox, True), ("b.pgn", b"\xef\xbb\xbf\r\n" + fox, True), ("c.sgf", b"", True),
+                             ("d.pgn", BAD_PGN.encode(), False), ("e.pgn", b"(;", True), ("f.pgn", b"( 1. e4", False)):
+        (tmp_path / name).write_bytes(data)
+        assert is_sgf(tmp_path / name) is want, name
+
+
 @pytest.mark.parametrize("command", ["replay", "pool", "review", "produce", "follow"])
 def test_a_directory_or_a_missing_file_named_as_games_is_a_usage_error(command, tmp_path, capsys):
     """A directory was retried for ever by ``follow`` ("Is a directory" at every poll), reported as "no such file" by

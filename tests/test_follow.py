@@ -737,6 +737,22 @@ async def test_a_compressed_or_binary_feed_is_unavailable_until_it_is_pgn(tmp_pa
     assert not follower.unavailable and [e.ply for e in got if isinstance(e, MoveEvent)] == [0, 1, 2]
 
 
+async def test_an_sgf_record_in_place_of_the_feed_is_unavailable_not_a_game(tmp_path):
+    """Go games (SGF) where the PGN feed should be: python-chess read them as one game of "?" against "?" without a
+    move, which never ended (``--until-ended`` waited for ever). Now the feed is unavailable, saying so, until it
+    serves PGN."""
+    path = tmp_path / "round.pgn"
+    path.write_text("\ufeff\n (\n;GM[1]FF[4]SZ[19]PB[a]PW[b];B[dd];W[pp])\n")
+    got: list = []
+    follower = Follower([PgnSource(str(path))], got.append, interval=0.01)
+    assert await follower.poll_once() == 0 and "an SGF record (Go games), not PGN" in follower.unavailable[str(path)]
+    assert got == []
+    path.write_text(pgn_upto(3))
+    os.utime(path, ns=(10**9, 10**9))
+    await follower.poll_once()
+    assert not follower.unavailable and [e.ply for e in got if isinstance(e, MoveEvent)] == [0, 1, 2]
+
+
 async def test_a_feed_over_the_size_bound_is_unavailable_not_read_into_memory(feed, tmp_path, monkeypatch):
     """A feed is read whole at every change: a file or a URL serving far more than any round (a whole database, a URL
     serving something else, endless) was read into memory whole. Now past MAX_FEED_BYTES (here 4 KB) it is the feed
