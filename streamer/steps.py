@@ -70,6 +70,7 @@ from schemas import (
 
 from .metrics import Metrics
 from .pipeline import (
+    GO_NOT_CONFIGURED,
     REVIEW_VERDICTS,
     GameState,
     PipelineConfig,
@@ -282,7 +283,7 @@ class Steps:
         """The engine pool of ``game``'s searches; a game this runtime has no engines for is refused."""
         pool = self.go_pool if game == "go" else self.pool
         if pool is None:
-            raise UnsupportedGame(f"this runtime has no {game} engine pool" + (" (the worker's --go)" if game == "go" else ""),
+            raise UnsupportedGame(GO_NOT_CONFIGURED if game == "go" else f"this runtime has no {game} engine pool",
                                   game_id=game_id, ply=ply)
         return pool
 

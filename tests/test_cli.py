@@ -380,3 +380,14 @@ def test_replay_refuses_the_options_of_the_other_game(files, options, says):
     assert says in r.stderr
     assert "games in" not in r.stdout  # nothing was replayed
 
+
+
+def test_go_events_on_kibitz_stream_say_where_go_is_rated():
+    """``kibitz stream`` has no Go engines: a Go game is refused saying which commands rate Go (it named the worker's
+    --go alone, an option stream does not have)."""
+    events = ('{"type": "game_started", "game": "go", "game_id": "g1", "white": {"id": "a"}, "black": {"id": "b"}}\n'
+              '{"type": "move", "game": "go", "game_id": "g1", "ply": 0, "uci": "Q16"}\n')
+    r = kibitz("stream", *FAST, stdin=events, timeout=120)
+    assert r.returncode == 3
+    assert "rejected (unsupported_game) game g1: this kibitz is not set up for Go" in r.stderr
+    assert "kibitz replay FILE.sgf" in r.stderr
