@@ -55,6 +55,12 @@ def mover(board: chess.Board) -> int:
     return 0 if board.turn == chess.WHITE else 1
 
 
+def ply(board: chess.Board) -> int:
+    """Half-moves played before ``board`` as its move number says: a game set up from a FEN (a thematic opening, a
+    game resumed or joined late) starts as far into the game as the FEN's move number, not at ply 0."""
+    return board.ply()
+
+
 def copy(board: chess.Board) -> chess.Board:
     """An independent copy of the position without its move history (what the engine step keeps of it)."""
     return board.copy(stack=False)

@@ -453,7 +453,8 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
     recapture = bool(before.candidates) and state.adapter.retakes(before_pos, before.candidates[0].uci, applied.captured_on)
     played_value = before.candidates[rank].value if rank is not None else -after.best_cp
     counted = (
-        ev.ply >= config.profile.skip_plies
+        # past the book by the position's own move number: a game set up from a FEN is that far into the game
+        state.adapter.ply(before_pos) >= config.profile.skip_plies
         and abs(before.best_cp) <= config.profile.decided_cp
         and len(before.candidates) > 1
     )

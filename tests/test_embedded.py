@@ -330,3 +330,25 @@ async def test_a_clock_no_rated_game_has_is_read_as_missing(stockfish, caplog):
     missing = await ratings(None, None)
     assert glitch == missing and len(glitch) > 49  # every ply in the game scope, the others at the end
     assert max(r for r, _, _ in glitch.values()) < 3000
+
+
+async def test_a_game_set_up_from_a_fen_is_past_the_book_by_its_move_number(stockfish):
+    """The book (the profile's first ``skip_plies`` plies, 8 here) is counted by the position's move number: a game
+    set up from a FEN at move 6 (a thematic opening, a game joined late) counts its moves from the first, where it
+    counted none of its first 8. A FEN that says move 1 is still in the book."""
+    ruy = "r1bqk2r/1pppbppp/p1n2n2/4p3/B3P3/5N2/PPPP1PPP/RNBQ1RK1 w kq - 2 6"
+    moves = ["f1e1", "b7b5", "a4b3", "d7d6"]
+
+    def events(gid, fen):
+        start = {"type": "game_started", "game_id": gid, "white": {"id": f"w{gid}"}, "black": {"id": f"b{gid}"},
+                 "initial_fen": fen}
+        return [json.dumps(start)] + [json.dumps({"type": "move", "game_id": gid, "ply": i, "uci": u})
+                                      for i, u in enumerate(moves)]
+
+    out, dead, _ = await run(events("move6", ruy) + events("move1", ruy.replace(" 2 6", " 0 1")))
+    assert dead == []
+    counted = {(a.game_id, a.ply): a.counted for a in out if isinstance(a, MoveAssessment)}
+    assert [counted["move6", p] for p in range(4)] == [True] * 4
+    assert [counted["move1", p] for p in range(4)] == [False] * 4
+    moves_seen = [m.moves for m in out if isinstance(m, PerceivedRating) and m.scope == "game" and m.game_id == "move6"]
+    assert moves_seen == [1, 1, 2, 2]

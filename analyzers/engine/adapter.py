@@ -43,6 +43,7 @@ class GameAdapter:
     restore: Callable[[str], Any]   # ... and back
     last_capture: Callable[[Any], Any | None]     # where the last move captured (chess: a square), or None
     retakes: Callable[[Any, str, Any | None], bool]  # whether a move takes back on that point
+    ply: Callable[[Any], int]      # half-moves played before a position, as the game counts them (chess: its FEN's)
     # -- engine request ---------------------------------------------------------------------------------
     default_engine: str            # binary looked up on PATH and in /usr/games
     engine_env: str                # environment variable that overrides it
@@ -58,7 +59,7 @@ class GameAdapter:
 CHESS = GameAdapter(
     name="chess", start=chessboard.start, play=chessboard.play, mover=chessboard.mover, copy=chessboard.copy,
     snapshot=chessboard.snapshot, restore=chessboard.restore, last_capture=chessboard.last_capture,
-    retakes=chessboard.retakes, default_engine="stockfish", engine_env="KIBITZ_ENGINE", make_engine=UciEngine,
+    retakes=chessboard.retakes, ply=chessboard.ply, default_engine="stockfish", engine_env="KIBITZ_ENGINE", make_engine=UciEngine,
     key=position_key, canonical=canonical_board, terminal=terminal_analysis, decode=PositionAnalysis.from_dict,
     describe=lambda b: b.epd(), default_options=dict(DEFAULT_OPTIONS),
 )
@@ -66,7 +67,7 @@ CHESS = GameAdapter(
 GO = GameAdapter(
     name="go", start=goboard.start, play=goboard.play, mover=goboard.mover, copy=GoPosition.copy,
     snapshot=goboard.snapshot, restore=goboard.restore, last_capture=lambda pos: None,
-    retakes=lambda pos, move, on: False, default_engine="gnugo", engine_env="KIBITZ_GO_ENGINE", make_engine=GtpEngine,
+    retakes=lambda pos, move, on: False, ply=lambda pos: pos.ply, default_engine="gnugo", engine_env="KIBITZ_GO_ENGINE", make_engine=GtpEngine,
     key=GoPosition.key, canonical=GoPosition.copy, terminal=lambda pos, engine, limits: None, decode=GoAnalysis.from_dict,
     describe=lambda p: f"go {p.size}x{p.size} after {p.ply} moves",
 )
