@@ -61,6 +61,14 @@ def ply(board: chess.Board) -> int:
     return board.ply()
 
 
+def board_result(board: chess.Board) -> str | None:
+    """The result the rules give ``board`` by themselves: checkmate ("1-0", "0-1") or stalemate ("1/2-1/2"); None
+    where the game could go on (or end only by a claim, a flag or an agreement)."""
+    if board.is_checkmate():
+        return "0-1" if board.turn == chess.WHITE else "1-0"
+    return "1/2-1/2" if board.is_stalemate() else None
+
+
 def copy(board: chess.Board) -> chess.Board:
     """An independent copy of the position without its move history (what the engine step keeps of it)."""
     return board.copy(stack=False)

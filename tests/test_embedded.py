@@ -352,3 +352,26 @@ async def test_a_game_set_up_from_a_fen_is_past_the_book_by_its_move_number(stoc
     assert [counted["move1", p] for p in range(4)] == [False] * 4
     moves_seen = [m.moves for m in out if isinstance(m, PerceivedRating) and m.scope == "game" and m.game_id == "move6"]
     assert moves_seen == [1, 1, 2, 2]
+
+
+def test_a_declared_result_the_board_contradicts_is_scored_as_declared_with_a_warning(caplog):
+    """A game ending in checkmate whose end declares the mated side the winner (a forfeit after a fair-play ruling, an
+    arbiter's decision, a relay's slip: 29 of rated-dev's 5,889 checkmates declare another result) is scored as declared, the result that
+    counts for a rating, and logged so an operator sees the two differ. A result the board agrees with logs nothing."""
+    import logging
+
+    from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
+    from streamer.pipeline import apply_move, end_game, start_game
+
+    def fools_mate(gid):
+        state = start_game(None, GameStarted(game_id=gid, white=PlayerInfo(id="w"), black=PlayerInfo(id="b")), None, CONFIG)
+        for ply, uci in enumerate(("f2f3", "e7e5", "g2g4", "d8h4")):
+            state = apply_move(state, MoveEvent(game_id=gid, ply=ply, uci=uci)).state
+        return state
+
+    with caplog.at_level(logging.WARNING, logger="kibitz.pipeline"):
+        declared = end_game(fools_mate("g1"), GameEnded(game_id="g1", result="1-0", plies=4))
+        agreed = end_game(fools_mate("g2"), GameEnded(game_id="g2", result="0-1", plies=4))
+    assert [r.score for r in declared] == [1.0, 0.0] and [r.score for r in agreed] == [0.0, 1.0]
+    warned = [r for r in caplog.records if r.message == "declared result differs from the board's"]
+    assert [(r.game_id, r.declared, r.on_board) for r in warned] == [("g1", "1-0", "0-1")]
