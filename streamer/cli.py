@@ -723,48 +723,67 @@ def _transactional_worker(args: argparse.Namespace, settings, config, stages: li
 
 
 async def _produce(args: argparse.Namespace) -> int:
+    """``kibitz produce``: the files' games into the input topic. At ``--max-speed`` one game at a time, file after file
+    (memory: one file's text and one game, so a backfill of any size fits); paced, every chess game's events merged
+    on one clock (:func:`~streamer.ingest.replay_timeline`), which needs all of them first. A refused game's dead
+    letter is sent where its game comes."""
     from aiokafka import AIOKafkaProducer
 
+    from .goreplay import game_events
     from .ingest import paced, read_pgn_games, replay_timeline
+    from .sgf import read_sgf_games
 
     settings = kafka_settings(args)
-    games: list = []
-    go_events: list = []  # SGF games: no clocks to pace by, sent as fast as the broker takes them
-    errors: list[tuple[InputError, str]] = []  # (error, source): each refusal, printed and dead-lettered
-    for p in args.pgn:
-        if is_sgf(p):
-            from .goreplay import game_events
-            from .sgf import read_sgf_games
-
-            for g in read_sgf_games(p):
-                evs, error = game_events(g)
-                errors += [(error, g.source)] if error is not None else []
-                go_events += evs
-        else:
-            read = list(read_pgn_games(p))
-            games += read
-            errors += [(e, p.name) for g in read for e in g.errors]
-    timeline = replay_timeline(games, speed=None if args.max_speed else args.speed)
+    pgn, sgf = [p for p in args.pgn if not is_sgf(p)], [p for p in args.pgn if is_sgf(p)]
     await wait_for_broker(settings)
     producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
     await producer.start()
+    sent = chess_games = go_games = refused = 0
+
+    async def send(ev: BaseModel) -> None:
+        nonlocal sent
+        for topic, key, value in input_records(settings.topics, ev):
+            await producer.send(topic, value, key=key)
+        sent += 1
+
+    async def refuse(error: InputError, source: str) -> None:
+        nonlocal refused
+        topic, key, d = rejection_record(settings.topics, error, source=source)
+        print_rejection(d)
+        await producer.send(topic, d.model_dump_json().encode(), key=key)
+        refused += 1
+
     try:
-        for error, source in errors:
-            topic, key, d = rejection_record(settings.topics, error, source=source)
-            print_rejection(d)
-            await producer.send(topic, d.model_dump_json().encode(), key=key)
-        async for te in paced(timeline):
-            for topic, key, value in input_records(settings.topics, te.event):
-                await producer.send(topic, value, key=key)
-        for ev in go_events:
-            for topic, key, value in input_records(settings.topics, ev):
-                await producer.send(topic, value, key=key)
+        if args.max_speed:
+            for p in pgn:
+                for g in read_pgn_games(p):
+                    chess_games += 1
+                    for e in g.errors:
+                        await refuse(e, p.name)
+                    for ev in g.events():
+                        await send(ev)
+        elif pgn:
+            games = [(g, p.name) for p in pgn for g in read_pgn_games(p)]
+            chess_games = len(games)
+            for g, name in games:
+                for e in g.errors:
+                    await refuse(e, name)
+            async for te in paced(replay_timeline((g for g, _ in games), speed=args.speed)):
+                await send(te.event)
+        for p in sgf:  # Go games: no clocks to pace by, sent as fast as the broker takes them
+            for go in read_sgf_games(p):
+                evs, error = game_events(go)
+                go_games += any(isinstance(ev, GameStarted) for ev in evs)
+                if error is not None:
+                    await refuse(error, go.source)
+                for ev in evs:
+                    await send(ev)
         await producer.flush()
     finally:
         await producer.stop()
-    print(f"produced {len(timeline) + len(go_events)} events of {len(games)} chess games and "
-          f"{sum(isinstance(e, GameStarted) for e in go_events)} Go games to {settings.topics.moves}", file=sys.stderr)
-    return EXIT_REJECTED if errors else EXIT_OK
+    print(f"produced {sent} events of {chess_games} chess games and {go_games} Go games to {settings.topics.moves}",
+          file=sys.stderr)
+    return EXIT_REJECTED if refused else EXIT_OK
 
 
 async def _follow(args: argparse.Namespace) -> int:
@@ -952,7 +971,8 @@ def build_parser() -> argparse.ArgumentParser:
     kafka_options(pr)
     sp2 = pr.add_mutually_exclusive_group()
     sp2.add_argument("--speed", type=positive(float), default=60.0, help="time compression (default %(default)s)")
-    sp2.add_argument("--max-speed", action="store_true", help="as fast as the broker takes them")
+    sp2.add_argument("--max-speed", action="store_true", help="as fast as the broker takes them, one game at a time "
+                     "(a backfill of any size; paced, every game is read first)")
     pr.set_defaults(func=lambda a: asyncio.run(_produce(a)))
 
     fo = sub.add_parser("follow", help="follow live PGN feeds (files or URLs) and rate their games", description=
