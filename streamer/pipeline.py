@@ -394,15 +394,19 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
     clock = plausible_clock(ev, state)
     state.moves.append(ev.uci)
     state.clocks.append(clock)
+    # a game's first move of each side, counted from the game's start: a game set up from a FEN past the opening
+    # (joined late, resumed) starts with clocks that are neither the base nor a guide to the time control
+    first = game.ply(before) <= 1
     if state.time_class == UNKNOWN_CLASS and ev.ply <= 1:
         # no declared time control: the first clock is base + increment minus a few seconds; a game without clocks
         # (an over-the-board archive) may still have an event name that says it ("World Blitz")
-        state.time_class = class_from_clock(clock) if clock is not None else class_from_event_name(state.event)
+        state.time_class = (class_from_clock(clock) if clock is not None and first
+                            else class_from_event_name(state.event))
     spent = None
     if clock is not None:
         previous = state.last_clock[side]
         spent = max(previous - clock, 0.0) if previous is not None else None
-        if ev.ply <= 1 and clock > 0:
+        if first and clock > 0:
             state.clock_base = max(state.clock_base or 0.0, clock)
     # a move without its clock leaves the time spent on the mover's next move unknown: their previous clock minus
     # the next one would be the time of two moves

@@ -375,3 +375,22 @@ def test_a_declared_result_the_board_contradicts_is_scored_as_declared_with_a_wa
     assert [r.score for r in declared] == [1.0, 0.0] and [r.score for r in agreed] == [0.0, 1.0]
     warned = [r for r in caplog.records if r.message == "declared result differs from the board's"]
     assert [(r.game_id, r.declared, r.on_board) for r in warned] == [("g1", "1-0", "0-1")]
+
+
+def test_a_game_set_up_past_the_opening_takes_neither_class_nor_base_from_its_first_clocks():
+    """The first clocks of a game are base + increment, the time control's measure, only at its start: a game set up
+    from a FEN at move 30 (joined late, resumed) with 4:10 left was classed blitz and its time left read against a
+    base of 4:10. Now its class is the event name's (else unknown) and its base unknown; from move 1 as before."""
+    from schemas import GameStarted, MoveEvent, PlayerInfo
+    from streamer.pipeline import apply_move, start_game
+
+    def first_two(gid, fen):
+        state = start_game(None, GameStarted(game_id=gid, white=PlayerInfo(id=f"w{gid}"), black=PlayerInfo(id=f"b{gid}"),
+                                             initial_fen=fen), None, CONFIG)
+        for ply, (uci, clock) in enumerate((("f1e1", 250.0), ("b7b5", 245.0))):
+            state = apply_move(state, MoveEvent(game_id=gid, ply=ply, uci=uci, clock=clock)).state
+        return state.time_class, state.clock_base
+
+    ruy = "r1bqk2r/1pppbppp/p1n2n2/4p3/B3P3/5N2/PPPP1PPP/RNBQ1RK1 w kq - 2 {}"
+    assert first_two("late", ruy.format(30)) == ("unknown", None)
+    assert first_two("start", ruy.format(1)) == ("blitz", 250.0)
