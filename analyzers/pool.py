@@ -134,6 +134,10 @@ def _strong_components(n: int, edges: set[tuple[int, int]]) -> list[list[int]]:
     return comps
 
 
+#: The groups an unratable pool's error names (the largest first); every group is in its ``components``.
+SHOWN_GROUPS = 5
+
+
 def _check_ratable(names: list[Hashable], wi: np.ndarray, bi: np.ndarray, s: np.ndarray, anchored: set[int]) -> None:
     n = len(names)
     pts = np.bincount(wi, s, n) + np.bincount(bi, 1.0 - s, n)
@@ -153,10 +157,14 @@ def _check_ratable(names: list[Hashable], wi: np.ndarray, bi: np.ndarray, s: np.
         # with anchors, each group may be pinned by an anchor of its own
         if anchored and all(any(i in anchored for i in c) for c in comps):
             return
-        groups = [[names[i] for i in c] for c in comps]
+        groups = sorted(([names[i] for i in c] for c in comps), key=len, reverse=True)
+        shown = groups[:SHOWN_GROUPS]  # the largest: a pool of several events may split into a hundred
+        more = f"; and {len(groups) - len(shown)} more groups" if len(groups) > len(shown) else ""
         raise UnratablePool(
-            f"the pool splits into {len(groups)} groups that did not all take points off each other: "
-            + "; ".join(", ".join(map(str, g[:5])) + (" ..." if len(g) > 5 else "") for g in groups),
+            f"the pool splits into {len(groups)} groups that did not all take points off each other (rate each event "
+            f"apart, or pin a player of each group with an anchor): "
+            + "; ".join(f"{len(g)} players: " + ", ".join(map(str, g[:5])) + (" ..." if len(g) > 5 else "") for g in shown)
+            + more,
             components=[[str(p) for p in g] for g in groups],
         )
 

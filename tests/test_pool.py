@@ -66,6 +66,12 @@ def test_perfect_scores_and_disconnected_pools_are_reported():
     with pytest.raises(UnratablePool) as e:
         fit_pool([("a", "b", 0.5), ("c", "d", 0.5)])
     assert len(e.value.components) == 2
+    # a pool of many events that never met: the largest groups named, the count of the rest (all 60 were listed)
+    games = [(f"e{k}a", f"e{k}b", 0.5) for k in range(59)] + [("x", "y", 0.5), ("y", "z", 0.5), ("z", "x", 0.5)]
+    with pytest.raises(UnratablePool) as e:
+        fit_pool(games)
+    assert len(e.value.components) == 60 and str(e.value).count("players:") == 5
+    assert "splits into 60 groups" in str(e.value) and "3 players: " in str(e.value) and str(e.value).endswith("55 more groups")
     # a group that took no points off another cannot be placed either
     with pytest.raises(UnratablePool):
         fit_pool([("a", "b", 0.5), ("c", "d", 0.5), ("a", "c", 1.0), ("b", "d", 1.0), ("a", "d", 1.0), ("b", "c", 1.0)])
