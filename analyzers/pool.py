@@ -159,11 +159,12 @@ def _check_ratable(names: list[Hashable], wi: np.ndarray, bi: np.ndarray, s: np.
             return
         groups = sorted(([names[i] for i in c] for c in comps), key=len, reverse=True)
         shown = groups[:SHOWN_GROUPS]  # the largest: a pool of several events may split into a hundred
-        more = f"; and {len(groups) - len(shown)} more groups" if len(groups) > len(shown) else ""
+        more = f" | and {len(groups) - len(shown)} more groups" if len(groups) > len(shown) else ""
         raise UnratablePool(
             f"the pool splits into {len(groups)} groups that did not all take points off each other (rate each event "
             f"apart, or pin a player of each group with an anchor): "
-            + "; ".join(f"{len(g)} players: " + ", ".join(map(str, g[:5])) + (" ..." if len(g) > 5 else "") for g in shown)
+            # names are often "Last, First": players apart by "; ", groups by " | "
+            + " | ".join(f"{len(g)} players: " + "; ".join(map(str, g[:5])) + (" ..." if len(g) > 5 else "") for g in shown)
             + more,
             components=[[str(p) for p in g] for g in groups],
         )
