@@ -163,7 +163,9 @@ class LiveStore:
         except ValueError:
             return
         color = COLORS[0] if g.board.turn == chess.WHITE else COLORS[1]
-        g.last_move = {"ply": ev.ply, "uci": ev.uci, "san": g.board.san(move), "color": color}
+        # the move's number as the board counts it: a game set up from a FEN at move 30 shows "30. Re1", not "1. Re1"
+        g.last_move = {"ply": ev.ply, "number": g.board.fullmove_number, "uci": ev.uci, "san": g.board.san(move),
+                       "color": color}
         g.board.push(move)
         g.moves += 1
         if ev.clock is not None:

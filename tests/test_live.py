@@ -75,3 +75,16 @@ def test_go_games_are_not_drawn_as_chess():
     store.apply(start("c1", "a", "d"))
     assert [g["game_id"] for g in store.games()] == ["c1"] and store._early == {}
     assert "player" not in store.player("a")  # the Go player-scope rating is not shown as a chess one
+
+
+def test_the_last_move_is_numbered_as_its_position_counts():
+    """A game set up from a FEN at move 30 with Black to move: its first move is "30... Kf8" (numbered from the
+    game's first ply, it was "1. Kf8", and a Black move shown as White's number)."""
+    store = LiveStore()
+    store.apply(GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"),
+                            initial_fen="4k3/8/8/8/8/8/4P3/4K3 b - - 0 30"))
+    store.apply(MoveEvent(game_id="g", ply=0, uci="e8f8"))
+    assert store.game("g")["last_move"] == {"ply": 0, "number": 30, "uci": "e8f8", "san": "Kf8", "color": "black"}
+    store.apply(MoveEvent(game_id="g", ply=1, uci="e2e4"))
+    assert store.game("g")["last_move"]["number"] == 31
+

@@ -46,7 +46,7 @@ function draw(g) {
   document.getElementById("eval-text").textContent = evalText(g.eval_cp);
   const lm = g.last_move;
   document.getElementById("lastmove").textContent = lm
-    ? Math.floor(lm.ply / 2) + 1 + (lm.color === "white" ? ". " : "... ") + lm.san + (g.result ? "  " + g.result : "")
+    ? (lm.number ?? Math.floor(lm.ply / 2) + 1) + (lm.color === "white" ? ". " : "... ") + lm.san + (g.result ? "  " + g.result : "")
     : (g.result || "");
   if (shown.has("board")) {
     document.getElementById("board").src = "/overlay/" + encodeURIComponent(gameId) + "/board.svg?ply=" + g.moves;
