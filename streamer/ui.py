@@ -84,7 +84,8 @@ class ReplayView:
                 # assessments of one game arrive in ply order, so the view's board stays in sync
                 try:
                     mv = chess.Move.from_uci(msg.uci)
-                    bv.last = f"{msg.ply // 2 + 1}{'.' if msg.color == 'white' else '...'}{bv.board.san(mv)}"
+                    # numbered as the board counts (a game set up from a FEN at move 30 starts at 30)
+                    bv.last = f"{bv.board.fullmove_number}{'.' if msg.color == 'white' else '...'}{bv.board.san(mv)}"
                     bv.board.push(mv)
                 except (ValueError, AssertionError):
                     bv.last = msg.uci

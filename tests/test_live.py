@@ -88,3 +88,20 @@ def test_the_last_move_is_numbered_as_its_position_counts():
     store.apply(MoveEvent(game_id="g", ply=1, uci="e2e4"))
     assert store.game("g")["last_move"]["number"] == 31
 
+
+
+def test_the_replay_view_numbers_moves_as_the_position_counts():
+    """The replay's live table shows a board's last move as the overlay does: "30...Kf8" for a game set up from a
+    FEN at move 30 (it showed "1...Kf8")."""
+    from rich.console import Console
+
+    from schemas import Candidate, MoveAssessment
+    from streamer.ui import ReplayView
+
+    view = ReplayView(Console(file=None, quiet=True), 2, live=False)
+    view.started(GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"),
+                             initial_fen="4k3/8/8/8/8/8/4P3/4K3 b - - 0 30"))
+    view.publish(MoveAssessment(game_id="g", ply=0, player_id="b", color="black", uci="e8f8", eval_before=300,
+                                eval_after=300, gain=0, candidates=[Candidate(uci="e8f8", cp=-300), Candidate(uci="e8d8", cp=-300)],
+                                played_rank=0, counted=False, engine="stockfish", limits="depth=8", time_class="unknown"))
+    assert view.boards["g"].last == "30...Kf8"
