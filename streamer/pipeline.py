@@ -495,7 +495,7 @@ def _maybe_finish(state: GameState) -> list[GameResult]:
         log.warning("game ended with more plies than its end announced", extra={
             "game_id": state.game_id, "announced": ev.plies, "applied": len(state.moves)})
     if state.game == "chess" and (on_board := chessboard.board_result(state.position())) not in (None, ev.result):
-        # scored as declared: a forfeit after a fair-play ruling, an arbiter's decision or the producer's error; the
+        # scored as declared: a forfeit, an arbiter's decision (a fair-play ruling) or the producer's error; the
         # declared result is the one that counts for a rating, but an operator should see the two differ (29 of the
         # 5,889 games of rated-dev that end in checkmate declare another result)
         log.warning("declared result differs from the board's", extra={
