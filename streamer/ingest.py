@@ -57,6 +57,7 @@ class PgnGame:
     clocks: list[float | None]
     initial_fen: str | None = None
     errors: list[InputError] = field(default_factory=list)
+    time_control: str = ""  # the TimeControl tag, as a feed's game start carries it
     refused: bool = False  # not rated at all (:func:`refusal`): its error is all it gives
 
     @property
@@ -67,7 +68,8 @@ class PgnGame:
         if self.refused:
             return []
         evs: list[GameStarted | MoveEvent | GameEnded] = [
-            GameStarted(game_id=self.game_id, white=self.white, black=self.black, event=self.event, initial_fen=self.initial_fen)
+            GameStarted(game_id=self.game_id, white=self.white, black=self.black, event=self.event,
+                        time_control=self.time_control, initial_fen=self.initial_fen)
         ]
         evs += [MoveEvent(game_id=self.game_id, ply=i, uci=u, clock=c) for i, (u, c) in enumerate(zip(self.moves, self.clocks))]
         if self.result in RESULT_SCORES and not self.errors:
@@ -218,7 +220,8 @@ def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
     moves, clocks, stop = mainline(game) if refused is None else ([], [], None)
     g = PgnGame(gid, _player(game.headers, "White", gid), _player(game.headers, "Black", gid),
                 as_id(game.headers.get("Event", ""), fallback=""),
-                game.headers.get("Result", "*"), moves, clocks, setup_fen(game.headers))
+                game.headers.get("Result", "*"), moves, clocks, setup_fen(game.headers),
+                time_control=game.headers.get("TimeControl", ""))
     if refused is not None:
         g.errors.append(refused)
         g.refused = True

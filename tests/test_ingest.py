@@ -400,3 +400,14 @@ def test_any_pgn_text_reads_into_well_formed_events_or_typed_errors(tmp_path_fac
         if isinstance(e, MoveEvent):
             plies.setdefault(e.game_id, []).append(e.ply)
     assert all(ps == list(range(len(ps))) for ps in plies.values())
+
+
+def test_a_file_passes_its_time_control_as_a_feed_does(tmp_path):
+    """A file's game start carried no TimeControl, a feed's did: the same PGN without clocks was classical through
+    ``follow`` and of unknown class through ``replay`` and ``produce``."""
+    text = '[Event "e"]\n[White "a"]\n[Black "b"]\n[Result "*"]\n[TimeControl "40/5400+30:1800+30"]\n\n1. e4 e5 *\n'
+    path = tmp_path / "g.pgn"
+    path.write_text(text)
+    (start, *_), = [g.events() for g in read_pgn_games(path)]
+    fed = [e for e in FeedTracker("g").update(text) if isinstance(e, GameStarted)]
+    assert start.time_control == fed[0].time_control == "40/5400+30:1800+30"
