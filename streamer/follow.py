@@ -55,9 +55,9 @@ import chess
 import chess.pgn
 
 from analyzers.errors import IllegalMove, InputError, MalformedEvent, SourceUnavailable
-from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
+from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, as_id
 
-from .ingest import RESULT_TOKENS, decode_pgn, mainline, player_id_for, rating_from_tag, read_game, refusal, setup_fen
+from .ingest import RESULT_TOKENS, decode_pgn, mainline, player_info, read_game, refusal, setup_fen
 
 log = logging.getLogger("kibitz.follow")
 
@@ -637,9 +637,8 @@ class FeedTracker:
 
     def _started(self, game_id: str, pg: ParsedGame) -> GameStarted:
         h = pg.headers
-        players = [PlayerInfo(id=player_id_for(h, c, game_id), name=(h.get(c, "?").strip() or "?"),
-                              rating=rating_from_tag(h.get(f"{c}Elo"))) for c in ("White", "Black")]
-        return GameStarted(game_id=game_id, white=players[0], black=players[1], event=as_id(h.get("Event", ""), fallback=""),
+        return GameStarted(game_id=game_id, white=player_info(h, "White", game_id), black=player_info(h, "Black", game_id),
+                           event=as_id(h.get("Event", ""), fallback=""),
                            time_control=h.get("TimeControl", ""), initial_fen=setup_fen(h))
 
 

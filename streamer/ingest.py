@@ -126,7 +126,9 @@ def named_player_id(headers: chess.pgn.Headers, color: str) -> str | None:
     return None if is_placeholder(name) else as_id(name)  # a name over 200 characters or with a tab makes a valid id
 
 
-def _player(headers: chess.pgn.Headers, color: str, game_id: str) -> PlayerInfo:
+def player_info(headers: chess.pgn.Headers, color: str, game_id: str) -> PlayerInfo:
+    """White's or Black's PlayerInfo from a game's tags: its id (:func:`player_id_for`), name and declared rating; the
+    one reading of a file's games and a feed's."""
     name = headers.get(color, "?").strip() or "?"
     return PlayerInfo(id=player_id_for(headers, color, game_id), name=name, rating=rating_from_tag(headers.get(f"{color}Elo")))
 
@@ -218,7 +220,7 @@ def pgn_game_from(game: chess.pgn.Game, path: Path, index: int) -> PgnGame:
     gid = game_id_for(path, index, game.headers)
     refused = refusal(game.headers, gid, path.name)
     moves, clocks, stop = mainline(game) if refused is None else ([], [], None)
-    g = PgnGame(gid, _player(game.headers, "White", gid), _player(game.headers, "Black", gid),
+    g = PgnGame(gid, player_info(game.headers, "White", gid), player_info(game.headers, "Black", gid),
                 as_id(game.headers.get("Event", ""), fallback=""),
                 game.headers.get("Result", "*"), moves, clocks, setup_fen(game.headers),
                 time_control=game.headers.get("TimeControl", ""))
