@@ -96,7 +96,7 @@ def counts_for_review(a: MoveAssessment, profile: EngineProfile | None = None) -
 
 
 def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel, calibration: ReviewCalibration | None = None,
-                profile: EngineProfile | None = None) -> FairPlayMove | None:
+                profile: EngineProfile | None = None, known_left: float | None = None) -> FairPlayMove | None:
     """One move's fair-play terms with the deeper search's first choice ``deep_uci`` as the reference move: matched
     when the player played it, expected with the move model's probability of it at the move's reference rating, time
     class and clock (as :func:`~streamer.pipeline.count_move`). A first choice that the service's search did not list
@@ -106,7 +106,9 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel, calibration:
     probability to how often honest players of rated-dev matched (:class:`~analyzers.fairplay.ReviewCalibration`);
     without it the raw model probability is used. A move in a decided position (:func:`review_terms`, given the
     service's ``profile``) counts only with a calibration that has their term, or without any (the raw p, for the
-    fit). None when the move does not count."""
+    fit). A move whose clock is missing in a game whose clocks came (``known_left``, the mover's x_left as last known
+    there: :func:`known_lefts`) is read at that time left, as the service reads it, not as a move of a game without
+    clocks. None when the move does not count."""
     terms = review_terms(a, profile)
     if terms is None:
         return None
@@ -118,20 +120,36 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel, calibration:
         target = ucis.index(deep_uci)
     else:  # the worst listed value loses the most
         losses, target = [*losses, max(losses)], len(losses)
-    shift = model.clock_shift(move_clock_inputs(a))
+    clock = clock_of(a) if known_left is None or has_clock(a) else (known_left, 0.0)
+    shift = model.clock_shift(clock if clock is not None else move_clock_inputs(a))
     sens, cons = model.params(float(a.reference_rating or 0), a.time_class or UNKNOWN_CLASS)
     m = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons), target=target)
     if m is None or calibration is None:
         return m
-    return m._replace(p_top=calibration.probability(m.p_top, target == 0, a.reference_rating, ahead, clock_of(a)))
+    return m._replace(p_top=calibration.probability(m.p_top, target == 0, a.reference_rating, ahead, clock))
+
+
+def known_lefts(assessments: Iterable[MoveAssessment]) -> dict[int, float | None]:
+    """ply -> the mover's x_left as last known before that move in its game (the game scope's
+    :attr:`~analyzers.combination.ScopeFeatures.known_x_left`: over the mover's counted moves whose clock came), for
+    one player's assessments of one game in ply order."""
+    out: dict[int, float | None] = {}
+    known: float | None = None
+    for a in assessments:
+        out[a.ply] = known
+        if a.counted and has_clock(a):
+            known = move_clock_inputs(a)[0]
+    return out
 
 
 def review_stats(moves: Iterable[tuple[MoveAssessment, str]], model: MoveModel,
-                 calibration: ReviewCalibration | None = None, profile: EngineProfile | None = None) -> ReviewStats:
-    """The review's sums over (the service's assessment, the deeper search's first choice) pairs."""
+                 calibration: ReviewCalibration | None = None, profile: EngineProfile | None = None,
+                 known: Mapping[tuple[str, int], float | None] | None = None) -> ReviewStats:
+    """The review's sums over (the service's assessment, the deeper search's first choice) pairs; ``known``: (game id,
+    ply) -> the mover's last known x_left (:func:`known_lefts`), for moves whose clock is missing."""
     stats = ReviewStats()
     for a, deep in moves:
-        stats.add(review_move(a, deep, model, calibration, profile))
+        stats.add(review_move(a, deep, model, calibration, profile, (known or {}).get((a.game_id, a.ply))))
     return stats
 
 
@@ -197,13 +215,17 @@ async def review_player(pool: EnginePool, config: PipelineConfig, model: MoveMod
     firsts = await first_choices(pool, mine, assessed, limits, profile)
     pairs: list[tuple[MoveAssessment, str]] = []
     plies: dict[str, list[int]] = {}
+    known: dict[tuple[str, int], float | None] = {}
     for g, color in mine:
         deep = firsts.get((g.game_id, color), {})
-        for a in assessed.get(g.game_id, []):
-            if a.ply in deep and a.color == color:
+        own = sorted((a for a in assessed.get(g.game_id, []) if a.color == color), key=lambda a: a.ply)
+        known |= {(g.game_id, ply): x for ply, x in known_lefts(own).items()}
+        for a in own:
+            if a.ply in deep:
                 pairs.append((a, deep[a.ply]))
                 plies.setdefault(g.game_id, []).append(a.ply)
-    return Review(player_id, [g.game_id for g, _ in mine], limits.key, review_stats(pairs, model, calibration, profile), plies)
+    return Review(player_id, [g.game_id for g, _ in mine], limits.key, review_stats(pairs, model, calibration, profile, known),
+                  plies)
 
 
 def record_of(game: PgnGame) -> GameRecord:

@@ -559,3 +559,27 @@ def test_the_reviews_weighted_count_weighs_each_match_by_one_over_its_honest_pro
     assert rare.z_weighted > common.z_weighted and rare.matches == common.matches
     assert stats(base + [(1, 0.001)]).weighted == stats(base + [(1, REVIEW_P_FLOOR)]).weighted  # the floor
     stats(base).add(None)  # a move that does not count adds nothing
+
+
+def test_a_move_whose_clock_is_missing_is_reviewed_at_the_last_known_time_left():
+    """A relay drops a clock now and then: the service reads such a move at the mover's last known time left; the
+    review read it as a move of a game without clocks (the reference clock, then its calibration's "unclocked" term).
+    Given the last known x_left it reads the move as a clocked one with that time left and a typical think."""
+    from streamer.pipeline import move_clock_inputs
+    from streamer.review import known_lefts
+
+    # a clocked move whose think is the reference (base / 40), so its inputs are (x_left, 0)
+    clocked = assessment("d2d4", CANDS, clock=300.0, clock_spent=22.5, clock_base=900.0, time_class="rapid")
+    x_left, x_spent = move_clock_inputs(clocked)
+    assert abs(x_spent) < 1e-12 and x_left < -0.3  # a third of the base left: under the reference
+    dropped = assessment("d2d4", CANDS, time_class="rapid")  # the same move, its clock missing
+    with_clock = review_move(clocked, "d2d4", MODEL, CALIBRATION)
+    read_known = review_move(dropped, "d2d4", MODEL, CALIBRATION, known_left=x_left)
+    read_unclocked = review_move(dropped, "d2d4", MODEL, CALIBRATION)
+    assert read_known is not None and with_clock is not None and read_unclocked is not None
+    assert read_known.p_top == pytest.approx(with_clock.p_top, abs=1e-12)
+    assert abs(read_unclocked.p_top - with_clock.p_top) > 1e-3
+    # the last known x_left before each move: the mover's counted moves whose clock came
+    book = assessment("e2e4", CANDS, ply=10, counted=False, clock=890.0, clock_spent=10.0, clock_base=900.0)
+    moves = [book, clocked.model_copy(update={"ply": 30}), dropped.model_copy(update={"ply": 32})]
+    assert known_lefts(moves) == {10: None, 30: None, 32: pytest.approx(x_left)}
