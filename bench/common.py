@@ -101,7 +101,7 @@ def follow_player_events(games, results, checkpoints, at, *, counted_only: bool 
     ``checkpoints`` (with ``counted_only=False``: when its gain histogram reaches n moves, for gains-only profiles);
     ``model``: the move model the scopes also feed (None: none).
     Returns {(event, player id): (scope, [player's PlayerInfo per game], [opponent's])}."""
-    from streamer.pipeline import ScopeStats, has_clock, move_clock_inputs
+    from streamer.pipeline import ScopeStats, known_left_after
 
     scopes: dict = {}
     for g in games:
@@ -114,8 +114,7 @@ def follow_player_events(games, results, checkpoints, at, *, counted_only: bool 
             for a in results.get(g.game_id, []):
                 if a.color == color:
                     s.add(a, None, model, left)
-                    if a.counted and has_clock(a):
-                        left = move_clock_inputs(a)[0]
+                    left = known_left_after(a, left)
                     if counted_only and a.counted and s.post.n in checkpoints:
                         at(s.post.n, s, me, opp, a)
                     elif not counted_only and s.hist.count in checkpoints:

@@ -734,7 +734,8 @@ async def _produce(args: argparse.Namespace) -> int:
     from .sgf import read_sgf_games
 
     settings = kafka_settings(args)
-    pgn, sgf = [p for p in args.pgn if not is_sgf(p)], [p for p in args.pgn if is_sgf(p)]
+    sgf_files = {p: is_sgf(p) for p in args.pgn}
+    pgn, sgf = [p for p in args.pgn if not sgf_files[p]], [p for p in args.pgn if sgf_files[p]]
     await wait_for_broker(settings)
     producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
     await producer.start()

@@ -57,7 +57,7 @@ import chess.pgn
 from analyzers.errors import IllegalMove, InputError, MalformedEvent, SourceUnavailable
 from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, as_id
 
-from .ingest import RESULT_TOKENS, blank_game, decode_pgn, mainline, player_info, read_game, refusal, setup_fen
+from .ingest import blank_game, decode_pgn, ends_in_result, mainline, player_info, read_game, refusal, setup_fen
 
 log = logging.getLogger("kibitz.follow")
 
@@ -390,7 +390,7 @@ class FeedParser:
         stream = io.StringIO(text)
         out: list[ParsedGame] = []
         chunks: dict[str, ParsedGame] = {}
-        last_start, last_stop = 0, len(text)  # the text of the last game: from its start to a comment after it, if any
+        last_start = 0
         while True:
             start = stream.tell()
             try:
@@ -402,19 +402,15 @@ class FeedParser:
                 break
             if chunk is not None:
                 chunks[chunk] = pg
-            if blank_game(pg.headers, pg.moves) and pg.error is None:
-                # a comment outside any game (a relay's header line), not a game; after the last game, its text ends
-                # that game's
-                last_stop = min(last_stop, start) if out else last_stop
-                continue
+            if blank_game(pg.headers, pg.moves, pg.error):
+                continue  # a comment outside any game (a relay's header line), not a game
             out.append(pg)
-            last_start, last_stop = start, len(text)
+            last_start = start
         self._chunks = chunks  # games no longer in the text are forgotten: the memory is one feed's text
-        if out and not tags_complete(text[last_start:last_stop]):
+        if out and not tags_complete(text[last_start:]):
             out.pop()  # its tags are still being written: which game it is is not known yet
         if out:  # a copy: the game kept for its chunk is not the one marked as the text's end
-            out[-1] = replace(out[-1], at_end=True, whole=text[:last_stop].rstrip().endswith(RESULT_TOKENS),
-                              text=text[last_start:last_stop])
+            out[-1] = replace(out[-1], at_end=True, whole=ends_in_result(text), text=text[last_start:])
         return out
 
     def _next_game(self, stream: io.StringIO, text: str, start: int) -> tuple[ParsedGame | None, str | None]:

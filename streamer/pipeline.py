@@ -553,6 +553,22 @@ def has_clock(a: MoveAssessment) -> bool:
     return a.clock is not None and a.clock_base is not None
 
 
+def clock_of(a: MoveAssessment, known_left: float | None = None) -> tuple[float, float] | None:
+    """The clock inputs (x_left, x_spent) a move is read at: its own when its clock came; a move whose clock is
+    missing in a game whose clocks came before (``known_left``: the mover's x_left as last known there,
+    :func:`known_left_after`) at that time left and a typical think (x_spent 0); None for a move of a game without
+    clocks (what the review calibration's "unclocked" term reads)."""
+    if has_clock(a):
+        return move_clock_inputs(a)
+    return (known_left, 0.0) if known_left is not None else None
+
+
+def known_left_after(a: MoveAssessment, known: float | None) -> float | None:
+    """The mover's x_left as last known in the game once ``a`` is in, ``known`` before it: a counted move whose clock
+    came sets it (the game scope's :attr:`~analyzers.combination.ScopeFeatures.known_x_left`)."""
+    return move_clock_inputs(a)[0] if a.counted and has_clock(a) else known
+
+
 def move_features(losses: Sequence[float] | np.ndarray, idx: int, clock: tuple[float, float], a: MoveAssessment) -> MoveFeatures:
     """What a counted move with these candidate ``losses`` and clock inputs adds to the combination's inputs."""
     clocked = has_clock(a)
@@ -663,8 +679,7 @@ def _move_loglik(a: MoveAssessment, model: MoveModel, deltas: np.ndarray, idx: i
     reference, a relay's dropped clock moved the rating (docs/accuracy.md, "Clocks missing here and there")."""
     tclass = a.time_class or UNKNOWN_CLASS
     clock = move_clock_inputs(a)
-    known = clock if known_left is None or has_clock(a) else (known_left, 0.0)
-    shift = model.clock_shift(known)  # 0 for a model without clock terms
+    shift = model.clock_shift(clock_of(a, known_left) or clock)  # 0 for a model without clock terms
     return model.move_loglik(deltas, idx, tclass, shift), tclass, clock, shift
 
 

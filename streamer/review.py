@@ -41,7 +41,7 @@ from schemas import FairPlayAlert, GameRecord, MoveAssessment, ReviewRequest
 
 from .batch import assess_games
 from .ingest import PgnGame
-from .pipeline import PipelineConfig, counts_for_fair_play, has_clock, in_decided_position, move_choice, move_clock_inputs
+from .pipeline import PipelineConfig, clock_of, counts_for_fair_play, in_decided_position, known_left_after, move_choice, move_clock_inputs
 
 log = logging.getLogger("kibitz.review")
 
@@ -75,12 +75,6 @@ def review_terms(a: MoveAssessment, profile: EngineProfile | None = None) -> tup
     values, idx = move_choice(a)
     losses = win_losses([v * 100.0 for v in values]).tolist()
     return (idx, losses, ahead) if counts_for_fair_play(a, losses) else None
-
-
-def clock_of(a: MoveAssessment) -> tuple[float, float] | None:
-    """The move's clock inputs as the review calibration reads them (:meth:`~analyzers.fairplay.ReviewCalibration.
-    probability`): the move model's (x_left, x_spent), None for a move without a clock."""
-    return move_clock_inputs(a) if has_clock(a) else None
 
 
 def decided_profile(profile: EngineProfile, calibration: ReviewCalibration | None) -> EngineProfile | None:
@@ -120,8 +114,8 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel, calibration:
         target = ucis.index(deep_uci)
     else:  # the worst listed value loses the most
         losses, target = [*losses, max(losses)], len(losses)
-    clock = clock_of(a) if known_left is None or has_clock(a) else (known_left, 0.0)
-    shift = model.clock_shift(clock if clock is not None else move_clock_inputs(a))
+    clock = clock_of(a, known_left)
+    shift = model.clock_shift(clock or move_clock_inputs(a))
     sens, cons = model.params(float(a.reference_rating or 0), a.time_class or UNKNOWN_CLASS)
     m = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons), target=target)
     if m is None or calibration is None:
@@ -136,9 +130,7 @@ def known_lefts(assessments: Iterable[MoveAssessment]) -> dict[int, float | None
     out: dict[int, float | None] = {}
     known: float | None = None
     for a in assessments:
-        out[a.ply] = known
-        if a.counted and has_clock(a):
-            known = move_clock_inputs(a)[0]
+        out[a.ply], known = known, known_left_after(a, known)
     return out
 
 
