@@ -266,15 +266,18 @@ class GameRecord(BaseModel):
         default_factory=list, max_length=MAX_PLIES, description="the mover's clock after each move, s (None where the "
         "input had none)")
     result: str = "*"
+    time_control: str = Field(default="", description="the game start's declared time control, which the review reads "
+                              "as the game step did (GameResult v5, ReviewRequest v2)")
 
 
 class GameResult(Message):
     """The end of a game for one player, on the assessments topic so it follows that player's moves in order. Version
     2 adds ``event_prior`` (as in :class:`MoveAssessment`), version 3 ``game``, version 4 ``record`` (a chess game's
-    moves, which the player step keeps for the review when the service reviews)."""
+    moves, which the player step keeps for the review when the service reviews), version 5 the record's
+    ``time_control``."""
 
     type: Literal["game_result"] = "game_result"
-    schema_version: Literal[1, 2, 3, 4] = 4  # type: ignore[assignment]
+    schema_version: Literal[1, 2, 3, 4, 5] = 5  # type: ignore[assignment]
     game: Game = "chess"  # v3
     game_id: Id
     player_id: Id
@@ -404,9 +407,10 @@ class ReviewRequest(Message):
     strongest (unpublished), so the review sees the scope grow; at each later game end of an event whose own scope
     was over a tier, that event's evidence (unpublished, under the crossing that screened it, whatever the tiers say
     now). ``crossing`` names the crossing (the game whose end opened it): the review stage publishes at most one
-    verdict per crossing."""
+    verdict per crossing. Version 2: the games' records carry their ``time_control``."""
 
     type: Literal["review_request"] = "review_request"
+    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]
     player_id: Id
     crossing: Id
     alert: FairPlayAlert

@@ -228,6 +228,8 @@ class GameState:
     game: str = "chess"  # the messages' ``game``: which adapter (analyzers.engine.adapter.GAMES) holds the rules
     #: the mover's clock after each move (None where the input had none): a game's record for the review
     clocks: list[float | None] = field(default_factory=list)
+    #: the start's declared time control (GameStarted.time_control), which the game's record carries to the review
+    time_control: str = ""
     _position: Any = field(default=None, repr=False, compare=False)
     clock_warned: bool = field(default=False, repr=False, compare=False)  # an implausible clock was logged (not stored)
 
@@ -274,6 +276,7 @@ class GameState:
             "pending_end": self.pending_end.model_dump() if self.pending_end else None, "ended": self.ended,
             "time_class": self.time_class, "clock_base": self.clock_base, "last_clock": list(self.last_clock),
             "touched": self.touched, "input_offset": self.input_offset,
+            **({"time_control": self.time_control} if self.time_control else {}),
             # the current position, so a stored game is restored in O(1) instead of replaying every move
             "position": self.adapter.snapshot(self.position()),
             **({"game": self.game} if self.game != "chess" else {}),  # chess states keep their earlier form
@@ -291,6 +294,7 @@ class GameState:
         )
         # a game without clocks stores none (and states stored before clocks were kept have none): None per move
         state.clocks = list(d.get("clocks") or [None] * len(state.moves))
+        state.time_control = d.get("time_control", "")
         stored = d.get("position") or d.get("fen")  # "fen": chess states stored before the adapter
         if stored:
             # the engine sees positions without history (see analyzers.engine.analysis), so this is all it needs
@@ -329,7 +333,7 @@ def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch |
                             game_id=ev.game_id)
     try:
         state = GameState(ev.game_id, ev.white, ev.black, ev.event, setup,
-                          time_class=parse_time_control(ev.time_control), game=ev.game)
+                          time_class=parse_time_control(ev.time_control), game=ev.game, time_control=ev.time_control)
         position = state.position()
     except IllegalMove as e:
         raise IllegalMove(str(e), game_id=ev.game_id) from None
@@ -503,7 +507,7 @@ def _maybe_finish(state: GameState) -> list[GameResult]:
     s = RESULT_SCORES[ev.result]
     record = GameRecord(game_id=state.game_id, white=state.white, black=state.black, event=state.event,
                         initial_fen=state.initial_fen, moves=state.moves, clocks=state.recorded_clocks(),
-                        result=ev.result) if state.game == "chess" else None
+                        result=ev.result, time_control=state.time_control) if state.game == "chess" else None
     return [
         GameResult(game=state.game, game_id=state.game_id, player_id=state.white.id, color="white", score=s,
                    event=state.event, player=state.white, opponent=state.black, timestamp=ev.timestamp, record=record),

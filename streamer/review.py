@@ -223,7 +223,8 @@ async def review_player(pool: EnginePool, config: PipelineConfig, model: MoveMod
 def record_of(game: PgnGame) -> GameRecord:
     """A game as the game step's result carries it (the inverse of :func:`game_of`)."""
     return GameRecord(game_id=game.game_id, white=game.white, black=game.black, event=game.event,
-                      initial_fen=game.initial_fen, moves=game.moves, clocks=game.clocks, result=game.result)
+                      initial_fen=game.initial_fen, moves=game.moves, clocks=game.clocks, result=game.result,
+                      time_control=game.time_control)
 
 
 def game_of(record: GameRecord) -> PgnGame:
@@ -239,7 +240,7 @@ def game_of(record: GameRecord) -> PgnGame:
         raise MalformedRecord(f"a kept game that does not replay: {e}", game_id=record.game_id) from None
     clocks = list(record.clocks) + [None] * (len(record.moves) - len(record.clocks))
     return PgnGame(record.game_id, record.white, record.black, record.event, record.result, list(record.moves),
-                   clocks[:len(record.moves)], record.initial_fen)
+                   clocks[:len(record.moves)], record.initial_fen, time_control=record.time_control)
 
 
 class Reviewer:

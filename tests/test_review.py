@@ -23,6 +23,7 @@ from schemas import (
     Candidate,
     DeadLetter,
     FairPlayAlert,
+    GameEnded,
     GameRecord,
     GameResult,
     GameStarted,
@@ -583,3 +584,33 @@ def test_a_move_whose_clock_is_missing_is_reviewed_at_the_last_known_time_left()
     book = assessment("e2e4", CANDS, ply=10, counted=False, clock=890.0, clock_spent=10.0, clock_base=900.0)
     moves = [book, clocked.model_copy(update={"ply": 30}), dropped.model_copy(update={"ply": 32})]
     assert known_lefts(moves) == {10: None, 30: None, 32: pytest.approx(x_left)}
+
+
+def test_a_kept_game_carries_its_declared_time_control_to_the_review():
+    """A game without clocks whose start declares its time control ("90+30": classical) is read as classical by the
+    service; its record carries that time control (also through a stored game state), so the review assesses the kept
+    game in the same class, not in the one its event name says or in none."""
+    from streamer.pipeline import GameState, apply_move, end_game, start_game
+    from streamer.review import game_of
+
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL)
+    start = GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"), event="Club Blitz Night",
+                        time_control="90+30")
+    state = start_game(None, start, None, config)
+    assert state.time_class == "classical"
+    state = GameState.from_dict(state.to_dict())  # a worker restarted mid-game
+    for ply, uci in enumerate(["e2e4", "e7e5"]):
+        state = apply_move(state, MoveEvent(game_id="g", ply=ply, uci=uci)).state
+    results = end_game(state, GameEnded(game_id="g", result="1-0", plies=2))
+    record = results[0].record
+    assert record is not None and record.time_control == "90+30"
+    def class_read(rec: GameRecord) -> str:  # the class the game step reads replaying the kept game, as the review does
+        events = game_of(rec).events()
+        replayed = start_game(None, events[0], None, config)
+        for ev in events[1:3]:
+            replayed = apply_move(replayed, ev).state
+        return replayed.time_class
+
+    assert class_read(record) == "classical"
+    old = GameRecord.model_validate({k: v for k, v in record.model_dump().items() if k != "time_control"})
+    assert class_read(old) == "blitz"  # a record without it (GameResult v4) still reads: the event name's class
