@@ -364,10 +364,16 @@ def _decode(data: bytes, partial: bool) -> tuple[str, str]:
 def ends_in_result(text: str) -> bool:
     """Whether a PGN text's last game is whole: its last token, past any comments after it (``... 1-0 { end of round
     }``), is a result. A file that does not is cut short; a feed's last game may still be growing."""
+    return last_token(text).endswith(RESULT_TOKENS)
+
+
+def last_token(text: str) -> str:
+    """A PGN text's last token past any comments after it: a whole game's result, else what the text stops at (a
+    move, or a mark that is no PGN result such as a database's forfeit "+/-"), which a truncation error names."""
     text = text.rstrip()
     while text.endswith("}") and (i := text.rfind("{")) >= 0:
         text = text[:i].rstrip()
-    return text.endswith(RESULT_TOKENS)
+    return text.rsplit(None, 1)[-1] if text else ""
 
 
 class TextLines:
@@ -409,8 +415,9 @@ def read_pgn_games(path: str | Path) -> Iterator[PgnGame]:
         previous, index = pgn_game_from(game, path, index), index + 1
     if previous is not None:
         if truncated:  # known once the game after it is known to be none
-            previous.errors.append(TruncatedInput(f"{path.name} ends in the middle of this game", game_id=previous.game_id,
-                                                  ply=len(previous.moves)))
+            previous.errors.append(TruncatedInput(
+                f"{path.name} ends in the middle of this game: its text stops at {last_token(text)[-40:]!r}, not at a "
+                f"result ({', '.join(RESULT_TOKENS)})", game_id=previous.game_id, ply=len(previous.moves)))
         yield previous
 
 

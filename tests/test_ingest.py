@@ -38,6 +38,11 @@ def test_illegal_move_and_truncation_name_game_and_ply(tmp_path):
     assert not any(isinstance(e, GameEnded) for e in illegal.events())  # an unfinished game is not rated
     assert not games[1].errors and games[1].white.rating == 1800 and games[1].black.rating is None
     assert isinstance(games[2].errors[0], TruncatedInput) and games[2].errors[0].ply == 5
+    assert "stops at 'd4'" in str(games[2].errors[0])  # the text's last word, so a user sees where it was cut
+    forfeit = tmp_path / "forfeit.pgn"  # a database's forfeit mark where a result belongs: named, not just "truncated"
+    forfeit.write_text('[White "A"]\n[Black "B"]\n[Result "+/-"]\n\n1. e4 e5 +/- { forfeit }\n')
+    (game,) = read_pgn_games(forfeit)
+    assert isinstance(game.errors[0], TruncatedInput) and "stops at '+/-', not at a result" in str(game.errors[0])
 
 
 def test_a_parse_error_is_reported_by_kibitz_alone(tmp_path, caplog):
