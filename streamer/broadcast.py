@@ -186,7 +186,8 @@ async def read_outputs(settings, store: LiveStore) -> None:  # noqa: ANN001
         # the lifecycle topic first: a game must be known before its ratings attach to it
         async for r in consumer:
             try:
-                store.apply(parsers[r.topic](r.value))
+                # the record's time (when the worker published it): a move's, from which the clock to move runs
+                store.apply(parsers[r.topic](r.value), r.timestamp / 1000 if r.timestamp and r.timestamp > 0 else None)
             except (MalformedEvent, ValidationError, ValueError) as e:
                 log.warning("unreadable record skipped", extra={"topic": r.topic, "offset": r.offset, "error": str(e)[:200]})
     finally:

@@ -452,7 +452,7 @@ async def _replay(args: argparse.Namespace) -> int:
     timeline = replay_timeline(games, speed=speed)
     console = Console(stderr=False)
     out = JsonLines(args.out)
-    store = LiveStore()
+    store = LiveStore(clock_rate=speed)  # a paced replay's clocks run at its speed; at full speed, not at all
     rejections: list[DeadLetter] = []
 
     def on_reject(d: DeadLetter) -> None:

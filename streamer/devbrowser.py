@@ -113,7 +113,9 @@ class Browser:
 OVERLAY_STATE = ("JSON.stringify({ply: document.body.dataset.ply, evalPly: document.body.dataset.evalPly, "
                  "white: document.querySelector('#white .rating').textContent, black: document.querySelector('#black .rating').textContent, "
                  "eval: document.getElementById('eval-text').textContent, name: document.querySelector('#white .name').textContent, "
-                 "scripts: document.querySelectorAll('script').length})")
+                 "scripts: document.querySelectorAll('script').length, clockRuns: document.body.dataset.clockRuns, "
+                 "whiteClock: document.querySelector('#white .clock').textContent, "
+                 "blackClock: document.querySelector('#black .clock').textContent})")
 
 
 async def overlay_state(browser: Browser) -> dict[str, Any]:

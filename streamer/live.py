@@ -6,6 +6,12 @@ Any runtime feeds it: ``kibitz follow`` and ``kibitz replay`` hand it their inpu
 :meth:`LiveStore.game` gives a game's snapshot (a plain JSON-able dict), and :meth:`LiveStore.subscribe` a queue
 that receives a game's snapshot after every change (what the overlay's Server-Sent Events carry).
 
+The clock of the side to move runs: a snapshot names it (``clock_runs``), says how far it has run since the last
+move (``clock_elapsed``, game seconds) and how fast it runs (``clock_rate``, game seconds per second: 1 for a live
+game, the time compression of a paced replay), so the overlay counts it down between snapshots as a broadcast's
+clock does. The last move is timed when it reaches the store (``kibitz serve``: when the worker published it), so a
+polled feed's clock runs from the poll that saw the move, a few seconds after it was made.
+
 Which rating a viewer sees: a player with a declared rating is shown "performing at" (the game's moves with the
 declared rating as prior); a player without one the "moves only" estimate. Each snapshot labels the one it shows.
 """
@@ -13,6 +19,7 @@ declared rating as prior); a player without one the "moves only" estimate. Each 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -62,6 +69,7 @@ class _Game:
     eval_ply: int = -1
     result: str | None = None
     updated: float = field(default_factory=time.time)
+    moved_at: float | None = None  # when the last move reached the store (epoch seconds)
 
 
 def shown_rating(p: PerceivedRating) -> dict[str, Any]:
@@ -78,18 +86,26 @@ def shown_rating(p: PerceivedRating) -> dict[str, Any]:
 
 
 class LiveStore:
-    def __init__(self, max_games: int = MAX_GAMES, max_players: int = MAX_PLAYERS) -> None:
+    """``clock_rate``: game seconds per second of the messages' arrival (1 for live games, a paced replay's speed);
+    None for a replay at full speed, whose clocks do not run between moves."""
+
+    def __init__(self, max_games: int = MAX_GAMES, max_players: int = MAX_PLAYERS, *, clock_rate: float | None = 1.0) -> None:
+        if clock_rate is not None and not (math.isfinite(clock_rate) and clock_rate > 0):
+            raise ValueError(f"clock_rate must be positive, got {clock_rate}")
         self.max_games = max_games
         self.max_players = max_players
+        self.clock_rate = clock_rate
         self._games: dict[str, _Game] = {}
         self._players: dict[str, dict[str, Any]] = {}
         self._subscribers: dict[str, set[asyncio.Queue]] = {}
-        self._early: dict[str, list[BaseModel]] = {}
+        self._early: dict[str, list[tuple[BaseModel, float]]] = {}
         self._not_chess: dict[str, None] = {}  # the last max_games games of another game (Go), whose messages are dropped
 
     # -- input --------------------------------------------------------------------------------------------
-    def apply(self, msg: BaseModel) -> None:
-        """Take one message (others are ignored); subscribers of the game it concerns get the new snapshot."""
+    def apply(self, msg: BaseModel, at: float | None = None) -> None:
+        """Take one message (others are ignored); subscribers of the game it concerns get the new snapshot. ``at``:
+        when the message was made (epoch seconds; a Kafka record's timestamp), else now: a move's time, from which
+        the clock of the side to move runs."""
         gid: str | None = getattr(msg, "game_id", None)
         if getattr(msg, "game", "chess") != "chess" or gid in self._not_chess:
             # the overlay draws chess: a Go game is rated on the topics, not shown here (its GoR ratings are not Elo)
@@ -101,17 +117,17 @@ class LiveStore:
             return
         if isinstance(msg, GameStarted):
             self._start(msg)
-            for early in self._early.pop(msg.game_id, []):
-                self.apply(early)
+            for early, early_at in self._early.pop(msg.game_id, []):
+                self.apply(early, early_at)
         elif gid is None:
             return
         elif gid not in self._games:
-            self._hold(gid, msg)
+            self._hold(gid, msg, time.time() if at is None else at)
             return
         elif isinstance(msg, MoveAssessment):
-            self._assessed(self._games[gid], msg)
+            self._assessed(self._games[gid], msg, at)
         elif isinstance(msg, MoveEvent):
-            self._moved(self._games[gid], msg)
+            self._moved(self._games[gid], msg, at)
         elif isinstance(msg, PerceivedRating):
             if msg.scope != "game":
                 self._player(msg.player_id)[msg.scope] = shown_rating(msg)
@@ -129,15 +145,16 @@ class LiveStore:
             self._games[gid].updated = time.time()
             self._publish(gid)
 
-    def _hold(self, gid: str, msg: BaseModel) -> None:
-        """Keep a message whose game has not started here yet; the oldest held game goes first when full."""
+    def _hold(self, gid: str, msg: BaseModel, at: float) -> None:
+        """Keep a message (and when it came) whose game has not started here yet; the oldest held game goes first
+        when full."""
         held = self._early.get(gid)
         if held is None:
             if len(self._early) >= MAX_EARLY_GAMES:
                 del self._early[next(iter(self._early))]
             held = self._early[gid] = []
         if len(held) < MAX_EARLY_MESSAGES:
-            held.append(msg)
+            held.append((msg, at))
 
     def _start(self, ev: GameStarted) -> None:
         try:
@@ -152,7 +169,7 @@ class LiveStore:
             oldest = next((k for k, g in self._games.items() if g.result), next(iter(self._games)))
             del self._games[oldest]
 
-    def _moved(self, g: _Game, ev: MoveEvent) -> None:
+    def _moved(self, g: _Game, ev: MoveEvent, at: float | None = None) -> None:
         """A move as it arrives (before its analysis): the board, the last move and the clock move on at once."""
         if ev.ply != g.moves:
             return  # out of order or repeated: the game step rejects it, the overlay ignores it
@@ -168,12 +185,13 @@ class LiveStore:
                        "color": color}
         g.board.push(move)
         g.moves += 1
+        g.moved_at = time.time() if at is None else at
         if ev.clock is not None:
             g.sides[color].clock = ev.clock
 
-    def _assessed(self, g: _Game, a: MoveAssessment) -> None:
+    def _assessed(self, g: _Game, a: MoveAssessment, at: float | None = None) -> None:
         if a.ply == g.moves:  # a runtime that feeds only outputs (kibitz serve): the assessment moves the board
-            self._moved(g, MoveEvent(game_id=a.game_id, ply=a.ply, uci=a.uci, clock=a.clock))
+            self._moved(g, MoveEvent(game_id=a.game_id, ply=a.ply, uci=a.uci, clock=a.clock), at)
         if g.eval_ply < a.ply < g.moves:  # the newest analysed position (moves may be ahead of their analysis)
             g.eval_cp, g.eval_ply = a.eval_after, a.ply
 
@@ -202,14 +220,29 @@ class LiveStore:
                  "black": g.sides["black"].info.name, "moves": g.moves, "result": g.result}
                 for g in sorted(self._games.values(), key=lambda g: -g.updated)]
 
+    def running_clock(self, g: _Game, now: float | None = None) -> tuple[str | None, float]:
+        """Whose clock runs in ``g`` at ``now`` (default: now) and how many game seconds it has run since the last
+        move (at most its time left): the side to move's, while the game has no result and that side's clock is
+        known (from its own last move), in a store whose clocks run."""
+        if self.clock_rate is None or g.result is not None or g.moved_at is None or g.board.is_game_over():
+            return None, 0.0
+        color = COLORS[0] if g.board.turn == chess.WHITE else COLORS[1]
+        left = g.sides[color].clock
+        if left is None:
+            return None, 0.0
+        ran = max((time.time() if now is None else now) - g.moved_at, 0.0) * self.clock_rate
+        return color, min(ran, left)
+
     def game(self, game_id: str) -> dict[str, Any] | None:
         g = self._games.get(game_id)
         if g is None:
             return None
+        runs, elapsed = self.running_clock(g)
         return {
             "game_id": g.game_id, "event": g.event, "moves": g.moves, "result": g.result, "fen": g.board.fen(),
             "turn": "white" if g.board.turn == chess.WHITE else "black", "last_move": g.last_move,
             "eval_cp": g.eval_cp, "eval_ply": g.eval_ply, "updated": g.updated,
+            "clock_runs": runs, "clock_elapsed": round(elapsed, 3), "clock_rate": self.clock_rate if runs else None,
             **{c: {"id": s.info.id, "name": s.info.name, "declared": s.info.rating, "clock": s.clock,
                    "rating": s.rating, "history": [r for _, r in s.history], "glicko2": s.glicko}
                for c, s in g.sides.items()},

@@ -105,3 +105,37 @@ def test_the_replay_view_numbers_moves_as_the_position_counts():
                                 eval_after=300, gain=0, candidates=[Candidate(uci="e8f8", cp=-300), Candidate(uci="e8d8", cp=-300)],
                                 played_rank=0, counted=False, engine="stockfish", limits="depth=8", time_class="unknown"))
     assert view.boards["g"].last == "30...Kf8"
+
+
+def test_the_clock_of_the_side_to_move_runs_from_its_last_move_until_the_game_ends():
+    """A snapshot names the clock that runs (the side to move's, once that side's time left is known), how far it has
+    run since the last move and how fast: the overlay counts it down between moves. A paced replay's clock runs at its
+    speed, one at full speed not at all; a game over (a result, or mate on the board) stops it; a move held until its
+    game starts keeps the time it came."""
+    import time
+
+    store = LiveStore()
+    store.apply(start("g", "a", "b"))
+    store.apply(MoveEvent(game_id="g", ply=0, uci="e2e4", clock=290.0), at=1000.0)
+    g = store._games["g"]
+    assert store.running_clock(g, now=1005.0) == (None, 0.0)  # Black to move, Black's time left not known yet
+    store.apply(MoveEvent(game_id="g", ply=1, uci="e7e5", clock=295.0), at=1010.0)
+    assert store.running_clock(g, now=1012.5) == ("white", 2.5)
+    assert store.running_clock(g, now=2000.0) == ("white", 290.0)  # never past the time left
+    snap = store.game("g")
+    assert snap["clock_runs"] == "white" and snap["clock_rate"] == 1.0
+    assert abs(snap["clock_elapsed"] - min(time.time() - 1010.0, 290.0)) < 1.0
+    store.apply(GameEnded(game_id="g", result="1-0"))
+    assert store.game("g")["clock_runs"] is None and store.game("g")["clock_rate"] is None
+
+    paced, still = LiveStore(clock_rate=60.0), LiveStore(clock_rate=None)
+    for s in (paced, still):
+        s.apply(MoveEvent(game_id="h", ply=0, uci="f2f3", clock=60.0), at=100.0)  # before its start: held
+        s.apply(start("h", "a", "b"))
+        for ply, (uci, clock) in enumerate([("e7e5", 58.0), ("g2g4", 55.0)], start=1):
+            s.apply(MoveEvent(game_id="h", ply=ply, uci=uci, clock=clock), at=100.0 + ply)
+    assert paced.running_clock(paced._games["h"], now=102.5) == ("black", 30.0)  # half a second at x60
+    assert still.running_clock(still._games["h"], now=102.5) == (None, 0.0)
+    assert paced._games["h"].moved_at == 102.0
+    paced.apply(MoveEvent(game_id="h", ply=3, uci="d8h4", clock=57.0), at=103.0)  # mate: nobody's clock runs
+    assert paced.running_clock(paced._games["h"], now=104.0) == (None, 0.0)

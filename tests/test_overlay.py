@@ -22,6 +22,14 @@ XSS = "<script>alert(1)</script>"
 FAST = ["--profile", "fast", "--engines", "2"]
 
 
+def seconds(shown: str) -> int:
+    """A clock as the overlay shows it ("1:02:03", "4:05") in seconds."""
+    total = 0
+    for part in shown.split(":"):
+        total = total * 60 + int(part)
+    return total
+
+
 def write_feed(path: Path, k: int) -> None:
     # in place, as a board relay rewrites its file: a poll may catch it truncated or half-written
     path.write_text(pgn_upto(k, white=XSS))
@@ -52,10 +60,22 @@ async def test_overlay_follows_a_growing_file_ply_by_ply_in_chromium(follow, tmp
     async with Browser() as b:
         await b.goto(f"{url}/overlay/{gid}?show=names,clocks,eval,ratings,sparkline,lastmove,board")
         await wait_for(b, lambda s: s.get("evalPly") == "0")
-        latencies, states = await watch_plies(b, lambda k: write_feed(feed, k), range(2, plies + 1))
+        latencies, states = await watch_plies(b, lambda k: write_feed(feed, k), range(2, plies))
+        # the game goes on (no result yet): the clock of the side to move counts down on the page between moves
+        running = await overlay_state(b)
+        await asyncio.sleep(2.2)
+        later = await overlay_state(b)
+        side = "white" if (plies - 1) % 2 == 0 else "black"
+        assert running["clockRuns"] == later["clockRuns"] == side
+        assert seconds(later[f"{side}Clock"]) <= seconds(running[f"{side}Clock"]) - 1
+        other = "black" if side == "white" else "white"
+        assert later[f"{other}Clock"] == running[f"{other}Clock"]  # the other clock stands
+        more, final_states = await watch_plies(b, lambda k: write_feed(feed, k), range(plies, plies + 1))
+        latencies, states = latencies + more, states + final_states
         shot = Path(os.environ.get("KIBITZ_OVERLAY_SCREENSHOT") or tmp_path / "overlay.png")
         await b.screenshot(shot)
         final = await overlay_state(b)
+    assert final["clockRuns"] == ""  # the game has its result: no clock runs
     p50, p95 = np.percentile(latencies, [50, 95])
     print(f"\noverlay latency over {len(latencies)} plies (file write -> page shows the ply's analysis): "
           f"p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms; screenshot {shot}")

@@ -55,5 +55,23 @@ function draw(g) {
   document.body.dataset.evalPly = String(g.eval_ply);
 }
 
+// the clock of the side to move runs between snapshots: from the time it had run when the snapshot was made, at the
+// snapshot's rate (game seconds per second), counted on this page's own clock (the server's may differ from it)
+let current = null, receivedAt = 0;
+
+function tick() {
+  const g = current;
+  document.body.dataset.clockRuns = g && g.clock_runs ? g.clock_runs : "";
+  if (!g || !g.clock_runs) return;
+  const ran = g.clock_elapsed + ((performance.now() - receivedAt) / 1000) * g.clock_rate;
+  document.querySelector("#" + g.clock_runs + " .clock").textContent = clock(g[g.clock_runs].clock - ran);
+}
+
 const source = new EventSource("/overlay/" + encodeURIComponent(gameId) + "/events");
-source.onmessage = (e) => draw(JSON.parse(e.data));
+source.onmessage = (e) => {
+  current = JSON.parse(e.data);
+  receivedAt = performance.now();
+  draw(current);
+  tick();
+};
+setInterval(tick, 200);
