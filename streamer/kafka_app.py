@@ -31,7 +31,7 @@ from analyzers.engine import EnginePool
 from analyzers.engine.pool import DEFAULT_TIMEOUT
 
 from .kafka_config import KafkaSettings
-from .metrics import Metrics
+from .metrics import BEAT_SECONDS, Metrics
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState
 from .steps import ObjectTable, Output, Route, Steps
 
@@ -110,6 +110,10 @@ def create_app(
     def where(event: Any) -> str:
         m = event.message
         return f"{m.topic}/{m.partition}@{m.offset}"
+
+    @app.timer(BEAT_SECONDS)
+    async def heartbeat() -> None:  # /healthz of the metrics server: the loop is live while this runs
+        steps.metrics.health.beat()
 
     @app.agent(moves_topic)
     async def analyse(stream):  # noqa: ANN001

@@ -206,6 +206,11 @@ class Stage:
             shutil.rmtree(path)
         return RocksState(path, self.cfg.codec)
 
+    def _beat(self) -> None:
+        """The stage goes round (``/healthz`` of the metrics server: a stage that stops doing so is not live)."""
+        if self.metrics is not None:
+            self.metrics.health.beat(f"stage {self.cfg.name}")
+
     async def restore(self, partition: int) -> TrackedState:
         """The state of one input partition: its changelog partition (committed records only) read to the end, from
         the offset the local store is caught up to (the beginning for a memory store)."""
@@ -226,6 +231,7 @@ class Stage:
             c.seek(tp, start)
             n = 0
             while await c.position(tp) < end:
+                self._beat()  # a long restore (a lost local store) is progress, not a stuck stage
                 recs = (await c.getmany(tp, timeout_ms=500)).get(tp, [])
                 for rec in recs:
                     state.load(rec.key.decode(), rec.value, self.cfg.codec)
@@ -244,6 +250,7 @@ class Stage:
         self.consumer.subscribe([self.cfg.source], listener=_Listener(self))
         try:
             while True:
+                self._beat()
                 generation = self.generation
                 batch = await self.consumer.getmany(timeout_ms=100, max_records=self.cfg.max_records)
                 if batch:

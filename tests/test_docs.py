@@ -36,6 +36,12 @@ def test_deploy_files_parse_and_give_workers_stable_ids():
     # Prometheus scrapes the workers from another container or pod: their metrics bind to every interface there
     args = sts["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--metrics-host") + 1] == "0.0.0.0"
+    # the probes ask the worker's own /healthz (streamer.metrics), on the port its metrics are served on
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    port = next(p["containerPort"] for p in container["ports"] if p["name"] == "metrics")
+    assert int(args[args.index("--metrics-port") + 1]) == port
+    for probe in ("startupProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     cmd = compose["services"]["worker"]["command"]
     assert cmd[cmd.index("--metrics-host") + 1] == "0.0.0.0"
     # both commands are ones this kibitz takes, and their brokers' addresses pass its settings' checks

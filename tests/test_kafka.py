@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -881,6 +882,11 @@ def test_follow_produce_worker_metrics_prometheus_and_serve(broker, tmp_path):
         for metric in panel_metrics():
             assert metric in names, f"the dashboard queries {metric}, the worker does not export it"
         assert samples["kibitz_move_seconds_count"] == plies  # move latency, recorded by the Kafka worker
+        # the liveness probe of deploy/k8s: the worker's loop and each of its stages watched, all live
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/healthz", timeout=5) as r:
+            health = r.read().decode()
+        assert r.status == 200 and all(f"stage {s}" in health for s in ("analyse", "pool", "rate")), health
+        assert health.startswith("ok (event loop, "), health
         q = f'http://127.0.0.1:{pport}/api/v1/query?query=kibitz_events_total{{type="move"}}'
         result = poll(lambda: http_json(q)["data"]["result"], 60, "Prometheus to scrape the worker")
         assert float(result[0]["value"][1]) == plies
