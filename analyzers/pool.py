@@ -180,6 +180,8 @@ def _newton(
     w = w0
     free = np.array([i for i in range(n) if i not in anchored], dtype=np.int64)
     m = free.size + (1 if fit_w else 0)
+    if m == 0:  # every player anchored and White's advantage given: nothing left to fit
+        return r, w
     gauge = not anchored
     for _ in range(_MAX_NEWTON):
         f = 1.0 / (1.0 + np.exp(-beta * (r[wi] - r[bi] + w)))

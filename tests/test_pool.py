@@ -97,6 +97,18 @@ def test_anchor_pins_a_rating():
     assert res.ratings["a"] == 2700.0
 
 
+def test_a_pool_whose_every_player_is_anchored_keeps_the_anchors_and_can_still_fit_whites_advantage():
+    """Nothing left to fit (every player anchored, White's advantage given): the anchors are the ratings, with
+    simulated errors of 0; this was a numpy ValueError from an empty Newton step (`kibitz pool` printed a traceback
+    when a pool's perfect scores left only anchored players)."""
+    games = [("a", "b", 1.0), ("b", "a", 1.0), ("a", "b", 0.5), ("b", "a", 1.0)]
+    res = fit_pool(games, anchors={"a": 2500.0, "b": 2400.0}, simulations=20)
+    assert res.ratings == {"a": 2500.0, "b": 2400.0} and res.white_advantage == 0.0
+    assert all(e == 0.0 for e in res.errors.values())
+    auto = fit_pool(games, anchors={"a": 2500.0, "b": 2400.0}, white_advantage="auto")
+    assert auto.ratings == {"a": 2500.0, "b": 2400.0} and auto.white_advantage > 100  # White won 3.5 of 4
+
+
 def test_london_2011_order_matches_standings(london):
     from streamer.ingest import read_pgn_games
     games = [(g.white.name, g.black.name, g.white_score) for g in read_pgn_games(london)]
