@@ -202,14 +202,21 @@ def _newton(
         idx = np.concatenate((free, [n])) if fit_w else free
         grad = np.concatenate((grad_r, [beta * res.sum()]))[idx]
         a = hess[np.ix_(idx, idx)]
-        if gauge:  # KKT system: sum of rating steps is 0, so the mean stays where it is
-            k = np.zeros((m + 1, m + 1))
-            k[:m, :m] = a
-            k[:free.size, m] = 1.0
-            k[m, :free.size] = 1.0
-            step = np.linalg.solve(k, np.concatenate((grad, [0.0])))[:m]
-        else:
-            step = np.linalg.solve(a, grad)
+        try:
+            if gauge:  # KKT system: sum of rating steps is 0, so the mean stays where it is
+                k = np.zeros((m + 1, m + 1))
+                k[:m, :m] = a
+                k[:free.size, m] = 1.0
+                k[m, :free.size] = 1.0
+                step = np.linalg.solve(k, np.concatenate((grad, [0.0])))[:m]
+            else:
+                step = np.linalg.solve(a, grad)
+        except np.linalg.LinAlgError:
+            # the ratings of a connected pool without perfect scores are determined (_check_ratable); White's
+            # advantage is not when every pairing's games give White to the same player (one game between two)
+            raise UnratablePool("these games cannot tell White's advantage from the players' ratings (each pair "
+                                "played with the same colours): give White's advantage a value instead of fitting it"
+                                if fit_w else "the pool's ratings are not determined by its games") from None
         big = np.abs(step).max()
         if big > _MAX_STEP:
             step *= _MAX_STEP / big

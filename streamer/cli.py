@@ -579,18 +579,28 @@ async def _review(args: argparse.Namespace) -> int:
 
 
 def _pool(args: argparse.Namespace) -> int:
+    from collections import Counter
+
     from analyzers.pool import fit_pool, purge_perfect
 
     from .ingest import read_pgn_games
+    from .pipeline import SELF_PLAY
 
     def label(p) -> str:  # noqa: ANN001 - one pool entry per player id, shown by name
         return p.name if p.id == p.name else f"{p.name} ({p.id})"
 
     games: list = []
+    selfplay: Counter[str] = Counter()
     for p in args.pgn:
         for g in read_pgn_games(p):
-            if g.white_score is not None:
-                games.append((label(g.white), label(g.black), g.white_score))
+            if g.white_score is None:
+                continue
+            if g.white.id == g.black.id:  # as the service refuses it: it would only move White's advantage
+                selfplay[label(g.white)] += 1
+                continue
+            games.append((label(g.white), label(g.black), g.white_score))
+    for name, n in selfplay.items():
+        print(f"kibitz pool: {n} game{'s' if n > 1 else ''} of {name} against {name} left out: {SELF_PLAY}", file=sys.stderr)
     anchors = dict(args.anchor or [])  # each checked by anchor_spec
     wa, dr = args.white_advantage, args.draw_rate  # "auto" or a number, checked by auto_or
     rated, purged = purge_perfect(games, anchored=list(anchors))

@@ -1,5 +1,9 @@
 """Ordo-style pool ratings: expectancy table, draw model, recovery by simulation, unratable pools."""
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -107,6 +111,32 @@ def test_a_pool_whose_every_player_is_anchored_keeps_the_anchors_and_can_still_f
     assert all(e == 0.0 for e in res.errors.values())
     auto = fit_pool(games, anchors={"a": 2500.0, "b": 2400.0}, white_advantage="auto")
     assert auto.ratings == {"a": 2500.0, "b": 2400.0} and auto.white_advantage > 100  # White won 3.5 of 4
+
+
+def test_whites_advantage_that_the_games_cannot_tell_apart_is_a_reason_not_a_linalg_error():
+    """One pair, White always the same player: its rating edge and White's advantage are one number. Fitting both
+    was a numpy LinAlgError traceback (and in a simulated replay); it is an UnratablePool saying what to do."""
+    games = [("a", "b", 0.5), ("a", "b", 1.0), ("a", "b", 0.0)]
+    with pytest.raises(UnratablePool, match="cannot tell White's advantage from the players' ratings"):
+        fit_pool(games, white_advantage="auto")
+    assert fit_pool(games, white_advantage=30.0).ratings["a"] < fit_pool(games).ratings["a"]  # given, it is used
+    both = games + [("b", "a", 0.5)]  # once the colours alternate, both are fitted
+    assert fit_pool(both, white_advantage="auto", simulations=30).simulations > 0
+
+
+def test_kibitz_pool_leaves_a_game_against_oneself_out_and_says_so(tmp_path):
+    """A game with one player on both sides moved only White's advantage (and with it fitted and simulated, was a
+    LinAlgError traceback): left out, as the service refuses it, with a line naming it."""
+    pgn = tmp_path / "pool.pgn"
+    pgn.write_text("".join(f'[White "{w}"]\n[Black "{b}"]\n[Result "{r}"]\n\n1. e4 e5 {r}\n\n' for w, b, r in
+                           [("A", "A", "1-0"), ("A", "B", "1/2-1/2"), ("B", "A", "1/2-1/2"), ("A", "B", "1-0"), ("B", "A", "1-0")]))
+    p = subprocess.run([sys.executable, "-m", "streamer.cli", "pool", str(pgn), "--white-advantage", "auto",
+                        "--draw-rate", "auto", "--simulations", "20", "--json"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "1 game of A against A left out: a game against oneself is not rated" in p.stderr
+    out = json.loads(p.stdout)
+    assert {r["player"]: r["games"] for r in out["players"]} == {"A": 4, "B": 4}
+    assert out["white_advantage"] > 0  # White won the two decisive games of the four, and drew the others
 
 
 def test_london_2011_order_matches_standings(london):
