@@ -599,8 +599,8 @@ def _pool(args: argparse.Namespace) -> int:
                 selfplay[label(g.white)] += 1
                 continue
             games.append((label(g.white), label(g.black), g.white_score))
-    for name, n in selfplay.items():
-        print(f"kibitz pool: {n} game{'s' if n > 1 else ''} of {name} against {name} left out: {SELF_PLAY}", file=sys.stderr)
+    for player, n in selfplay.items():
+        print(f"kibitz pool: {n} game{'s' if n > 1 else ''} of {player} against {player} left out: {SELF_PLAY}", file=sys.stderr)
     anchors = dict(args.anchor or [])  # each checked by anchor_spec
     wa, dr = args.white_advantage, args.draw_rate  # "auto" or a number, checked by auto_or
     rated, purged = purge_perfect(games, anchored=list(anchors))
