@@ -184,7 +184,8 @@ def _newton(
         return r, w
     gauge = not anchored
     for _ in range(_MAX_NEWTON):
-        f = 1.0 / (1.0 + np.exp(-beta * (r[wi] - r[bi] + w)))
+        with np.errstate(over="ignore"):  # a fit running off to infinity (it then fails to converge): exp -> inf, f -> 0
+            f = 1.0 / (1.0 + np.exp(-beta * (r[wi] - r[bi] + w)))
         res = s - f
         h = beta * beta * f * (1.0 - f)
         grad_r = beta * (np.bincount(wi, res, n) - np.bincount(bi, res, n))
@@ -226,7 +227,9 @@ def _newton(
         if big < 1e-9:
             break
     else:
-        raise ConvergenceError("pool fit did not converge")
+        raise ConvergenceError("pool fit did not converge" + (
+            ": with White's advantage fitted, the games may not pin it (a few games, White's results one-sided); give it "
+            "a value instead" if fit_w else ""))
     if gauge:
         r += average - r.mean()
     return r, w

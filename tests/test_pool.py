@@ -3,11 +3,12 @@
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
 
-from analyzers.errors import UnratablePool
+from analyzers.errors import ConvergenceError, UnratablePool
 from analyzers.pool import draw_probability, expectancy_to_points, fit_pool, points_to_expectancy, wdl
 
 
@@ -120,6 +121,13 @@ def test_whites_advantage_that_the_games_cannot_tell_apart_is_a_reason_not_a_lin
     with pytest.raises(UnratablePool, match="cannot tell White's advantage from the players' ratings"):
         fit_pool(games, white_advantage="auto")
     assert fit_pool(games, white_advantage=30.0).ratings["a"] < fit_pool(games).ratings["a"]  # given, it is used
+    # White's results that run the fit off to infinity: the reason says what to do, and numpy warns of nothing
+    runaway = [("b", "d", 0.5), ("b", "c", 0.0), ("c", "d", 1.0), ("b", "d", 0.0), ("d", "c", 0.0), ("c", "d", 0.0), ("b", "d", 1.0)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConvergenceError, match="give it a value instead"):
+            fit_pool(runaway, white_advantage="auto")
+        assert fit_pool(runaway, white_advantage=0.0).ratings["c"] > fit_pool(runaway, white_advantage=0.0).ratings["b"]
     both = games + [("b", "a", 0.5)]  # once the colours alternate, both are fitted
     assert fit_pool(both, white_advantage="auto", simulations=30).simulations > 0
 
