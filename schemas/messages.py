@@ -91,10 +91,10 @@ class PlayerInfo(BaseModel):
 
 class GameStarted(Message):
     """A game begins. Version 2 adds ``game`` ("chess" or "go"; version 1 messages are chess and still parse); version
-    3 the Go setup, ``board_size`` and ``komi`` (refused for chess). In Go, Black moves first."""
+    3 the Go setup, ``board_size`` and ``komi`` (refused for chess); version 4 ``corrects``. In Go, Black moves first."""
 
     type: Literal["game_started"] = "game_started"
-    schema_version: Literal[1, 2, 3] = 3  # type: ignore[assignment]
+    schema_version: Literal[1, 2, 3, 4] = 4  # type: ignore[assignment]
     game: Game = "chess"
     game_id: Id
     white: PlayerInfo
@@ -106,6 +106,9 @@ class GameStarted(Message):
     timestamp: Timestamp | None = None
     board_size: int | None = Field(default=None, ge=2, le=25, strict=True, description="Go: the board's size (default 19, v3)")
     komi: float | None = Field(default=None, ge=-1000, le=1000, allow_inf_nan=False, description="Go: the komi (default 7.5, v3)")
+    corrects: Id | None = Field(default=None, description="the game this one replaces: a feed's operator corrected one of "
+                                "its moves, so it is rated again from the start under this id; an overlay of the old id "
+                                "shows this game (v4)")
 
     @model_validator(mode="after")
     def _setup_fits_the_game(self) -> GameStarted:

@@ -23,7 +23,8 @@ written, and what it shows may still change:
   fails elsewhere, or is still there after :data:`STABLE_POLLS` polls, is rejected (a dead letter) and the game
   waits for its correction;
 - a game whose moves *change* (an operator corrected a wrongly entered move) is restarted under a new id
-  (``<id>~2``, ...), with a warning in the log: the plies already rated stay rated in the old game;
+  (``<id>~2``, ...), with a warning in the log: the plies already rated stay rated in the old game; its start names
+  the game it corrects (``GameStarted.corrects``), so an overlay of the old id goes on showing the game;
 - a game missing from the text for :data:`STABLE_POLLS` polls in a row (renamed, e.g. a player's name corrected,
   which makes it another game, or taken out) is taken as over, with a warning in the log, so a follow
   ``until_ended`` is not held up by it; followed again if it comes back;
@@ -585,8 +586,8 @@ class FeedTracker:
             new_id = as_id(f"{key}~{g.revision}")
             log.warning("game corrected in the feed: restarted", extra={
                 "game_id": g.game_id, "new_game_id": new_id, "ply": common, "was": known[common], "now": moves[common]})
-            g.game_id, g.moves, g.rejected = new_id, [], False
-            out.append(self._started(new_id, pg))
+            old_id, g.game_id, g.moves, g.rejected = g.game_id, new_id, [], False
+            out.append(self._started(new_id, pg, corrects=old_id))
             known = g.moves
         if len(moves) > len(known):
             out += [MoveEvent(game_id=g.game_id, ply=i, uci=moves[i], clock=clocks[i])
@@ -637,11 +638,11 @@ class FeedTracker:
             self.on_error(pg.error_type(f"{self.name}: {pg.error}", game_id=g.game_id, ply=len(pg.moves)))
         return True
 
-    def _started(self, game_id: str, pg: ParsedGame) -> GameStarted:
+    def _started(self, game_id: str, pg: ParsedGame, corrects: str | None = None) -> GameStarted:
         h = pg.headers
         return GameStarted(game_id=game_id, white=player_info(h, "White", game_id), black=player_info(h, "Black", game_id),
                            event=as_id(h.get("Event", ""), fallback=""),
-                           time_control=h.get("TimeControl", ""), initial_fen=setup_fen(h))
+                           time_control=h.get("TimeControl", ""), initial_fen=setup_fen(h), corrects=corrects)
 
 
 class Follower:

@@ -100,6 +100,8 @@ class LiveStore:
         self._subscribers: dict[str, set[asyncio.Queue]] = {}
         self._early: dict[str, list[tuple[BaseModel, float]]] = {}
         self._not_chess: dict[str, None] = {}  # the last max_games games of another game (Go), whose messages are dropped
+        #: a corrected game's id -> the id it is rated under now (GameStarted.corrects): its overlay follows the game
+        self._corrected: dict[str, str] = {}
 
     # -- input --------------------------------------------------------------------------------------------
     def apply(self, msg: BaseModel, at: float | None = None) -> None:
@@ -122,7 +124,8 @@ class LiveStore:
         elif gid is None:
             return
         elif gid not in self._games:
-            self._hold(gid, msg, time.time() if at is None else at)
+            if gid not in self._corrected:  # a corrected game's late messages (its old plies' ratings) are not shown
+                self._hold(gid, msg, time.time() if at is None else at)
             return
         elif isinstance(msg, MoveAssessment):
             self._assessed(self._games[gid], msg, at)
@@ -163,11 +166,33 @@ class LiveStore:
             return  # a start that does not read: the game step dead-letters the game, and there is no board to show
         self._games.pop(ev.game_id, None)
         self._games[ev.game_id] = _Game(ev.game_id, ev.event, {"white": _Side(ev.white), "black": _Side(ev.black)}, board)
+        self._corrected.pop(ev.game_id, None)  # an id started (again) shows its own game
+        if ev.corrects is not None and ev.corrects != ev.game_id:
+            self._correct(ev.corrects, ev.game_id)
         for p in (ev.white, ev.black):
             self._player(p.id).update({"id": p.id, "name": p.name, "declared": p.rating})
         while len(self._games) > self.max_games:
             oldest = next((k for k, g in self._games.items() if g.result), next(iter(self._games)))
             del self._games[oldest]
+
+    def _correct(self, old: str, new: str) -> None:
+        """``old`` is rated again as ``new`` (a feed's operator corrected a move): the old game leaves the list, and
+        its id, and every id that led to it, now show the new game; whoever watches it is moved over at once."""
+        self._games.pop(old, None)
+        for k, v in self._corrected.items():
+            if v == old:
+                self._corrected[k] = new
+        self._corrected.pop(old, None)
+        self._corrected[old] = new
+        while len(self._corrected) > self.max_games:
+            del self._corrected[next(iter(self._corrected))]
+        watching = self._subscribers.pop(old, None)
+        if watching:
+            self._subscribers.setdefault(new, set()).update(watching)
+
+    def resolve(self, game_id: str) -> str:
+        """The id a game is shown under: its own, or for a corrected game the id it is rated under now."""
+        return self._corrected.get(game_id, game_id)
 
     def _moved(self, g: _Game, ev: MoveEvent, at: float | None = None) -> None:
         """A move as it arrives (before its analysis): the board, the last move and the clock move on at once."""
@@ -234,7 +259,8 @@ class LiveStore:
         return color, min(ran, left)
 
     def game(self, game_id: str) -> dict[str, Any] | None:
-        g = self._games.get(game_id)
+        """A game's snapshot (a corrected game's id gives the game it is rated under now), None if not kept."""
+        g = self._games.get(self.resolve(game_id))
         if g is None:
             return None
         runs, elapsed = self.running_clock(g)
@@ -262,15 +288,16 @@ class LiveStore:
 
     def subscribe(self, game_id: str) -> asyncio.Queue:
         q: asyncio.Queue = asyncio.Queue(QUEUE_SIZE)
-        self._subscribers.setdefault(game_id, set()).add(q)
+        self._subscribers.setdefault(self.resolve(game_id), set()).add(q)
         return q
 
     def unsubscribe(self, game_id: str, q: asyncio.Queue) -> None:
-        subs = self._subscribers.get(game_id)
+        gid = self.resolve(game_id)  # where a correction since the subscription moved it
+        subs = self._subscribers.get(gid)
         if subs is not None:
             subs.discard(q)
             if not subs:
-                del self._subscribers[game_id]
+                del self._subscribers[gid]
 
     def _publish(self, game_id: str) -> None:
         subs = self._subscribers.get(game_id)

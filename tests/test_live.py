@@ -139,3 +139,35 @@ def test_the_clock_of_the_side_to_move_runs_from_its_last_move_until_the_game_en
     assert paced._games["h"].moved_at == 102.0
     paced.apply(MoveEvent(game_id="h", ply=3, uci="d8h4", clock=57.0), at=103.0)  # mate: nobody's clock runs
     assert paced.running_clock(paced._games["h"], now=104.0) == (None, 0.0)
+
+
+def test_an_overlay_of_a_corrected_game_goes_on_showing_it_under_its_new_id():
+    """A feed's operator corrects a wrongly entered move: the tracker restarts the game under ``<id>~2`` (its start
+    names the game it corrects). The overlay a streamer opened on the old id follows the game: the old id's snapshot
+    and subscription are the new game's, the list shows it once, and the old game's late ratings are not shown; a
+    second correction moves both ids on."""
+    from conftest import pgn_upto
+
+    from streamer.follow import FeedTracker
+
+    t, store = FeedTracker("round1"), LiveStore()
+    for ev in t.update(pgn_upto(6)):
+        store.apply(ev)
+    gid = store.games()[0]["game_id"]
+    watching = store.subscribe(gid)
+    for ev in t.update(pgn_upto(6).replace("3. g3", "3. e3")):
+        store.apply(ev)
+    snap = store.game(gid)
+    assert snap is not None and snap["game_id"] == f"{gid}~2" and snap["moves"] == 6 and snap["last_move"]["san"] == "Bg7"
+    assert store._games[f"{gid}~2"].board.move_stack[4].uci() == "e2e3"  # the corrected move
+    assert [g["game_id"] for g in store.games()] == [f"{gid}~2"]
+    assert watching.get_nowait()["game_id"] == f"{gid}~2"  # the viewer of the old id was moved over at once
+    store.apply(PerceivedRating(player_id="late", scope="game", scope_id=gid, game_id=gid, ply=3, rating=1500, low=1000,
+                                high=2000, method="model", moves=1, gain_moves=1, profile="fast", provisional=False))
+    assert gid not in store._early  # a late rating of the old game is dropped, not held
+    for ev in t.update(pgn_upto(6).replace("3. g3", "3. e3").replace("2. Nf3", "2. c4")):
+        store.apply(ev)
+    assert store.game(gid)["game_id"] == store.game(f"{gid}~2")["game_id"] == f"{gid}~3"
+    assert watching.get_nowait()["game_id"] == f"{gid}~3"
+    store.unsubscribe(gid, watching)
+    assert not store._subscribers
