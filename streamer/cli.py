@@ -829,6 +829,17 @@ async def _tail(args: argparse.Namespace) -> int:
     settings = kafka_settings(args)
     await wait_for_broker(settings)
     topic = args.topic if args.topic.startswith(settings.topics.prefix + "kibitz.") else settings.topics.name(args.topic)
+    # asked before subscribing: a broker that creates topics on first use would create a mistyped one for the consumer
+    lister = AIOKafkaConsumer(**settings.aiokafka_kwargs())
+    await lister.start()
+    try:
+        known = await lister.topics()
+    finally:
+        await lister.stop()
+    if topic not in known:  # a typo, or a topic its worker has not created yet: said once, then waited for
+        ours = sorted(t for t in known if t.startswith(settings.topics.prefix + "kibitz."))
+        print(f"kibitz tail: no topic {topic} on the broker yet; waiting for it (kibitz's topics there: "
+              f"{', '.join(ours) or 'none'})", file=sys.stderr, flush=True)
     consumer = AIOKafkaConsumer(topic, group_id=None, isolation_level="read_committed",
                                 auto_offset_reset="earliest" if args.from_beginning else "latest", **settings.aiokafka_kwargs())
     await consumer.start()

@@ -349,6 +349,11 @@ def test_tail_prints_a_topic(broker):
     r = cli("tail", "ratings.perceived", "--broker", broker, "--topic-prefix", prefix, "--from-beginning", "--max", "3", timeout=60)
     # a record without a value (a tombstone) is JSON's null: the line says so, and tail goes on
     assert r.returncode == 0 and r.stdout.splitlines() == ['{"n": 1}', "null", '{"n": 2}'], r.stderr[-2000:]
+    # a topic that is not there (a typo, or its worker not started): said once, with the topics that are, then waited for
+    r = cli("tail", "ratings.perceivd", "--broker", broker, "--topic-prefix", prefix, "--idle", "1", timeout=60)
+    assert r.returncode == 0 and r.stdout == ""
+    assert f"no topic {t.name('ratings.perceivd')} on the broker yet; waiting for it" in r.stderr, r.stderr[-2000:]
+    assert f"kibitz's topics there: {t.perceived}" in r.stderr
 
 
 def final_player_scope(msgs):
