@@ -85,9 +85,11 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource | P
 
     from .cli import kafka_settings
     from .kafka_config import input_records, rejection_record, wait_for_broker
+    from .kafka_eos import ensure_topics
 
     settings = kafka_settings(args)
     await wait_for_broker(settings)
+    await ensure_topics(settings)  # as kibitz configures them, not by a first send on a broker that creates topics
     producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
     await producer.start()
     pending: list[asyncio.Future] = []
@@ -178,7 +180,10 @@ async def read_outputs(settings, store: LiveStore) -> None:  # noqa: ANN001
     """Feed ``store`` from the game lifecycle, assessment and rating topics, from their oldest committed record."""
     from aiokafka import AIOKafkaConsumer
 
+    from .kafka_config import wait_for_topics
+
     parsers = _parsers(settings.topics)
+    await wait_for_topics(settings, list(parsers), who="serve")  # a mistyped --topic-prefix, or no worker run yet
     consumer = AIOKafkaConsumer(*parsers, group_id=None, isolation_level="read_committed", auto_offset_reset="earliest",
                                 **settings.aiokafka_kwargs())
     await consumer.start()

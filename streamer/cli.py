@@ -38,7 +38,7 @@ from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, Rat
 
 from .embedded import MAX_GAMES, MAX_PLAYERS
 from .follow import DEFAULT_INTERVAL, STREAM_PREFIX
-from .kafka_config import STAGES, input_records, rejection_record, topic_prefix, wait_for_broker
+from .kafka_config import STAGES, input_records, rejection_record, topic_prefix, wait_for_broker, wait_for_topics
 from .logs import setup_logging
 
 EXIT_OK, EXIT_FATAL, EXIT_USAGE, EXIT_REJECTED = 0, 1, 2, 3
@@ -741,12 +741,14 @@ async def _produce(args: argparse.Namespace) -> int:
 
     from .goreplay import game_events
     from .ingest import paced, read_pgn_games, replay_timeline
+    from .kafka_eos import ensure_topics
     from .sgf import read_sgf_games
 
     settings = kafka_settings(args)
     sgf_files = {p: is_sgf(p) for p in args.pgn}
     pgn, sgf = [p for p in args.pgn if not sgf_files[p]], [p for p in args.pgn if sgf_files[p]]
     await wait_for_broker(settings)
+    await ensure_topics(settings)  # as kibitz configures them, not by a first send on a broker that creates topics
     producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
     await producer.start()
     sent = chess_games = go_games = refused = 0
@@ -829,17 +831,8 @@ async def _tail(args: argparse.Namespace) -> int:
     settings = kafka_settings(args)
     await wait_for_broker(settings)
     topic = args.topic if args.topic.startswith(settings.topics.prefix + "kibitz.") else settings.topics.name(args.topic)
-    # asked before subscribing: a broker that creates topics on first use would create a mistyped one for the consumer
-    lister = AIOKafkaConsumer(**settings.aiokafka_kwargs())
-    await lister.start()
-    try:
-        known = await lister.topics()
-    finally:
-        await lister.stop()
-    if topic not in known:  # a typo, or a topic its worker has not created yet: said once, then waited for
-        ours = sorted(t for t in known if t.startswith(settings.topics.prefix + "kibitz."))
-        print(f"kibitz tail: no topic {topic} on the broker yet; waiting for it (kibitz's topics there: "
-              f"{', '.join(ours) or 'none'})", file=sys.stderr, flush=True)
+    if not await wait_for_topics(settings, [topic], who="tail", timeout=args.idle):
+        return EXIT_OK  # --idle passed without the topic, so without a record
     consumer = AIOKafkaConsumer(topic, group_id=None, isolation_level="read_committed",
                                 auto_offset_reset="earliest" if args.from_beginning else "latest", **settings.aiokafka_kwargs())
     await consumer.start()

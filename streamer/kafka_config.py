@@ -300,6 +300,49 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
         quiet.setLevel(level)
 
 
+async def missing_topics(settings: KafkaSettings, names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Which of ``names`` the broker does not have, and the kibitz topics of this prefix it has (asked without
+    subscribing: see :func:`wait_for_topics`)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs())
+    try:
+        await admin.start()
+        known = set(await admin.list_topics())
+    finally:
+        await admin.close()
+    return [n for n in names if n not in known], sorted(t for t in known if t.startswith(settings.topics.prefix + "kibitz."))
+
+
+#: Seconds between two looks for topics not there yet (:func:`wait_for_topics`).
+TOPIC_POLL_SECONDS = 2.0
+
+
+async def wait_for_topics(settings: KafkaSettings, names: Sequence[str], *, who: str, timeout: float | None = None) -> bool:
+    """Wait until the broker has every topic of ``names`` (True), or ``timeout`` seconds have passed (False); says once
+    on stderr which are missing and which kibitz topics the broker has (a mistyped name or prefix shows there). A
+    reader must not subscribe before: a broker that creates topics on first use (Kafka's default) would create a
+    missing one with its own defaults (one partition, one replica) for the reader, and the worker would then find
+    it there and use it as it is, its input unscaled and unreplicated."""
+    import asyncio
+    import sys
+    import time
+
+    started, said = time.monotonic(), False
+    while True:
+        missing, ours = await missing_topics(settings, names)
+        if not missing:
+            return True
+        if not said:
+            print(f"kibitz {who}: no topic {', '.join(missing)} on the broker yet; waiting for "
+                  f"{'it' if len(missing) == 1 else 'them'} (kibitz's topics there: {', '.join(ours) or 'none'})",
+                  file=sys.stderr, flush=True)
+            said = True
+        if timeout is not None and time.monotonic() - started >= timeout:
+            return False
+        await asyncio.sleep(TOPIC_POLL_SECONDS if timeout is None else min(TOPIC_POLL_SECONDS, timeout))
+
+
 def rejection_record(topics: Topics, error: InputError, *, source: str) -> tuple[str, bytes, DeadLetter]:
     """(topic, key, dead letter) of an input a producer refused before sending it (a game with an illegal move, an
     unsupported variant, a feed that does not parse): on ``kibitz.deadletter`` keyed by its game, as the worker's own

@@ -617,7 +617,10 @@ CHANGELOG_CONFIG = {
 
 async def ensure_topics(settings: KafkaSettings) -> None:
     """Create kibitz's topics (``settings.partitions`` partitions, ``settings.replication_factor`` replicas) and its
-    compacted state changelogs if missing."""
+    compacted state changelogs if missing. The workers and the producers (``produce``, ``follow --produce``) call it
+    before their first record, and the readers (``serve``, ``tail``) wait for the topics: on a broker that creates
+    topics on first use (Kafka's default), a first send or subscription would otherwise create one with the broker's
+    defaults (one partition, one replica), which the worker would then find there and use as it is."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs())

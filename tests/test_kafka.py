@@ -44,8 +44,9 @@ def broker():
     b.stop()
 
 
-def cli(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "streamer.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+def cli(*args, timeout=600, env: dict[str, str] | None = None):
+    return subprocess.run([sys.executable, "-m", "streamer.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env} if env else None)
 
 
 @pytest.fixture(scope="session")
@@ -314,7 +315,8 @@ def test_produce_dead_letters_what_it_refuses_and_sends_the_rest(broker, tmp_pat
     sgf.write_bytes(b"(;GM[1]FF[4]SZ[9]KM[7]RE[B+R];B[ee];W[cc];B[cc];W[gg])")
     prefix = fresh_prefix()
     t = Topics(prefix=prefix)
-    r = cli("produce", str(ROOT / "tests/fixtures/bad.pgn"), str(sgf), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+    r = cli("produce", str(ROOT / "tests/fixtures/bad.pgn"), str(sgf), "--max-speed", "--broker", broker, "--topic-prefix", prefix,
+            env={"KIBITZ_KAFKA_PARTITIONS": "3"})
     assert r.returncode == 3, r.stderr
     assert r.stderr.count("rejected (") == 3, r.stderr
     dead = {k: [json.loads(v) for v in vs] for k, vs in asyncio.run(read_topic(broker, t.deadletter)).items()}
@@ -331,6 +333,9 @@ def test_produce_dead_letters_what_it_refuses_and_sends_the_rest(broker, tmp_pat
     assert kinds[occupied] == ["game_started", "move", "move"]  # no end: the game is not scored
     assert kinds[truncated][-1] == "move" and all(k[-1] == "game_ended" for g, k in kinds.items()
                                                   if g not in (illegal, occupied, truncated))
+    # the topics were created as kibitz configures them (here KIBITZ_KAFKA_PARTITIONS=3), not by the first send with
+    # the broker's defaults (4 partitions on this broker; one on Kafka's own defaults): the changelogs are there too
+    assert asyncio.run(partition_counts(broker, [t.moves, t.deadletter, t.state_games])) == [3, 3, 3]
     # a live feed through ``follow --produce``: the same refusal on the same topic
     feed = tmp_path / "feed.pgn"
     feed.write_text(ROOT.joinpath("tests/fixtures/bad.pgn").read_text().split("\n\n[Event")[0] + "\n")
@@ -340,6 +345,29 @@ def test_produce_dead_letters_what_it_refuses_and_sends_the_rest(broker, tmp_pat
     assert r.returncode == 0 and "rejected (illegal_move)" in r.stderr, r.stderr
     dead = [json.loads(v) for vs in asyncio.run(read_topic(broker, Topics(prefix=prefix).deadletter)).values() for v in vs]
     assert [(d["reason"], d["ply"]) for d in dead] == [("illegal_move", 2)]
+
+
+async def partition_counts(broker: str, topics: list[str]) -> list[int]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+    await admin.start()
+    try:
+        described = {d["topic"]: d for d in await admin.describe_topics(topics)}
+        return [len(described[t]["partitions"]) for t in topics]
+    finally:
+        await admin.close()
+
+
+async def topic_names(broker: str) -> set[str]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
 
 
 def test_tail_prints_a_topic(broker):
@@ -354,6 +382,7 @@ def test_tail_prints_a_topic(broker):
     assert r.returncode == 0 and r.stdout == ""
     assert f"no topic {t.name('ratings.perceivd')} on the broker yet; waiting for it" in r.stderr, r.stderr[-2000:]
     assert f"kibitz's topics there: {t.perceived}" in r.stderr
+    assert t.name("ratings.perceivd") not in asyncio.run(topic_names(broker))  # waited for, not created by subscribing
 
 
 def final_player_scope(msgs):
