@@ -626,11 +626,19 @@ async def ensure_topics(settings: KafkaSettings) -> None:
     admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs())
     await admin.start()
     try:
+        ours = settings.topics.all() + settings.topics.changelogs()
         existing = set(await admin.list_topics())
         compacted = set(settings.topics.changelogs())
         new = [NewTopic(n, settings.partitions, settings.replication_factor, topic_configs=CHANGELOG_CONFIG if n in compacted else {})
-               for n in settings.topics.all() + settings.topics.changelogs() if n not in existing]
+               for n in ours if n not in existing]
         if new:
             await admin.create_topics(new)
+        there = [n for n in ours if n in existing]
+        counts = {d["topic"]: len(d["partitions"]) for d in await admin.describe_topics(there)} if there else {}
     finally:
         await admin.close()
+    other = {n: k for n, k in counts.items() if k != settings.partitions}
+    if other:
+        # kept as they are: more partitions would move games and players to partitions whose state does not hold them
+        log.warning("topics already there with another partition count than configured: used as they are", extra={
+            "configured": settings.partitions, "topics": {n: other[n] for n in sorted(other)}})

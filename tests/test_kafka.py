@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import random
 import re
@@ -307,7 +308,7 @@ def test_garbage_is_dead_lettered_and_no_valid_message_is_lost(broker, tmp_path,
     assert perceived == emb_perceived and glicko == emb_glicko
 
 
-def test_produce_dead_letters_what_it_refuses_and_sends_the_rest(broker, tmp_path):
+def test_produce_dead_letters_what_it_refuses_and_sends_the_rest(broker, tmp_path, caplog):
     """``kibitz produce`` of a PGN file with an illegal move and a truncated game, and an SGF game with an illegal
     move: each refusal is printed and lands on ``kibitz.deadletter`` keyed by its game (exit 3), the moves before it
     are sent, and no end is sent for a game that was refused part way."""
@@ -336,6 +337,14 @@ def test_produce_dead_letters_what_it_refuses_and_sends_the_rest(broker, tmp_pat
     # the topics were created as kibitz configures them (here KIBITZ_KAFKA_PARTITIONS=3), not by the first send with
     # the broker's defaults (4 partitions on this broker; one on Kafka's own defaults): the changelogs are there too
     assert asyncio.run(partition_counts(broker, [t.moves, t.deadletter, t.state_games])) == [3, 3, 3]
+    # a worker configured otherwise uses them as they are (more partitions would move games off their state) and says so
+    from streamer.kafka_config import KafkaSettings
+    from streamer.kafka_eos import ensure_topics
+
+    with caplog.at_level(logging.WARNING, logger="kibitz.eos"):
+        asyncio.run(ensure_topics(KafkaSettings(broker=broker, topics=t)))
+    (said,) = [r for r in caplog.records if r.message.startswith("topics already there with another partition count")]
+    assert said.configured == 4 and said.topics[t.moves] == 3 and len(said.topics) == len(t.all() + t.changelogs())
     # a live feed through ``follow --produce``: the same refusal on the same topic
     feed = tmp_path / "feed.pgn"
     feed.write_text(ROOT.joinpath("tests/fixtures/bad.pgn").read_text().split("\n\n[Event")[0] + "\n")
