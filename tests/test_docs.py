@@ -13,7 +13,7 @@ def test_docstring_examples():
         assert result.attempted > 0 and result.failed == 0, mod.__name__
 
 
-def test_deploy_files_parse_and_give_workers_stable_ids():
+def test_deploy_files_parse_and_give_workers_stable_ids(monkeypatch):
     """deploy/ cannot run here (no Docker, no cluster); at least it parses and keeps the worker's invariants."""
     import json
 
@@ -49,6 +49,11 @@ def test_deploy_files_parse_and_give_workers_stable_ids():
     from streamer.kafka_config import KafkaSettings
 
     config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
+    # a production cluster's topics are replicated: the ConfigMap's variable reaches the settings the topics are made with
+    for k, v in config.items():
+        if k.startswith("KIBITZ_KAFKA_") and "SASL" not in k and "SECURITY" not in k:  # not the cluster's credentials
+            monkeypatch.setenv(k, v)
+    assert KafkaSettings.from_env().replication_factor == 3
     k8s_args = [a.replace("$(KIBITZ_PROFILE)", config["KIBITZ_PROFILE"]) for a in args]
     for argv in (cmd, k8s_args):
         assert build_parser().parse_args(argv).func is not None
