@@ -32,6 +32,9 @@ def test_deploy_files_parse_and_give_workers_stable_ids(monkeypatch):
     mount = sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]
     assert mount["mountPath"] == "/var/lib/kibitz" and sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == mount["name"]
     assert "ENV KIBITZ_DATA_DIR=/var/lib/kibitz" in (root / "Dockerfile").read_text()
+    # the image's user (nobody) can write the volume: the pod's fsGroup gives it the volume
+    assert "USER nobody" in (root / "Dockerfile").read_text()
+    assert sts["spec"]["template"]["spec"]["securityContext"]["fsGroup"] == 65534
     json.loads((root / "grafana" / "kibitz.json").read_text())
     # Prometheus scrapes the workers from another container or pod: their metrics bind to every interface there
     args = sts["spec"]["template"]["spec"]["containers"][0]["args"]
