@@ -1034,7 +1034,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    setup_logging(args.log_level)
+    from .follow import url_secrets
+
+    setup_logging(args.log_level, more=[x for src in getattr(args, "sources", None) or () for x in url_secrets(src)])
     try:
         return args.func(args)
     except (EngineError, CalibrationError, StateStoreError) as e:

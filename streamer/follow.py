@@ -50,7 +50,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import chess
 import chess.pgn
@@ -98,6 +98,34 @@ def feed_name(location: str) -> str:
     return Path(url.path if url.scheme in ("http", "https") else location).stem or "feed"
 
 
+#: Query parameters of a feed's URL whose values are credentials (a private broadcast's ``?token=...``).
+SECRET_QUERY = re.compile(r"(?i)(token|key|secret|password|passwd|pwd|auth|signature|sig|credential|session)")
+
+
+def shown_url(location: str) -> str:
+    """A feed's location as messages and logs show it: a URL's password and the values of its credential-like query
+    parameters (:data:`SECRET_QUERY`) as ``***``; a path as it is."""
+    url = urlparse(location)
+    if url.scheme not in ("http", "https", "stream+http", "stream+https"):
+        return location
+    netloc = url.netloc
+    if url.password is not None:
+        netloc = f"{url.username or ''}:***@{url.hostname or ''}" + (f":{url.port}" if url.port else "")
+    query = "&".join(f"{k}=***" if v and SECRET_QUERY.search(k) else (f"{k}={v}" if sep else k)
+                     for k, sep, v in (part.partition("=") for part in url.query.split("&") if part))
+    return url._replace(netloc=netloc, query=query).geturl()
+
+
+def url_secrets(location: str) -> list[str]:
+    """The credentials :func:`shown_url` hides, raw and percent-decoded, for the log formatter to cut out of every line
+    (a library's error may quote the URL as it fetched it)."""
+    url = urlparse(location.removeprefix(STREAM_PREFIX))
+    if url.scheme not in ("http", "https"):
+        return []
+    found = [url.password or ""] + [v for k, _, v in (part.partition("=") for part in url.query.split("&")) if SECRET_QUERY.search(k)]
+    return sorted({form for v in found if v for form in (v, unquote(v))})
+
+
 def identifying_tags(headers: chess.pgn.Headers, extra: tuple[str, ...] = ()) -> str:
     """The tags that identify a game within a feed (:data:`IDENT_HEADERS`, then ``extra``), joined."""
     return "|".join(headers.get(k, "") for k in (*IDENT_HEADERS, *extra))
@@ -108,6 +136,7 @@ class PgnSource:
 
     def __init__(self, location: str, *, timeout: float = 10.0) -> None:
         self.location = location
+        self.shown = shown_url(location)  # what messages and logs name (no credentials of the URL)
         self.is_url = urlparse(location).scheme in ("http", "https")
         self.name = feed_name(location)
         self.timeout = timeout
@@ -132,7 +161,7 @@ class PgnSource:
             with open(self.location, "rb") as f:
                 data = f.read(MAX_FEED_BYTES + 1)  # the file may grow between the stat and the read
         except OSError as e:
-            raise SourceUnavailable(f"cannot read {self.location}: {e.strerror or e}") from e
+            raise SourceUnavailable(f"cannot read {self.shown}: {e.strerror or e}") from e
         self._check_size(len(data))
         text = self._pgn_text(data)
         self._stat = stat
@@ -154,7 +183,7 @@ class PgnSource:
                 if r.status == 304:
                     return None
                 if r.status != 200:
-                    raise SourceUnavailable(f"{self.location} answered HTTP {r.status}")
+                    raise SourceUnavailable(f"{self.shown} answered HTTP {r.status}")
                 self._check_size(r.content_length or 0)  # a stated length over the bound: not even read
                 chunks: list[bytes] = []
                 async for chunk in r.content.iter_chunked(1 << 16):
@@ -167,27 +196,27 @@ class PgnSource:
         except TimeoutError as e:
             if size:  # a body that does not end: a streaming endpoint, which a poll never reads to its end
                 raise SourceUnavailable(
-                    f"{self.location} was still sending after {self.timeout:g} s ({size} bytes): a streaming endpoint? "
-                    f"A URL is fetched whole at every poll: follow {STREAM_PREFIX}{self.location} to read it as a "
+                    f"{self.shown} was still sending after {self.timeout:g} s ({size} bytes): a streaming endpoint? "
+                    f"A URL is fetched whole at every poll: follow {STREAM_PREFIX}{self.shown} to read it as a "
                     "stream, or the URL that serves the round's whole PGN") from e
-            raise SourceUnavailable(f"cannot fetch {self.location}: no answer within {self.timeout:g} s") from e
+            raise SourceUnavailable(f"cannot fetch {self.shown}: no answer within {self.timeout:g} s") from e
         except aiohttp.ClientError as e:
-            raise SourceUnavailable(f"cannot fetch {self.location}: {e!r}") from e
+            raise SourceUnavailable(f"cannot fetch {self.shown}: {e!r}") from e
         return text
 
     def _check_size(self, size: int) -> None:
         if size > MAX_FEED_BYTES:
             bound = f"{MAX_FEED_BYTES // 2**20} MB" if MAX_FEED_BYTES >= 2**20 else f"{MAX_FEED_BYTES} bytes"
-            raise SourceUnavailable(f"{self.location} is over the {bound} a feed may be (a feed is read whole at every "
+            raise SourceUnavailable(f"{self.shown} is over the {bound} a feed may be (a feed is read whole at every "
                                     "change): follow a file per round or per game")
 
     def _pgn_text(self, data: bytes) -> str:
         """The feed's bytes as text (:func:`feed_text`). Nothing of a text refused is remembered, so it is fetched and
         refused again."""
-        text, encoding = feed_text(self.location, data, partial=True)
+        text, encoding = feed_text(self.shown, data, partial=True)
         if encoding != self._encoding:  # logged when it changes, not at every poll
             if encoding != "utf-8":
-                log.warning("feed is not UTF-8: read as %s", encoding, extra={"source": self.location, "encoding": encoding})
+                log.warning("feed is not UTF-8: read as %s", encoding, extra={"source": self.shown, "encoding": encoding})
             self._encoding = encoding
         return text
 
@@ -226,6 +255,7 @@ class PgnStream:
             raise ValueError(f"a stream is named {STREAM_PREFIX}URL: {location}")
         self.location = location
         self.url = location[len(STREAM_PREFIX):]
+        self.shown = shown_url(self.url)  # what messages and logs name (no credentials of the URL)
         self.name = feed_name(self.url)
         self.timeout = timeout
         self._games: dict[str, str] = {}  # a game's identifying tags -> its latest PGN, in the order first seen
@@ -243,7 +273,7 @@ class PgnStream:
             self._changed = False
             text = "".join(self._games.values())
             if len(text) > MAX_FEED_BYTES:
-                raise SourceUnavailable(f"{self.url}: the games streamed are over the {MAX_FEED_BYTES // 2**20} MB a "
+                raise SourceUnavailable(f"{self.shown}: the games streamed are over the {MAX_FEED_BYTES // 2**20} MB a "
                                         "feed may be")
             return text
         if self._error is not None:
@@ -259,28 +289,28 @@ class PgnStream:
                 try:
                     async with session.get(self.url) as r:
                         if r.status != 200:
-                            raise SourceUnavailable(f"{self.url} answered HTTP {r.status}")
+                            raise SourceUnavailable(f"{self.shown} answered HTTP {r.status}")
                         self._error, pending = None, bytearray()
                         async for chunk in r.content.iter_any():
                             if not pending and chunk.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
-                                raise SourceUnavailable(f"{self.url} is markup (an HTML page?), not PGN")
+                                raise SourceUnavailable(f"{self.shown} is markup (an HTML page?), not PGN")
                             # only the new bytes (and the few before them a game's end may start in) are searched
                             since = max(len(pending) - _GAME_END_SPAN, 0)
                             pending += chunk
                             del pending[: self._take_games(pending, since)]
                             if len(pending) > MAX_FEED_BYTES:
-                                raise SourceUnavailable(f"{self.url} streamed {len(pending)} bytes without a whole game")
+                                raise SourceUnavailable(f"{self.shown} streamed {len(pending)} bytes without a whole game")
                         if pending.strip():  # what a game's PGN was still missing when the stream ended is dropped
-                            raise SourceUnavailable(f"{self.url} ended its stream in the middle of a game's PGN")
+                            raise SourceUnavailable(f"{self.shown} ended its stream in the middle of a game's PGN")
                 except SourceUnavailable as e:
                     self._error = str(e)
                 except TimeoutError:
-                    self._error = f"cannot stream {self.url}: no answer within {self.timeout:g} s, or silent for {STREAM_IDLE:g} s"
+                    self._error = f"cannot stream {self.shown}: no answer within {self.timeout:g} s, or silent for {STREAM_IDLE:g} s"
                 except aiohttp.ClientError as e:
-                    self._error = f"cannot stream {self.url}: {e!r}"
+                    self._error = f"cannot stream {self.shown}: {e!r}"
                 except Exception as e:  # noqa: BLE001 - a fault of kibitz: logged, and the stream opened again
-                    log.exception("stream read failed", extra={"source": self.location})
-                    self._error = f"cannot stream {self.url}: {e!r}"
+                    log.exception("stream read failed", extra={"source": self.shown})
+                    self._error = f"cannot stream {self.shown}: {e!r}"
                 await asyncio.sleep(STREAM_RETRY)
 
     def _take_games(self, data: bytes | bytearray, since: int = 0) -> int:
@@ -288,7 +318,7 @@ class PgnStream:
         took (what follows is a game still arriving)."""
         start = 0
         for m in _GAME_END.finditer(data, since):
-            text, _ = feed_text(self.url, bytes(data[start:m.end()]))
+            text, _ = feed_text(self.shown, bytes(data[start:m.end()]))
             start = m.end()
             headers = chess.pgn.read_headers(io.StringIO(text))
             if headers is None:
@@ -676,11 +706,11 @@ class Follower:
             text = await s.fetch()
         except SourceUnavailable as e:
             if self.unavailable.get(s.location) != str(e):
-                log.warning("feed unavailable, retrying", extra={"source": s.location, "error": str(e)})
+                log.warning("feed unavailable, retrying", extra={"source": s.shown, "error": str(e)})
             self.unavailable[s.location] = str(e)
             return 0
         if self.unavailable.pop(s.location, None) is not None:
-            log.info("feed available again", extra={"source": s.location})
+            log.info("feed available again", extra={"source": s.shown})
         n, rejected = 0, self._rejected
         for ev in self.trackers[s.location].update(text):  # None (unchanged): what waited may now be taken
             self.submit(ev)

@@ -1,8 +1,9 @@
 """Structured logs: one JSON object per line on stderr, with the ``extra`` fields of each call.
 
 Credentials never reach a line: fields named like one are written as ``***``, and the values of the secrets kibitz
-was configured with (the broker's SASL password from ``KIBITZ_KAFKA_SASL_PASSWORD``) are cut out of every line,
-whichever logger wrote it, at every level: aiokafka's DEBUG request dumps included.
+was configured with (the broker's SASL password from ``KIBITZ_KAFKA_SASL_PASSWORD``, a followed feed URL's password
+or token) are cut out of every line, whichever logger wrote it, at every level: aiokafka's DEBUG request dumps
+included.
 """
 
 from __future__ import annotations
@@ -77,11 +78,12 @@ class LibraryFlood(logging.Filter):
         return True
 
 
-def setup_logging(level: str = "WARNING", secrets: Iterable[str] | None = None) -> None:
+def setup_logging(level: str = "WARNING", secrets: Iterable[str] | None = None, more: Iterable[str] = ()) -> None:
     """JSON lines on stderr at ``level`` for every logger; ``secrets`` (default: the values of :data:`SECRET_ENV`)
-    are cut out of every line."""
+    and ``more`` (e.g. the credentials in a followed feed's URL) are cut out of every line."""
     if secrets is None:
         secrets = [v for v in (os.environ.get(k) for k in SECRET_ENV) if v]
+    secrets = [*secrets, *more]
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(secrets))
     handler.addFilter(LibraryFlood())

@@ -832,3 +832,30 @@ async def test_a_windows_1252_feed_is_read_as_such_and_logged_once(tmp_path, cap
     assert [e.white.name for e in got if isinstance(e, GameStarted)] == ["Müller, Jörg"]
     assert [e.ply for e in got if isinstance(e, MoveEvent)] == list(range(5))
     assert [r.getMessage() for r in caplog.records] == ["feed is not UTF-8: read as cp1252"]
+
+
+async def test_a_feed_urls_credentials_reach_no_message_and_no_log_line(feed, caplog):
+    """A private broadcast's feed URL carries a password or a token: what says the feed is unavailable (the
+    follower's state, its log line) names the URL with them as ``***``, and the log formatter cuts them out of every
+    line, a library's quoting of the URL included."""
+    import logging
+
+    from streamer.follow import shown_url, url_secrets
+    from streamer.logs import JsonFormatter
+
+    f, url = feed
+    private = url.replace("http://", "http://relay:hunter2@") + "?round=3&api_token=s3cr%2Bt"
+    assert shown_url(private) == url.replace("http://", "http://relay:***@") + "?round=3&api_token=***"
+    assert url_secrets("stream+" + private) == ["hunter2", "s3cr%2Bt", "s3cr+t"]
+    f.fail = [401]
+    follower = Follower([PgnSource(private)], lambda e: None, interval=0.01)
+    with caplog.at_level(logging.WARNING, logger="kibitz.follow"):
+        await follower.poll_once()
+    (said,) = follower.unavailable.values()
+    assert said == f"{shown_url(private)} answered HTTP 401"
+    (line,) = [r for r in caplog.records if r.message == "feed unavailable, retrying"]
+    assert "hunter2" not in str(vars(line)) and "s3cr" not in str(vars(line))
+    record = logging.makeLogRecord({"msg": "GET %s failed", "args": (private,), "name": "aiohttp.client"})
+    written = JsonFormatter(url_secrets(private)).format(record)
+    assert "hunter2" not in written and "s3cr" not in written and "api_token=***" in written
+    await follower.sources[0].close()
