@@ -114,6 +114,7 @@ OVERLAY_STATE = ("JSON.stringify({ply: document.body.dataset.ply, evalPly: docum
                  "white: document.querySelector('#white .rating').textContent, black: document.querySelector('#black .rating').textContent, "
                  "eval: document.getElementById('eval-text').textContent, name: document.querySelector('#white .name').textContent, "
                  "scripts: document.querySelectorAll('script').length, clockRuns: document.body.dataset.clockRuns, "
+                 "state: document.body.dataset.state, "
                  "whiteClock: document.querySelector('#white .clock').textContent, "
                  "blackClock: document.querySelector('#black .clock').textContent})")
 
@@ -156,10 +157,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def follow_process(feed: Path, *args: str, timeout: float = 60.0) -> Iterator[tuple[str, str]]:
-    """``kibitz follow FEED --serve 127.0.0.1:<free port> ARGS`` as a user runs it, until its first game is served;
-    yields (base URL, that game's id) and stops the process on exit."""
-    port = free_port()
+def follow_process(feed: Path, *args: str, timeout: float = 60.0, port: int | None = None,
+                   wait: bool = True) -> Iterator[tuple[str, str]]:
+    """``kibitz follow FEED --serve 127.0.0.1:<port> ARGS`` (a free port by default) as a user runs it, until its first
+    game is served (``wait``; else until it serves at all, and the id is ""); yields (base URL, that game's id) and
+    stops the process on exit."""
+    port = port or free_port()
     proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "follow", str(feed), "--serve", f"127.0.0.1:{port}", *args],
                             cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
@@ -168,7 +171,7 @@ def follow_process(feed: Path, *args: str, timeout: float = 60.0) -> Iterator[tu
         while True:
             try:
                 games = json.loads(urllib.request.urlopen(f"{url}/api/games", timeout=1).read())
-                if games:
+                if games or not wait:
                     break
             except OSError:
                 pass
@@ -177,7 +180,7 @@ def follow_process(feed: Path, *args: str, timeout: float = 60.0) -> Iterator[tu
             if time.monotonic() > deadline:
                 raise TimeoutError("kibitz follow did not serve the game")
             time.sleep(0.1)
-        yield url, games[0]["game_id"]
+        yield url, games[0]["game_id"] if games else ""
     finally:
         proc.terminate()
         proc.wait(20)

@@ -76,8 +76,8 @@ async def _index(request: web.Request) -> web.Response:
 
 
 async def _overlay(request: web.Request) -> web.Response:
-    if request.app[STORE_KEY].game(request.match_info["game_id"]) is None:
-        raise web.HTTPNotFound(text="no such game")
+    # served for a game not seen (yet): a streaming program that loads the page while kibitz restarts, or before the
+    # feed shows the game, gets a page that waits for the game (its events answer 404 until then, and it tries again)
     return _page("overlay.html")
 
 

@@ -87,6 +87,29 @@ async def test_overlay_follows_a_growing_file_ply_by_ply_in_chromium(follow, tmp
     assert shot.stat().st_size > 20_000
 
 
+async def test_an_overlay_recovers_unattended_when_kibitz_restarts_before_its_feed_shows_the_game_again(tmp_path, warm_cache):
+    """A streaming program keeps the overlay loaded while kibitz follow is restarted; the new process answers the
+    overlay's events with 404 until its feed shows the game (here: the feed is empty for a while). The browser does not
+    reconnect after such an answer by itself; the page tries again until the game is back, and the page itself is
+    served for a game not seen yet, so a reload in that window waits too."""
+    from streamer.devbrowser import free_port
+
+    feed, port = tmp_path / "games.pgn", free_port()
+    write_feed(feed, 1)
+    async with Browser() as b:
+        with follow_process(feed, "--interval", "0.05", *FAST, "--cache", str(warm_cache), port=port) as (url, gid):
+            await b.goto(f"{url}/overlay/{gid}")
+            await wait_for(b, lambda s: s.get("evalPly") == "0" and s.get("state") == "live")
+        feed.write_text("")  # the relay's file is rewritten while kibitz is down
+        with follow_process(feed, "--interval", "0.05", *FAST, "--cache", str(warm_cache), port=port, wait=False) as (url, _):
+            await wait_for(b, lambda s: s.get("state") == "waiting", timeout=30)  # 404: the game is not there
+            async with aiohttp.ClientSession() as s, s.get(f"{url}/overlay/{gid}") as r:
+                assert r.status == 200  # a reload now gets the page, which waits
+            write_feed(feed, 5)
+            shown = await wait_for(b, lambda s: s.get("evalPly") == "4", timeout=60)
+    assert shown["state"] == "live" and shown["ply"] == "5"
+
+
 async def test_api_lists_games_and_players_escapes_names_and_streams_events(follow):
     feed, url, gid = follow
     async with aiohttp.ClientSession() as s:

@@ -67,11 +67,29 @@ function tick() {
   document.querySelector("#" + g.clock_runs + " .clock").textContent = clock(g[g.clock_runs].clock - ran);
 }
 
-const source = new EventSource("/overlay/" + encodeURIComponent(gameId) + "/events");
-source.onmessage = (e) => {
-  current = JSON.parse(e.data);
-  receivedAt = performance.now();
-  draw(current);
-  tick();
-};
+// The browser reconnects by itself after a network error, but not after an answer without a stream: a kibitz
+// restarted (or one that has not seen the game yet) answers 404 until its feed shows the game again. So the page
+// tries again itself, every 1 s doubling to 10 s, and the overlay in a streaming program recovers unattended.
+let retry = 1000;
+
+function connect() {
+  const source = new EventSource("/overlay/" + encodeURIComponent(gameId) + "/events");
+  source.onopen = () => { retry = 1000; };
+  source.onmessage = (e) => {
+    current = JSON.parse(e.data);
+    receivedAt = performance.now();
+    document.body.dataset.state = "live";
+    draw(current);
+    tick();
+  };
+  source.onerror = () => {
+    if (source.readyState === EventSource.CLOSED) {
+      document.body.dataset.state = "waiting";
+      setTimeout(connect, retry);
+      retry = Math.min(retry * 2, 10000);
+    }
+  };
+}
+
+connect();
 setInterval(tick, 200);
