@@ -109,6 +109,9 @@ class GameStarted(Message):
     corrects: Id | None = Field(default=None, description="the game this one replaces: a feed's operator corrected one of "
                                 "its moves, so it is rated again from the start under this id; an overlay of the old id "
                                 "shows this game (v4)")
+    corrects_from: Ply | None = Field(default=None, description="with corrects: the first ply that differs from the game "
+                                      "it corrects; the plies before it were counted there, so they count again in this "
+                                      "game's own scope only, not in the players' event and overall scopes (v4)")
 
     @model_validator(mode="after")
     def _setup_fits_the_game(self) -> GameStarted:
@@ -205,7 +208,8 @@ class MoveAssessment(Message):
     (``candidates``' cp, ``loss``, ``played_value``) in hundredths of a point, its evaluations from Black's view, and
     ``gain`` in whole points (docs/models.md s. 11). Version 5 adds ``prior``, for a Go move judged by a network's
     evaluations (KataGo): the network's prior of the played move; its ``candidates`` are then the policy's first
-    choice valued at the mover's lead before the move and the played move at minus the opponent's lead after it."""
+    choice valued at the mover's lead before the move and the played move at minus the opponent's lead after it.
+    Version 6 adds ``repeat``."""
 
     type: Literal["assessment"] = "assessment"
     game_id: Id
@@ -214,7 +218,7 @@ class MoveAssessment(Message):
     color: Literal["white", "black"]
     uci: str
     event: EventName = ""
-    schema_version: Literal[1, 2, 3, 4, 5] = 5  # type: ignore[assignment]  # v2-v5 add fields; older ones still parse
+    schema_version: Literal[1, 2, 3, 4, 5, 6] = 6  # type: ignore[assignment]  # v2-v6 add fields; older ones still parse
     game: Game = "chess"
     reference_rating: Rating | None = None
     reference_rd: RD | None = Field(default=None, description="the declared rating's RD, when the producer gave one")
@@ -239,6 +243,8 @@ class MoveAssessment(Message):
     event_prior: EventPrior | None = Field(default=None, description="the event prior from the other players' moves and the player's results (v3)")
     prior: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False,
                                 description="Go, a network's evaluations: its prior of the played move (v5)")
+    repeat: bool = Field(default=False, description="a ply counted already under the game this one corrects "
+                         "(GameStarted.corrects_from): counted in this game's scope only (v6)")
 
     @model_validator(mode="after")
     def _moves_in_the_games_notation(self) -> MoveAssessment:

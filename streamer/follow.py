@@ -24,7 +24,9 @@ written, and what it shows may still change:
   waits for its correction;
 - a game whose moves *change* (an operator corrected a wrongly entered move) is restarted under a new id
   (``<id>~2``, ...), with a warning in the log: the plies already rated stay rated in the old game; its start names
-  the game it corrects (``GameStarted.corrects``), so an overlay of the old id goes on showing the game;
+  the game it corrects and the first ply that differs (``GameStarted.corrects``, ``corrects_from``), so an overlay of
+  the old id goes on showing the game, and the plies before the correction count in the new game's own scope only,
+  not a second time in the players' event and overall scopes;
 - a game missing from the text for :data:`STABLE_POLLS` polls in a row (renamed, e.g. a player's name corrected,
   which makes it another game, or taken out) is taken as over, with a warning in the log, so a follow
   ``until_ended`` is not held up by it; followed again if it comes back;
@@ -617,7 +619,7 @@ class FeedTracker:
             log.warning("game corrected in the feed: restarted", extra={
                 "game_id": g.game_id, "new_game_id": new_id, "ply": common, "was": known[common], "now": moves[common]})
             old_id, g.game_id, g.moves, g.rejected = g.game_id, new_id, [], False
-            out.append(self._started(new_id, pg, corrects=old_id))
+            out.append(self._started(new_id, pg, corrects=(old_id, common)))
             known = g.moves
         if len(moves) > len(known):
             out += [MoveEvent(game_id=g.game_id, ply=i, uci=moves[i], clock=clocks[i])
@@ -668,11 +670,13 @@ class FeedTracker:
             self.on_error(pg.error_type(f"{self.name}: {pg.error}", game_id=g.game_id, ply=len(pg.moves)))
         return True
 
-    def _started(self, game_id: str, pg: ParsedGame, corrects: str | None = None) -> GameStarted:
+    def _started(self, game_id: str, pg: ParsedGame, corrects: tuple[str, int] | None = None) -> GameStarted:
+        """The start of ``game_id``; ``corrects``: (the id of the game it corrects, the first ply that differs)."""
         h = pg.headers
         return GameStarted(game_id=game_id, white=player_info(h, "White", game_id), black=player_info(h, "Black", game_id),
-                           event=as_id(h.get("Event", ""), fallback=""),
-                           time_control=h.get("TimeControl", ""), initial_fen=setup_fen(h), corrects=corrects)
+                           event=as_id(h.get("Event", ""), fallback=""), time_control=h.get("TimeControl", ""),
+                           initial_fen=setup_fen(h), corrects=corrects[0] if corrects else None,
+                           corrects_from=corrects[1] if corrects else None)
 
 
 class Follower:

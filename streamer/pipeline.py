@@ -230,6 +230,8 @@ class GameState:
     clocks: list[float | None] = field(default_factory=list)
     #: the start's declared time control (GameStarted.time_control), which the game's record carries to the review
     time_control: str = ""
+    #: a game that corrects another (GameStarted.corrects_from): its plies before this were counted under that game
+    repeats_before: int = 0
     _position: Any = field(default=None, repr=False, compare=False)
     clock_warned: bool = field(default=False, repr=False, compare=False)  # an implausible clock was logged (not stored)
 
@@ -277,6 +279,7 @@ class GameState:
             "time_class": self.time_class, "clock_base": self.clock_base, "last_clock": list(self.last_clock),
             "touched": self.touched, "input_offset": self.input_offset,
             **({"time_control": self.time_control} if self.time_control else {}),
+            **({"repeats_before": self.repeats_before} if self.repeats_before else {}),
             # the current position, so a stored game is restored in O(1) instead of replaying every move
             "position": self.adapter.snapshot(self.position()),
             **({"game": self.game} if self.game != "chess" else {}),  # chess states keep their earlier form
@@ -295,6 +298,7 @@ class GameState:
         # a game without clocks stores none (and states stored before clocks were kept have none): None per move
         state.clocks = list(d.get("clocks") or [None] * len(state.moves))
         state.time_control = d.get("time_control", "")
+        state.repeats_before = int(d.get("repeats_before", 0))
         stored = d.get("position") or d.get("fen")  # "fen": chess states stored before the adapter
         if stored:
             # the engine sees positions without history (see analyzers.engine.analysis), so this is all it needs
@@ -333,7 +337,8 @@ def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch |
                             game_id=ev.game_id)
     try:
         state = GameState(ev.game_id, ev.white, ev.black, ev.event, setup,
-                          time_class=parse_time_control(ev.time_control), game=ev.game, time_control=ev.time_control)
+                          time_class=parse_time_control(ev.time_control), game=ev.game, time_control=ev.time_control,
+                          repeats_before=(ev.corrects_from or 0) if ev.corrects else 0)
         position = state.position()
     except IllegalMove as e:
         raise IllegalMove(str(e), game_id=ev.game_id) from None
@@ -477,7 +482,7 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
         # plain dicts: MoveAssessment validates them in one pass (a Candidate() each costs a Python-level __init__)
         candidates=[{"uci": c.uci, "cp": c.value, "mate": c.mate} for c in before.candidates],
         played_rank=rank, played_value=played_value, counted=counted, engine=before.engine, limits=before.limits,
-        recapture=recapture,
+        recapture=recapture, repeat=ev.ply < state.repeats_before,
     )
 
 
@@ -965,7 +970,9 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
     c_ref = (cal.c_from_elo(a.reference_rating) if config.model is None and a.reference_rating and cal is not None
              and cal.has_c_map else None)
     state.overall.fair.window = config.player_fair_window  # the config decides, also for states stored before it
-    scopes = [game, state.overall] + ([event_scope(state, a.event, config)] if a.event else [])
+    # a ply of a corrected game that was counted under the game it corrects: once more in the player's wider scopes
+    # would count the same evidence twice (fair play's above all)
+    scopes = [game] if a.repeat else [game, state.overall] + ([event_scope(state, a.event, config)] if a.event else [])
     if count_move(scopes, a, c_ref, config.model, game.feats.known_x_left) is not None:
         game.fair_plies.append(a.ply)
     out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config,

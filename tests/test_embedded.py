@@ -394,3 +394,59 @@ def test_a_game_set_up_past_the_opening_takes_neither_class_nor_base_from_its_fi
     ruy = "r1bqk2r/1pppbppp/p1n2n2/4p3/B3P3/5N2/PPPP1PPP/RNBQ1RK1 w kq - 2 {}"
     assert first_two("late", ruy.format(30)) == ("unknown", None)
     assert first_two("start", ruy.format(1)) == ("blitz", 250.0)
+
+
+async def test_a_corrected_games_plies_before_the_correction_count_once_in_the_players_wider_scopes(stockfish):
+    """A feed's operator corrects a move at ply 20: the tracker restarts the game under ``<id>~2`` from ply 0. Its
+    plies before 20 are the same moves in the same positions as under the old id: they are rated again in the new
+    game's own scope (its rating starts afresh), but the players' event and overall scopes count them once, where
+    they counted them twice (the same evidence twice in the fair-play statistics above all); the plies from the
+    correction on count everywhere."""
+    import io
+
+    import chess.pgn
+    from conftest import pgn_upto
+
+    from schemas import MoveAssessment
+    from streamer.follow import FeedTracker
+    from streamer.steps import Steps
+
+    full = pgn_upto(30)
+    game = chess.pgn.read_game(io.StringIO(full))
+    assert game is not None
+    board = game.board()
+    moves = list(game.mainline_moves())
+    for m in moves[:20]:
+        board.push(m)
+    other = next(m for m in board.legal_moves if m != moves[20])
+    corrected = chess.pgn.Game()
+    for k, v in game.headers.items():
+        corrected.headers[k] = v
+    node = corrected
+    for m in moves[:20] + [other]:
+        node = node.add_variation(m)
+    tracker = FeedTracker("round1")
+    async with EnginePool(size=1) as pool:
+        steps = Steps(CONFIG, pool)
+        games, players = {}, {}
+        assessed: list[MoveAssessment] = []
+
+        async def feed(text: str) -> None:
+            for ev in tracker.update(text):
+                for o in await steps.game_record(games, ev.game_id.encode(), ev.model_dump_json().encode(), "feed"):
+                    if isinstance(o.message, MoveAssessment):
+                        assessed.append(o.message)
+                        steps.player_record(players, o.key_bytes, o.message.model_dump_json().encode(), "assessments")
+
+        await feed(full)
+        white = assessed[0].player_id
+        before = players[white].overall.post.n, players[white].events[assessed[0].event].post.n
+        await feed(str(corrected) + "\n\n")
+    old, new = assessed[0].game_id, assessed[-1].game_id
+    assert new == f"{old}~2" and [a.ply for a in assessed if a.game_id == new] == list(range(21))
+    assert all(a.repeat == (a.ply < 20) for a in assessed if a.game_id == new)
+    assert not any(a.repeat for a in assessed if a.game_id == old)
+    me = players[white]
+    counted_new = sum(a.counted for a in assessed if a.game_id == new and a.player_id == white and a.ply >= 20)
+    assert before[0] > 0 and (me.overall.post.n, me.events[assessed[0].event].post.n) == (before[0] + counted_new, before[1] + counted_new)
+    assert me.games[new].post.n == sum(a.counted for a in assessed if a.game_id == new and a.player_id == white)

@@ -121,6 +121,7 @@ def test_a_corrected_move_restarts_the_game_under_a_new_id_with_a_log_line(caplo
     with caplog.at_level(logging.WARNING, logger="kibitz.follow"):
         out = t.update(corrected)
     assert isinstance(out[0], GameStarted) and out[0].game_id == f"{gid}~2" and out[0].corrects == gid
+    assert out[0].corrects_from == 4  # the first ply that differs: "3. g3" became "3. e3"
     assert [(e.game_id, e.ply) for e in out[1:]] == [(f"{gid}~2", p) for p in range(6)]
     assert any(r.message == "game corrected in the feed: restarted" and r.ply == 4 for r in caplog.records)
 
