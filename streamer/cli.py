@@ -37,7 +37,7 @@ from analyzers.ratingmodel import Prior, load_move_model
 from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, RatingUpdate, export_json_schemas
 
 from .embedded import MAX_GAMES, MAX_PLAYERS
-from .follow import DEFAULT_INTERVAL, STREAM_PREFIX
+from .follow import DEFAULT_INTERVAL, STREAM_PREFIX, url_secrets
 from .kafka_config import STAGES, input_records, rejection_record, topic_prefix, wait_for_broker, wait_for_topics
 from .logs import setup_logging
 
@@ -1034,8 +1034,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .follow import url_secrets
-
+    # a followed feed URL's password or token is cut out of every log line, as the broker's password is
     setup_logging(args.log_level, more=[x for src in getattr(args, "sources", None) or () for x in url_secrets(src)])
     try:
         return args.func(args)

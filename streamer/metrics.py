@@ -85,10 +85,11 @@ class Health:
         stale = []
         if self.loop_beat is not None and now - self.loop_beat > self.loop_stale:
             stale.append(f"event loop silent for {now - self.loop_beat:.0f} s")
-        stale += [f"{part} stuck for {now - t:.0f} s" for part, t in self.parts.items() if now - t > self.part_stale]
+        parts = dict(self.parts)  # a copy: the loop may add a part while this thread reads
+        stale += [f"{part} stuck for {now - t:.0f} s" for part, t in parts.items() if now - t > self.part_stale]
         if stale:
             return False, "; ".join(stale)
-        watched = (["event loop"] if self.loop_beat is not None else []) + sorted(self.parts)
+        watched = (["event loop"] if self.loop_beat is not None else []) + sorted(parts)
         return True, f"ok ({', '.join(watched) or 'nothing watched'})"
 
 
