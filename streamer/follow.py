@@ -104,6 +104,15 @@ def feed_name(location: str) -> str:
 SECRET_QUERY = re.compile(r"(?i)(token|key|secret|password|passwd|pwd|auth|signature|sig|credential|session)")
 
 
+def _query(query: str) -> list[tuple[str, str, str]]:
+    """A URL query's parameters as (name, "=" or "", value), in order."""
+    return [part.partition("=") for part in query.split("&") if part]
+
+
+def _secret(name: str, value: str) -> bool:
+    return bool(value) and SECRET_QUERY.search(name) is not None
+
+
 def shown_url(location: str) -> str:
     """A feed's location as messages and logs show it: a URL's password and the values of its credential-like query
     parameters (:data:`SECRET_QUERY`) as ``***``; a path as it is."""
@@ -113,8 +122,7 @@ def shown_url(location: str) -> str:
     netloc = url.netloc
     if url.password is not None:
         netloc = f"{url.username or ''}:***@{url.hostname or ''}" + (f":{url.port}" if url.port else "")
-    query = "&".join(f"{k}=***" if v and SECRET_QUERY.search(k) else (f"{k}={v}" if sep else k)
-                     for k, sep, v in (part.partition("=") for part in url.query.split("&") if part))
+    query = "&".join(f"{k}=***" if _secret(k, v) else k + sep + v for k, sep, v in _query(url.query))
     return url._replace(netloc=netloc, query=query).geturl()
 
 
@@ -124,7 +132,7 @@ def url_secrets(location: str) -> list[str]:
     url = urlparse(location.removeprefix(STREAM_PREFIX))
     if url.scheme not in ("http", "https"):
         return []
-    found = [url.password or ""] + [v for k, _, v in (part.partition("=") for part in url.query.split("&")) if SECRET_QUERY.search(k)]
+    found = [url.password or ""] + [v for k, _, v in _query(url.query) if _secret(k, v)]
     return sorted({form for v in found if v for form in (v, unquote(v))})
 
 
