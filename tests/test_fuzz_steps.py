@@ -88,6 +88,7 @@ def assessment(draw: st.DrawFn) -> dict:
         "loss": draw(st.one_of(st.none(), st.integers(0, 10**9))), "candidates": cands,
         "played_rank": draw(st.one_of(st.none(), st.integers(0, 10))), "played_value": draw(st.one_of(st.none(), cp)),
         "counted": draw(st.booleans()), "engine": "Stockfish", "limits": "d8-mpv5", "recapture": draw(st.booleans()),
+        "repeat": draw(st.booleans()),
         "event_prior": draw(prior), "prior": draw(st.one_of(st.none(), st.floats(0, 1))) if game == "go" else None,
     }
 
