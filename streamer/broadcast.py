@@ -73,7 +73,7 @@ async def follow(args: argparse.Namespace, config, out: Callable[[BaseModel], No
             def rejected(e: InputError) -> None:
                 rt.reject(e, str(e), source=e.game_id or "feed")
 
-            follower = Follower(sources, submit, interval=args.interval, on_error=rejected)
+            follower = Follower(sources, submit, interval=args.interval, on_error=rejected, on_gone=store.pause)
             await follower.run(until_ended=args.until_ended)
             await rt.drain()
             if args.serve and args.until_ended and args.linger:
@@ -121,7 +121,7 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource | P
         write_follow_state(args.state, follower.state())
 
     try:
-        follower = Follower(sources, submit, interval=args.interval, on_error=rejected)
+        follower = Follower(sources, submit, interval=args.interval, on_error=rejected, on_gone=store.pause)
         if args.state is not None and (saved := read_follow_state(args.state)) is not None:
             try:
                 follower.restore(saved)

@@ -485,9 +485,11 @@ def _agrees(known: list[str], moves: list[str]) -> bool:
 class FeedTracker:
     """What one feed has delivered so far, and the events each new text adds (see the module docstring)."""
 
-    def __init__(self, name: str, on_error: Callable[[InputError], None] | None = None) -> None:
+    def __init__(self, name: str, on_error: Callable[[InputError], None] | None = None,
+                 on_gone: Callable[[str], None] | None = None) -> None:
         self.name = name
         self.on_error = on_error or (lambda e: None)
+        self.on_gone = on_gone or (lambda game_id: None)  # told the id of a game taken as over because it left the feed
         self.games: dict[str, _Game] = {}
         self._last: str | None = None  # the text of the last poll that returned one
         self._waiting = False          # whether that text's end is waiting to be confirmed by later polls
@@ -588,6 +590,8 @@ class FeedTracker:
                     g.over = g.gone = True
                     log.warning("game no longer in the feed: taken as over", extra={
                         "game_id": g.game_id, "plies": len(g.moves), "polls": STABLE_POLLS})
+                    if not g.ended:
+                        self.on_gone(g.game_id)
 
     def _update_game(self, key: str, pg: ParsedGame) -> list[FeedEvent]:
         g = self.games.get(key)
@@ -694,14 +698,14 @@ class Follower:
     holds up only its own games."""
 
     def __init__(self, sources: Iterable[PgnSource | PgnStream], submit: Callable[[FeedEvent], object], *, interval: float = DEFAULT_INTERVAL,
-                 on_error: Callable[[InputError], None] | None = None) -> None:
+                 on_error: Callable[[InputError], None] | None = None, on_gone: Callable[[str], None] | None = None) -> None:
         # a source named twice is followed once (twice, each poll would count towards a half-written end settling)
         self.sources = list({s.location: s for s in sources}.values())
         self.submit = submit
         self.interval = interval
         self._on_error = on_error or (lambda e: None)
         self._rejected = 0  # rejections handed to on_error: a poll that only rejects has sent something too
-        self.trackers = {s.location: FeedTracker(s.name, self._reject) for s in self.sources}
+        self.trackers = {s.location: FeedTracker(s.name, self._reject, on_gone) for s in self.sources}
         self.unavailable: dict[str, str] = {}  # location -> last error, logged once per outage
 
     async def poll_once(self) -> int:

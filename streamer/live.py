@@ -190,6 +190,14 @@ class LiveStore:
         if watching:
             self._subscribers.setdefault(new, set()).update(watching)
 
+    def pause(self, game_id: str) -> None:
+        """The game left its feed without a result (renamed, taken out): its clock stops, where it would run down to
+        0:00; a move that comes later starts it again."""
+        g = self._games.get(self.resolve(game_id))
+        if g is not None and g.moved_at is not None:
+            g.moved_at = None
+            self._publish(g.game_id)
+
     def resolve(self, game_id: str) -> str:
         """The id a game is shown under: its own, or for a corrected game the id it is rated under now."""
         return self._corrected.get(game_id, game_id)

@@ -130,7 +130,8 @@ def test_a_game_renamed_or_taken_out_of_the_feed_is_over_after_stable_polls_and_
     """A corrected player name makes another game (the name is part of its id); the game under the old name can no
     longer end in this feed. Gone for STABLE_POLLS polls (unchanged polls count), it is taken as over, logged once,
     so that a follow ``until_ended`` ends; a game that comes back is followed again."""
-    t = FeedTracker("round1")
+    gone: list[str] = []
+    t = FeedTracker("round1", on_gone=gone.append)
     t.update(pgn_upto(6, white="Bai, Jin"))
     renamed = pgn_upto(6)
     with caplog.at_level(logging.WARNING, logger="kibitz.follow"):
@@ -141,6 +142,7 @@ def test_a_game_renamed_or_taken_out_of_the_feed_is_over_after_stable_polls_and_
         t.update(None)
     over = [g for g in t.games.values() if g.over]
     assert len(over) == 1 and len(over[0].moves) == 6
+    assert gone == [over[0].game_id]  # told once (the overlay's store stops its clock)
     assert over[0].game_id != next(e.game_id for e in t.update(pgn_upto(7)) if isinstance(e, MoveEvent))
     assert [r.message for r in caplog.records].count("game no longer in the feed: taken as over") == 1
     back = t.update(pgn_upto(7, white="Bai, Jin") + pgn_upto(7))  # it returns: followed again

@@ -110,8 +110,8 @@ def test_the_replay_view_numbers_moves_as_the_position_counts():
 def test_the_clock_of_the_side_to_move_runs_from_its_last_move_until_the_game_ends():
     """A snapshot names the clock that runs (the side to move's, once that side's time left is known), how far it has
     run since the last move and how fast: the overlay counts it down between moves. A paced replay's clock runs at its
-    speed, one at full speed not at all; a game over (a result, or mate on the board) stops it; a move held until its
-    game starts keeps the time it came."""
+    speed, one at full speed not at all; a game over (a result, or mate on the board) stops it, and so does a game that
+    left its feed without one until its next move; a move held until its game starts keeps the time it came."""
     import time
 
     store = LiveStore()
@@ -125,6 +125,10 @@ def test_the_clock_of_the_side_to_move_runs_from_its_last_move_until_the_game_en
     snap = store.game("g")
     assert snap["clock_runs"] == "white" and snap["clock_rate"] == 1.0
     assert abs(snap["clock_elapsed"] - min(time.time() - 1010.0, 290.0)) < 1.0
+    store.pause("g")  # the game left its feed without a result: its clock stops
+    assert store.running_clock(g, now=1012.5) == (None, 0.0)
+    store.apply(MoveEvent(game_id="g", ply=2, uci="g1f3", clock=288.0), at=1020.0)  # it came back: Black's runs
+    assert store.running_clock(g, now=1021.0) == ("black", 1.0)
     store.apply(GameEnded(game_id="g", result="1-0"))
     assert store.game("g")["clock_runs"] is None and store.game("g")["clock_rate"] is None
 
