@@ -89,7 +89,8 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource | P
 
     settings = kafka_settings(args)
     await wait_for_broker(settings)
-    await ensure_topics(settings)  # as kibitz configures them, not by a first send on a broker that creates topics
+    # as kibitz configures them, not by a first send on a broker that creates topics
+    await ensure_topics(settings, settings.topics.written_by_producers())
     producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
     await producer.start()
     pending: list[asyncio.Future] = []

@@ -748,7 +748,8 @@ async def _produce(args: argparse.Namespace) -> int:
     sgf_files = {p: is_sgf(p) for p in args.pgn}
     pgn, sgf = [p for p in args.pgn if not sgf_files[p]], [p for p in args.pgn if sgf_files[p]]
     await wait_for_broker(settings)
-    await ensure_topics(settings)  # as kibitz configures them, not by a first send on a broker that creates topics
+    # as kibitz configures them, not by a first send on a broker that creates topics
+    await ensure_topics(settings, settings.topics.written_by_producers())
     producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
     await producer.start()
     sent = chess_games = go_games = refused = 0

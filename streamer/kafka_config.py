@@ -133,6 +133,10 @@ class Topics(BaseModel):
     def changelogs(self) -> list[str]:
         return [self.state_games, self.state_events, self.state_players, self.state_reviews]
 
+    def written_by_producers(self) -> list[str]:
+        """The topics ``produce`` and ``follow --produce`` write: the input, its lifecycle copy, the dead letters."""
+        return [self.moves, self.games, self.deadletter]
+
     def all(self) -> list[str]:
         return [self.games, self.moves, self.pool, self.assessments, self.perceived, self.glicko2, self.alerts, self.reviews,
                 self.deadletter]

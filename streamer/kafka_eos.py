@@ -615,18 +615,19 @@ CHANGELOG_CONFIG = {
 }
 
 
-async def ensure_topics(settings: KafkaSettings) -> None:
+async def ensure_topics(settings: KafkaSettings, names: Sequence[str] | None = None) -> None:
     """Create kibitz's topics (``settings.partitions`` partitions, ``settings.replication_factor`` replicas) and its
-    compacted state changelogs if missing. The workers and the producers (``produce``, ``follow --produce``) call it
-    before their first record, and the readers (``serve``, ``tail``) wait for the topics: on a broker that creates
-    topics on first use (Kafka's default), a first send or subscription would otherwise create one with the broker's
-    defaults (one partition, one replica), which the worker would then find there and use as it is."""
+    compacted state changelogs if missing; ``names``: only these (a producer's: the topics it writes, which are what
+    its credentials may see on a cluster with ACLs). The workers and the producers (``produce``, ``follow --produce``)
+    call it before their first record, and the readers (``serve``, ``tail``) wait for the topics: on a broker that
+    creates topics on first use (Kafka's default), a first send or subscription would otherwise create one with the
+    broker's defaults (one partition, one replica), which the worker would then find there and use as it is."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs())
     await admin.start()
     try:
-        ours = settings.topics.all() + settings.topics.changelogs()
+        ours = list(names) if names is not None else settings.topics.all() + settings.topics.changelogs()
         existing = set(await admin.list_topics())
         compacted = set(settings.topics.changelogs())
         new = [NewTopic(n, settings.partitions, settings.replication_factor, topic_configs=CHANGELOG_CONFIG if n in compacted else {})
