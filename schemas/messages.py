@@ -431,10 +431,18 @@ def parse_review_request(raw: bytes | str | None) -> ReviewRequest:
     return _parse(_REVIEW_REQUEST, raw, MAX_REVIEW_BYTES)
 
 
+#: The largest dead letter (its JSON): a record kibitz writes stays under the broker's default max.message.bytes
+#: (1 MiB), as a review request does; an original too large for it keeps its start (:attr:`DeadLetter.raw_size`).
+MAX_DEAD_LETTER_BYTES = MAX_REVIEW_BYTES
+
+
 class DeadLetter(Message):
-    """A rejected input: the original bytes (as text, and base64 when they are not UTF-8) and why."""
+    """A rejected input: the original bytes (as text, and base64 when they are not UTF-8) and why. Version 2 adds
+    ``raw_size``: the dead letter of an input too large to be written whole (its JSON stays under
+    :data:`MAX_DEAD_LETTER_BYTES`) keeps the original's start."""
 
     type: Literal["deadletter"] = "deadletter"
+    schema_version: Literal[1, 2] = 2  # type: ignore[assignment]
     source: str
     key: str | None = None
     reason: str
@@ -443,6 +451,8 @@ class DeadLetter(Message):
     ply: int | None = None
     raw: str
     raw_base64: str | None = None
+    raw_size: int | None = Field(default=None, ge=0, description="the original's size in bytes when raw (and "
+                                 "raw_base64) hold only its start (v2)")
 
 
 MESSAGES: dict[str, type[BaseModel]] = {

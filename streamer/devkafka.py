@@ -206,7 +206,7 @@ def start_workers(broker: str, prefix: str, *extra: str, split: bool = False) ->
 async def produce(broker: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
     from aiokafka import AIOKafkaProducer
 
-    p = AIOKafkaProducer(bootstrap_servers=broker, enable_idempotence=True, acks="all")
+    p = AIOKafkaProducer(bootstrap_servers=broker, enable_idempotence=True, acks="all", max_request_size=2 * 1024 * 1024)
     await p.start()
     try:
         for key, value in records:

@@ -67,6 +67,7 @@ from schemas import (
     parse_player_event,
     parse_review_request,
 )
+from schemas.messages import MAX_DEAD_LETTER_BYTES
 
 from .metrics import Metrics
 from .pipeline import (
@@ -135,15 +136,26 @@ StateMap = MutableMapping[str, Any]
 
 def dead_letter(error: KibitzError, raw: bytes | str | None, *, source: str, key: str | None = None) -> DeadLetter:
     """A dead-letter record: the original bytes (base64 too when they are not UTF-8; empty for a record without a
-    value), where they came from, why."""
+    value), where they came from, why. Its JSON stays under :data:`~schemas.messages.MAX_DEAD_LETTER_BYTES`: an
+    original too large (a 900 KB binary record is 4 MB as text and base64) keeps its start and says its size. Written
+    whole, it was over the broker's limit: the transaction that held it aborted, and so did the poison rule's dead
+    letter of it, for ever, and no later record of that partition was read."""
     data = raw.encode() if isinstance(raw, str) else raw or b""
-    text = data.decode("utf-8", errors="replace")
-    exact = text.encode("utf-8") == data
-    return DeadLetter(
-        source=source, key=key, reason=getattr(error, "reason", "error"), error=str(error),
-        game_id=getattr(error, "game_id", None), ply=getattr(error, "ply", None),
-        raw=text, raw_base64=None if exact else base64.b64encode(data).decode(),
-    )
+    keep = len(data)
+    while True:
+        part = data[:keep]
+        text = part.decode("utf-8", errors="replace")
+        exact = text.encode("utf-8") == part
+        d = DeadLetter(
+            source=source, key=key, reason=getattr(error, "reason", "error"), error=str(error),
+            game_id=getattr(error, "game_id", None), ply=getattr(error, "ply", None),
+            raw=text, raw_base64=None if exact else base64.b64encode(part).decode(),
+            raw_size=len(data) if keep < len(data) else None,
+        )
+        size = len(d.model_dump_json().encode())  # bytes on the wire, not characters
+        if size <= MAX_DEAD_LETTER_BYTES or keep == 0:
+            return d
+        keep = int(keep * MAX_DEAD_LETTER_BYTES / size * 0.9)  # the JSON grows about in proportion to what is kept
 
 
 class Steps:

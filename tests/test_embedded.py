@@ -450,3 +450,26 @@ async def test_a_corrected_games_plies_before_the_correction_count_once_in_the_p
     counted_new = sum(a.counted for a in assessed if a.game_id == new and a.player_id == white and a.ply >= 20)
     assert before[0] > 0 and (me.overall.post.n, me.events[assessed[0].event].post.n) == (before[0] + counted_new, before[1] + counted_new)
     assert me.games[new].post.n == sum(a.counted for a in assessed if a.game_id == new and a.player_id == white)
+
+
+def test_a_dead_letter_of_an_input_too_large_to_write_whole_keeps_its_start_and_its_size():
+    """A 900 KB binary record (a producer's bug) refused as malformed: written whole, its dead letter (the bytes as
+    text and base64) is about 4 MB, over the broker's 1 MiB limit. It keeps the original's start within
+    MAX_DEAD_LETTER_BYTES and says the original's size; a small one is whole, as before."""
+    import base64
+    import random
+
+    from analyzers.errors import MalformedEvent
+    from schemas.messages import MAX_DEAD_LETTER_BYTES
+    from streamer.steps import dead_letter
+
+    big = random.Random(1).randbytes(900 * 1024)
+    d = dead_letter(MalformedEvent("message: too large"), big, source="kibitz.moves/0@1", key="g1")
+    assert len(d.model_dump_json().encode()) <= MAX_DEAD_LETTER_BYTES and d.raw_size == len(big)
+    kept = base64.b64decode(d.raw_base64 or "")
+    assert 100_000 < len(kept) < len(big) and big.startswith(kept)
+    text = "ü" * 500_000  # 1 MB of UTF-8 text: no base64, the text cut
+    t = dead_letter(MalformedEvent("message: too large"), text, source="s")
+    assert len(t.model_dump_json().encode()) <= MAX_DEAD_LETTER_BYTES and t.raw_size == 1_000_000 and text.startswith(t.raw.rstrip("\ufffd"))
+    small = dead_letter(MalformedEvent("x"), b"\x00\xffnot json", source="s")
+    assert small.raw_size is None and base64.b64decode(small.raw_base64 or "") == b"\x00\xffnot json"
