@@ -134,6 +134,19 @@ class Output:
 StateMap = MutableMapping[str, Any]
 
 
+#: The longest record key a dead letter carries (in the record and in its ``key`` field; a game id is at most 200
+#: characters), and the longest error it states: a longer one, a producer's bug, keeps its start.
+MAX_DEAD_LETTER_KEY, MAX_DEAD_LETTER_ERROR = 1024, 8192
+
+
+def dead_letter_key(key: Key) -> Key:
+    """The key a dead letter is written under: the original's, or its start when it is over :data:`MAX_DEAD_LETTER_KEY`
+    bytes (a 900 KB key made a dead letter over the broker's limit, whose transaction aborted for ever)."""
+    if isinstance(key, str):
+        key = key.encode("utf-8", "surrogatepass")
+    return key[:MAX_DEAD_LETTER_KEY] if key is not None else None
+
+
 def dead_letter(error: KibitzError, raw: bytes | str | None, *, source: str, key: str | None = None) -> DeadLetter:
     """A dead-letter record: the original bytes (base64 too when they are not UTF-8; empty for a record without a
     value), where they came from, why. Its JSON stays under :data:`~schemas.messages.MAX_DEAD_LETTER_BYTES`: an
@@ -141,13 +154,18 @@ def dead_letter(error: KibitzError, raw: bytes | str | None, *, source: str, key
     whole, it was over the broker's limit: the transaction that held it aborted, and so did the poison rule's dead
     letter of it, for ever, and no later record of that partition was read."""
     data = raw.encode() if isinstance(raw, str) else raw or b""
+    if key is not None and len(key) > MAX_DEAD_LETTER_KEY:
+        key = f"{key[:MAX_DEAD_LETTER_KEY]}... ({len(key)} characters)"
+    reason = str(error)
+    if len(reason) > MAX_DEAD_LETTER_ERROR:  # it may quote the input; the input itself is in raw
+        reason = f"{reason[:MAX_DEAD_LETTER_ERROR]}... ({len(reason)} characters)"
     keep = len(data)
     while True:
         part = data[:keep]
         text = part.decode("utf-8", errors="replace")
         exact = text.encode("utf-8") == part
         d = DeadLetter(
-            source=source, key=key, reason=getattr(error, "reason", "error"), error=str(error),
+            source=source, key=key, reason=getattr(error, "reason", "error"), error=reason,
             game_id=getattr(error, "game_id", None), ply=getattr(error, "ply", None),
             raw=text, raw_base64=None if exact else base64.b64encode(part).decode(),
             raw_size=len(data) if keep < len(data) else None,
@@ -191,7 +209,7 @@ class Steps:
         self.metrics.rejected.labels(reason).inc()
         log.warning("rejected", extra={"reason": reason, "error": str(error), "source": source})
         text_key = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
-        return self._out(Output(key, dead_letter(error, raw, source=source, key=text_key)))
+        return self._out(Output(dead_letter_key(key), dead_letter(error, raw, source=source, key=text_key)))
 
     def _internal(self, e: Exception, raw: bytes | str, source: str, key: Key) -> list[Output]:
         """A bug in a step: dead-letter the record (reason ``error``) instead of stopping the partition."""
@@ -234,7 +252,8 @@ class Steps:
             return [ev]
         want = ev.game_id.encode()
         if (key.encode() if isinstance(key, str) else key) != want:
-            got = "no key" if key is None else f"the key {key!r}"
+            got = ("no key" if key is None else f"the key {key!r}" if len(key) <= 100
+                   else f"a key of {len(key)} bytes starting {key[:100]!r}")
             return [self.reject(KeyMismatch(f"a record of this game has {got}; the events of a game must all be keyed by "
                                             f"its game_id (README, Topics)", game_id=ev.game_id,
                                             ply=getattr(ev, "ply", None)), raw, source, key)]

@@ -473,3 +473,10 @@ def test_a_dead_letter_of_an_input_too_large_to_write_whole_keeps_its_start_and_
     assert len(t.model_dump_json().encode()) <= MAX_DEAD_LETTER_BYTES and t.raw_size == 1_000_000 and text.startswith(t.raw.rstrip("\ufffd"))
     small = dead_letter(MalformedEvent("x"), b"\x00\xffnot json", source="s")
     assert small.raw_size is None and base64.b64decode(small.raw_base64 or "") == b"\x00\xffnot json"
+    # a 900 KB record key (and an error quoting it): each keeps its start, and the record is keyed by the key's start
+    from streamer.steps import MAX_DEAD_LETTER_KEY, dead_letter_key
+
+    huge = "k" * 900_000
+    k = dead_letter(MalformedEvent("key " + huge), b"{}", source="s", key=huge)
+    assert len(k.model_dump_json().encode()) < 20_000 and k.raw == "{}" and k.key is not None and k.key.endswith("(900000 characters)")
+    assert k.error.endswith("(900004 characters)") and dead_letter_key(huge.encode()) == b"k" * MAX_DEAD_LETTER_KEY

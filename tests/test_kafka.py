@@ -269,6 +269,8 @@ def garbage_stream(seed: int = 7):
                     # over it, and its partition's transactions aborted for ever (the game after it never rated)
                     records.append((key, rng.randbytes(900 * 1024)))
                     bad["malformed"] += 1
+                    records.append((b"k" * (900 * 1024), ev.model_dump_json().encode()))  # and a 900 KB key: the same
+                    bad["key_mismatch"] += 1
             roll = rng.random()
             if roll < 0.01:
                 records.append((key, b"\x00\xffnot json at all"))
@@ -307,7 +309,9 @@ def test_garbage_is_dead_lettered_and_no_valid_message_is_lost(broker, tmp_path,
     reasons = {k: sum(1 for d in dead if d["reason"] == k) for k in bad}
     assert reasons == bad and len(dead) == n_bad
     assert all(d["raw"] or d["raw_base64"] or "without a value" in d["error"] for d in dead)
+    assert all(len(d["error"]) < 10_000 for d in dead)  # the 900 KB key is not quoted whole
     assert [d["raw_size"] for d in dead if d.get("raw_size")] == [900 * 1024]  # the big one keeps its start
+    assert [len(d["key"]) for d in dead if d["key"] and d["key"].startswith("kkk")] == [len("k" * 1024 + "... (921600 characters)")]
     assert any("without a value" in d["error"] for d in dead)
     _, perceived, glicko = summarise(out[t.perceived] + out[t.glicko2])
     _, emb_perceived, emb_glicko = summarise(emb_out.read_text().splitlines())
