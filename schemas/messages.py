@@ -58,6 +58,18 @@ EventName = Annotated[str, Field(max_length=MAX_ID, pattern=f"^{_NOT_CONTROL}*$"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
+def _cut_to(limit: int) -> AfterValidator:
+    """A text kept to its first ``limit`` characters (the last one "..."), for free text that travels with every
+    record of a game: a player's name and a time control repeat in the game's state, its record and the review's
+    requests, so one name of 60 KB made the player's kept games over the broker's record limit."""
+    return AfterValidator(lambda v: v if len(v) <= limit else v[: limit - 3] + "...")
+
+
+#: Free text of a game start, kept to these lengths (longer is a producer's bug; the start is kept, not refused).
+MAX_NAME, MAX_TIME_CONTROL = 200, 100
+Name = Annotated[str, _cut_to(MAX_NAME)]
+
+
 def as_id(text: str, fallback: str = "?") -> str:
     """``text`` (a player's name, a file's stem) made a valid :data:`Id`: control characters become spaces, and a text
     longer than :data:`MAX_ID` keeps its start and a hash of the whole (stable, and distinct for distinct texts); an
@@ -83,7 +95,7 @@ class PlayerInfo(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: Id
-    name: str = ""
+    name: Name = ""
     rating: Rating | None = None
     rd: RD | None = None
     volatility: float | None = Field(default=None, gt=0, le=1)
@@ -100,8 +112,9 @@ class GameStarted(Message):
     white: PlayerInfo
     black: PlayerInfo
     event: EventName = ""
-    time_control: str = Field(default="", description='a PGN TimeControl in seconds ("900+10", "40/5400+30:1800+30") '
-                              'or minutes + seconds as players write it ("15+10", "90+30"); "" when unknown')
+    time_control: Annotated[str, _cut_to(MAX_TIME_CONTROL)] = Field(
+        default="", description='a PGN TimeControl in seconds ("900+10", "40/5400+30:1800+30") or minutes + seconds as '
+        'players write it ("15+10", "90+30"); "" when unknown; kept to 100 characters')
     initial_fen: str | None = None
     timestamp: Timestamp | None = None
     board_size: int | None = Field(default=None, ge=2, le=25, strict=True, description="Go: the board's size (default 19, v3)")
@@ -275,8 +288,9 @@ class GameRecord(BaseModel):
         default_factory=list, max_length=MAX_PLIES, description="the mover's clock after each move, s (None where the "
         "input had none)")
     result: str = "*"
-    time_control: str = Field(default="", description="the game start's declared time control, which the review reads "
-                              "as the game step did (GameResult v5, ReviewRequest v2)")
+    time_control: Annotated[str, _cut_to(MAX_TIME_CONTROL)] = Field(
+        default="", description="the game start's declared time control, which the review reads as the game step did "
+        "(GameResult v5, ReviewRequest v2)")
 
 
 class GameResult(Message):

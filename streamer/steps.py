@@ -142,9 +142,9 @@ MAX_DEAD_LETTER_KEY, MAX_DEAD_LETTER_ERROR = 1024, 8192
 def dead_letter_key(key: Key) -> Key:
     """The key a dead letter is written under: the original's, or its start when it is over :data:`MAX_DEAD_LETTER_KEY`
     bytes (a 900 KB key made a dead letter over the broker's limit, whose transaction aborted for ever)."""
-    if isinstance(key, str):
-        key = key.encode("utf-8", "surrogatepass")
-    return key[:MAX_DEAD_LETTER_KEY] if key is not None else None
+    if isinstance(key, str) and len(key.encode("utf-8", "surrogatepass")) > MAX_DEAD_LETTER_KEY:
+        return key.encode("utf-8", "surrogatepass")[:MAX_DEAD_LETTER_KEY]
+    return key[:MAX_DEAD_LETTER_KEY] if isinstance(key, bytes) else key
 
 
 def dead_letter(error: KibitzError, raw: bytes | str | None, *, source: str, key: str | None = None) -> DeadLetter:

@@ -92,3 +92,19 @@ def test_export_writes_one_valid_schema_per_message(tmp_path):
         schema = json.loads(p.read_text())
         assert schema["type"] == "object" and "schema_version" in schema["properties"]
         assert schema.get("additionalProperties") is False
+
+
+def test_a_start_with_a_name_or_time_control_of_60_kb_keeps_their_start():
+    """A player's name and a time control travel with every record of a game (its state, its record, the review's
+    requests with a player's last 20 games): one name of 60 KB (within an event's 64 KB) made a player's kept games
+    over the broker's record limit. They keep their first 200 and 100 characters; the game is not refused."""
+    import json
+
+    from schemas import parse_event
+    from schemas.messages import MAX_NAME, MAX_TIME_CONTROL
+
+    raw = json.dumps({"type": "game_started", "game_id": "g", "white": {"id": "w", "name": "N" * 60_000},
+                      "black": {"id": "b", "name": "Short Name"}, "time_control": "9" * 3_000})
+    ev = parse_event(raw)
+    assert len(ev.white.name) == MAX_NAME and ev.white.name.endswith("...") and ev.black.name == "Short Name"
+    assert len(ev.time_control) == MAX_TIME_CONTROL
