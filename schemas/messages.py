@@ -59,7 +59,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
 def _cut_to(limit: int) -> AfterValidator:
-    """A text kept to its first ``limit`` characters (the last one "..."), for free text that travels with every
+    """A text kept to ``limit`` characters (its start, then "..."), for free text that travels with every
     record of a game: a player's name and a time control repeat in the game's state, its record and the review's
     requests, so one name of 60 KB made the player's kept games over the broker's record limit."""
     return AfterValidator(lambda v: v if len(v) <= limit else v[: limit - 3] + "...")

@@ -156,16 +156,16 @@ def dead_letter(error: KibitzError, raw: bytes | str | None, *, source: str, key
     data = raw.encode() if isinstance(raw, str) else raw or b""
     if key is not None and len(key) > MAX_DEAD_LETTER_KEY:
         key = f"{key[:MAX_DEAD_LETTER_KEY]}... ({len(key)} characters)"
-    reason = str(error)
-    if len(reason) > MAX_DEAD_LETTER_ERROR:  # it may quote the input; the input itself is in raw
-        reason = f"{reason[:MAX_DEAD_LETTER_ERROR]}... ({len(reason)} characters)"
+    said = str(error)
+    if len(said) > MAX_DEAD_LETTER_ERROR:  # it may quote the input; the input itself is in raw
+        said = f"{said[:MAX_DEAD_LETTER_ERROR]}... ({len(said)} characters)"
     keep = len(data)
     while True:
         part = data[:keep]
         text = part.decode("utf-8", errors="replace")
         exact = text.encode("utf-8") == part
         d = DeadLetter(
-            source=source, key=key, reason=getattr(error, "reason", "error"), error=reason,
+            source=source, key=key, reason=getattr(error, "reason", "error"), error=said,
             game_id=getattr(error, "game_id", None), ply=getattr(error, "ply", None),
             raw=text, raw_base64=None if exact else base64.b64encode(part).decode(),
             raw_size=len(data) if keep < len(data) else None,
