@@ -14,6 +14,7 @@ from .messages import (
     RESULT_SCORES,
     SCHEMA_VERSION,
     Candidate,
+    Color,
     DeadLetter,
     EventPrior,
     FairPlayAlert,
@@ -37,7 +38,7 @@ from .messages import (
 )
 
 __all__ = [
-    "INPUT_EVENTS", "MAX_ID", "MAX_PLIES", "MESSAGES", "SCHEMA_VERSION", "Candidate", "DeadLetter", "EventPrior", "FairPlayAlert", "GameEnded",
+    "INPUT_EVENTS", "MAX_ID", "MAX_PLIES", "MESSAGES", "SCHEMA_VERSION", "Candidate", "Color", "DeadLetter", "EventPrior", "FairPlayAlert", "GameEnded",
     "GameRecord", "GameResult", "GameStarted", "GlickoState", "InputEvent", "MoveAssessment", "MoveEvent", "PerceivedRating",
     "PlayerInfo", "RESULT_SCORES", "RatingUpdate", "ReviewRequest", "as_id", "export_json_schemas", "parse_event",
     "parse_player_event", "parse_review_request",

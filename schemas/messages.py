@@ -79,6 +79,8 @@ def as_id(text: str, fallback: str = "?") -> str:
     if len(clean) <= MAX_ID:
         return clean
     return f"{clean[:MAX_ID - 11]}~{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
+#: A side of a game (in Go too: Black and White).
+Color = Literal["white", "black"]
 Score = Literal[0.0, 0.5, 1.0]  # type: ignore[valid-type]  # pydantic validates float literals; PEP 586 has none
 #: White's score for each decisive PGN result ("*", unfinished, has none).
 RESULT_SCORES: dict[str, float] = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}
@@ -103,10 +105,11 @@ class PlayerInfo(BaseModel):
 
 class GameStarted(Message):
     """A game begins. Version 2 adds ``game`` ("chess" or "go"; version 1 messages are chess and still parse); version
-    3 the Go setup, ``board_size`` and ``komi`` (refused for chess); version 4 ``corrects``. In Go, Black moves first."""
+    3 the Go setup, ``board_size`` and ``komi`` (refused for chess); version 4 ``corrects``; version 5 ``renamed``. In Go,
+    Black moves first."""
 
     type: Literal["game_started"] = "game_started"
-    schema_version: Literal[1, 2, 3, 4] = 4  # type: ignore[assignment]
+    schema_version: Literal[1, 2, 3, 4, 5] = 5  # type: ignore[assignment]
     game: Game = "chess"
     game_id: Id
     white: PlayerInfo
@@ -120,11 +123,15 @@ class GameStarted(Message):
     board_size: int | None = Field(default=None, ge=2, le=25, strict=True, description="Go: the board's size (default 19, v3)")
     komi: float | None = Field(default=None, ge=-1000, le=1000, allow_inf_nan=False, description="Go: the komi (default 7.5, v3)")
     corrects: Id | None = Field(default=None, description="the game this one replaces: a feed's operator corrected one of "
-                                "its moves, so it is rated again from the start under this id; an overlay of the old id "
-                                "shows this game (v4)")
+                                "its moves, or its tags (a player's name, the round), so it is rated again from the "
+                                "start under this id; an overlay of the old id shows this game (v4)")
     corrects_from: Ply | None = Field(default=None, description="with corrects: the first ply that differs from the game "
                                       "it corrects; the plies before it were counted there, so they count again in this "
                                       "game's own scope only, not in the players' event and overall scopes (v4)")
+    renamed: list[Color] = Field(default_factory=list, max_length=2, description="with corrects: the sides whose "
+                                 "player is another than in the game it corrects (a name corrected in the feed); their "
+                                 "plies before corrects_from were counted under the old player, so they count in all of "
+                                 "this player's scopes (v5)")
 
     @model_validator(mode="after")
     def _setup_fits_the_game(self) -> GameStarted:
@@ -228,7 +235,7 @@ class MoveAssessment(Message):
     game_id: Id
     ply: Ply
     player_id: Id
-    color: Literal["white", "black"]
+    color: Color
     uci: str
     event: EventName = ""
     schema_version: Literal[1, 2, 3, 4, 5, 6] = 6  # type: ignore[assignment]  # v2-v6 add fields; older ones still parse
@@ -304,7 +311,7 @@ class GameResult(Message):
     game: Game = "chess"  # v3
     game_id: Id
     player_id: Id
-    color: Literal["white", "black"]
+    color: Color
     score: Score
     event: EventName = ""
     player: PlayerInfo

@@ -27,9 +27,14 @@ written, and what it shows may still change:
   the game it corrects and the first ply that differs (``GameStarted.corrects``, ``corrects_from``), so an overlay of
   the old id goes on showing the game, and the plies before the correction count in the new game's own scope only,
   not a second time in the players' event and overall scopes;
-- a game missing from the text for :data:`STABLE_POLLS` polls in a row (renamed, e.g. a player's name corrected,
-  which makes it another game, or taken out) is taken as over, with a warning in the log, so a follow
-  ``until_ended`` is not held up by it; followed again if it comes back;
+- a game whose tags change (an operator corrected a player's name or the round, which makes another key) is the
+  same kind of correction when the game under its new tags begins with every move delivered of a game that has just
+  left the text, is not over and has the same player on one side at least, one to one (:meth:`FeedTracker._renamed`):
+  its start names the old game and the sides whose player changed (``GameStarted.renamed``), whose plies count in
+  full for the new player;
+- a game missing from the text for :data:`STABLE_POLLS` polls in a row otherwise (taken out, both names corrected at
+  once) is taken as over, with a warning in the log, so a follow ``until_ended`` is not held up by it; followed again
+  if it comes back;
 - an internal error on one game (a fault of kibitz) is logged once and that game left alone; the others go on.
 
 Game ids are stable across polls and restarts of ``kibitz follow``: the source's name and a hash of the headers
@@ -58,9 +63,9 @@ import chess
 import chess.pgn
 
 from analyzers.errors import IllegalMove, InputError, MalformedEvent, SourceUnavailable
-from schemas import RESULT_SCORES, GameEnded, GameStarted, MoveEvent, as_id
+from schemas import RESULT_SCORES, Color, GameEnded, GameStarted, MoveEvent, as_id
 
-from .ingest import blank_game, decode_pgn, ends_in_result, mainline, player_info, read_game, refusal, setup_fen
+from .ingest import blank_game, decode_pgn, ends_in_result, mainline, named_player_id, player_info, read_game, refusal, setup_fen
 
 log = logging.getLogger("kibitz.follow")
 
@@ -374,10 +379,12 @@ class _Game:
     gone: bool = False  # absent long enough to be taken as over
     result: str | None = None  # the result it ended with
     changed_after_end: bool = False  # its text changed after its end (logged once)
+    players: list[str] = field(default_factory=lambda: ["", ""])  # White's and Black's ids, as its start gave them
 
 
 #: The fields of a followed game that a saved follow state keeps (the rest are about the polls in progress).
-_SAVED_FIELDS = ("game_id", "moves", "ended", "revision", "rejected", "over", "gone", "result", "changed_after_end")
+_SAVED_FIELDS = ("game_id", "moves", "ended", "revision", "rejected", "over", "gone", "result", "changed_after_end",
+                 "players")
 
 
 @dataclass
@@ -506,7 +513,8 @@ class FeedTracker:
 
     def restore(self, data: dict[str, Any]) -> None:
         """Take up what :meth:`snapshot` saved: a text polled next delivers only what came since."""
-        self.games = {key: _Game(**{f: g[f] for f in _SAVED_FIELDS}) for key, g in data["games"].items()}
+        # a state saved before a field was kept has the field's default
+        self.games = {key: _Game(**{f: g[f] for f in _SAVED_FIELDS if f in g}) for key, g in data["games"].items()}
         self._alike = {k: list(v) for k, v in data["alike"].items()}
 
     def game_key(self, headers: chess.pgn.Headers) -> str:
@@ -526,11 +534,12 @@ class FeedTracker:
         out: list[FeedEvent] = []
         games = self._parser.parse(text)
         parsed = list(zip(self._keys(games), games))
+        renamed = self._renamed(parsed)
         for key, pg in parsed:
             if key in self._failed:
                 continue
             try:
-                out += self._update_game(key, pg)
+                out += self._update_game(key, pg, renamed.get(key))
             except Exception:  # noqa: BLE001 - a fault of kibitz on one game must not stop the feed's other games
                 # its state may be half updated: the game is left alone from now on (logged once)
                 self._failed.add(key)
@@ -577,6 +586,26 @@ class FeedTracker:
             listed[same] = key
         return keys
 
+    def _renamed(self, parsed: list[tuple[str, ParsedGame]]) -> dict[str, _Game]:
+        """The games of this text that are games followed so far under other tags: the operator corrected a player's
+        name or the round, which makes another key. Each new game is matched to a game gone from this text that is
+        not over, whose delivered moves its own moves begin with, and that has the same player on one side at least
+        (a name corrected on one side at a time, or the round); only a match that is one to one on both sides is
+        taken (two boards of a round may share their opening). New key -> the game it renames."""
+        present = {key for key, _ in parsed}
+        gone = [g for key, g in self.games.items() if key not in present and not g.over and key not in self._failed]
+        if not gone:
+            return {}
+        found: dict[str, list[_Game]] = {}
+        for key, pg in parsed:
+            if key in self.games or key in self._failed:
+                continue
+            ids = [named_player_id(pg.headers, colour) for colour in ("White", "Black")]
+            found[key] = [g for g in gone if pg.moves[:len(g.moves)] == g.moves
+                          and any(i is not None and i == was for i, was in zip(ids, g.players))]
+        claimed = Counter(g.game_id for games in found.values() for g in games)
+        return {key: games[0] for key, games in found.items() if len(games) == 1 and claimed[games[0].game_id] == 1}
+
     def _count_absent(self) -> None:
         """Count the polls in a row without each game. A game gone for :data:`STABLE_POLLS` polls (the operator
         renamed it, e.g. corrected a player's name or the round, which makes it another game, or took it out) is
@@ -593,7 +622,8 @@ class FeedTracker:
                     if not g.ended:
                         self.on_gone(g.game_id)
 
-    def _update_game(self, key: str, pg: ParsedGame) -> list[FeedEvent]:
+    def _update_game(self, key: str, pg: ParsedGame, renames: _Game | None = None) -> list[FeedEvent]:
+        """The events of one game of the text; ``renames``: the game it is under new tags (:meth:`_renamed`)."""
         g = self.games.get(key)
         out: list[FeedEvent] = []
         if g is None:
@@ -603,7 +633,15 @@ class FeedTracker:
                 g.ended = g.rejected = g.over = True
                 self.on_error(refused)
                 return out
-            out.append(self._started(g.game_id, pg))
+            start = self._started(g.game_id, pg, renames)
+            g.players = [start.white.id, start.black.id]
+            out.append(start)
+            if renames is not None:
+                # the old game can no longer end in this feed; its overlay follows this one (the start names it)
+                renames.over = renames.gone = True
+                log.warning("game renamed in the feed: followed under its new id", extra={
+                    "game_id": renames.game_id, "new_game_id": g.game_id, "plies": len(renames.moves),
+                    "renamed": start.renamed})
         if g.gone:
             g.gone, g.over = False, g.ended
             log.info("game back in the feed", extra={"game_id": g.game_id})
@@ -630,8 +668,9 @@ class FeedTracker:
             new_id = as_id(f"{key}~{g.revision}")
             log.warning("game corrected in the feed: restarted", extra={
                 "game_id": g.game_id, "new_game_id": new_id, "ply": common, "was": known[common], "now": moves[common]})
-            old_id, g.game_id, g.moves, g.rejected = g.game_id, new_id, [], False
-            out.append(self._started(new_id, pg, corrects=(old_id, common)))
+            old = replace(g, moves=g.moves[:common])
+            g.game_id, g.moves, g.rejected = new_id, [], False
+            out.append(self._started(new_id, pg, old))
             known = g.moves
         if len(moves) > len(known):
             out += [MoveEvent(game_id=g.game_id, ply=i, uci=moves[i], clock=clocks[i])
@@ -682,13 +721,19 @@ class FeedTracker:
             self.on_error(pg.error_type(f"{self.name}: {pg.error}", game_id=g.game_id, ply=len(pg.moves)))
         return True
 
-    def _started(self, game_id: str, pg: ParsedGame, corrects: tuple[str, int] | None = None) -> GameStarted:
-        """The start of ``game_id``; ``corrects``: (the id of the game it corrects, the first ply that differs)."""
+    def _started(self, game_id: str, pg: ParsedGame, corrects: _Game | None = None) -> GameStarted:
+        """The start of ``game_id``; ``corrects``: the game it replaces, with the moves they have in common."""
         h = pg.headers
-        return GameStarted(game_id=game_id, white=player_info(h, "White", game_id), black=player_info(h, "Black", game_id),
+        white, black = player_info(h, "White", game_id), player_info(h, "Black", game_id)
+        renamed: list[Color] = []
+        if corrects is not None:
+            # (a state saved before the players were kept knows none: taken as the same)
+            sides: tuple[Color, Color] = ("white", "black")
+            renamed = [c for c, p, was in zip(sides, (white, black), corrects.players) if was and p.id != was]
+        return GameStarted(game_id=game_id, white=white, black=black,
                            event=as_id(h.get("Event", ""), fallback=""), time_control=h.get("TimeControl", ""),
-                           initial_fen=setup_fen(h), corrects=corrects[0] if corrects else None,
-                           corrects_from=corrects[1] if corrects else None)
+                           initial_fen=setup_fen(h), corrects=corrects.game_id if corrects else None,
+                           corrects_from=len(corrects.moves) if corrects else None, renamed=renamed)
 
 
 class Follower:

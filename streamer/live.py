@@ -191,7 +191,7 @@ class LiveStore:
             self._subscribers.setdefault(new, set()).update(watching)
 
     def pause(self, game_id: str) -> None:
-        """The game left its feed without a result (renamed, taken out): its clock stops, where it would run down to
+        """The game left its feed without a result (taken out): its clock stops, where it would run down to
         0:00; a move that comes later starts it again."""
         g = self._games.get(self.resolve(game_id))
         if g is not None and g.moved_at is not None:

@@ -232,6 +232,8 @@ class GameState:
     time_control: str = ""
     #: a game that corrects another (GameStarted.corrects_from): its plies before this were counted under that game
     repeats_before: int = 0
+    #: of such a game, the sides whose player is another than in that game (GameStarted.renamed): theirs were not
+    renamed: tuple[str, ...] = ()
     _position: Any = field(default=None, repr=False, compare=False)
     clock_warned: bool = field(default=False, repr=False, compare=False)  # an implausible clock was logged (not stored)
 
@@ -280,6 +282,7 @@ class GameState:
             "touched": self.touched, "input_offset": self.input_offset,
             **({"time_control": self.time_control} if self.time_control else {}),
             **({"repeats_before": self.repeats_before} if self.repeats_before else {}),
+            **({"renamed": list(self.renamed)} if self.renamed else {}),
             # the current position, so a stored game is restored in O(1) instead of replaying every move
             "position": self.adapter.snapshot(self.position()),
             **({"game": self.game} if self.game != "chess" else {}),  # chess states keep their earlier form
@@ -299,6 +302,7 @@ class GameState:
         state.clocks = list(d.get("clocks") or [None] * len(state.moves))
         state.time_control = d.get("time_control", "")
         state.repeats_before = int(d.get("repeats_before", 0))
+        state.renamed = tuple(d.get("renamed", ()))
         stored = d.get("position") or d.get("fen")  # "fen": chess states stored before the adapter
         if stored:
             # the engine sees positions without history (see analyzers.engine.analysis), so this is all it needs
@@ -338,7 +342,8 @@ def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch |
     try:
         state = GameState(ev.game_id, ev.white, ev.black, ev.event, setup,
                           time_class=parse_time_control(ev.time_control), game=ev.game, time_control=ev.time_control,
-                          repeats_before=(ev.corrects_from or 0) if ev.corrects else 0)
+                          repeats_before=(ev.corrects_from or 0) if ev.corrects else 0,
+                          renamed=tuple(ev.renamed) if ev.corrects else ())
         position = state.position()
     except IllegalMove as e:
         raise IllegalMove(str(e), game_id=ev.game_id) from None
@@ -461,7 +466,7 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
     limits = config.limits
     before = await analyse(before_pos, limits)
     after = await analyse(after_pos, limits)
-    mover = state.white if white_moved else state.black
+    mover, colour = (state.white, "white") if white_moved else (state.black, "black")
     rank = before.rank_of(ev.uci)
     # the recapture rule of fair play: the engine's first choice takes back what the opponent just took
     recapture = bool(before.candidates) and state.adapter.retakes(before_pos, before.candidates[0].uci, applied.captured_on)
@@ -474,7 +479,7 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
     )
     s_before, s_after = _first_view(before, applied.side), _first_view(after, state.adapter.mover(after_pos))
     return MoveAssessment(
-        game_id=ev.game_id, ply=ev.ply, player_id=mover.id, color="white" if white_moved else "black", uci=ev.uci,
+        game_id=ev.game_id, ply=ev.ply, player_id=mover.id, color=colour, uci=ev.uci,
         event=state.event, reference_rating=mover.rating, reference_rd=mover.rd, time_class=state.time_class,
         clock=applied.clock, clock_spent=applied.clock_spent, clock_base=state.clock_base,
         eval_before=s_before, eval_after=s_after,
@@ -482,7 +487,7 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
         # plain dicts: MoveAssessment validates them in one pass (a Candidate() each costs a Python-level __init__)
         candidates=[{"uci": c.uci, "cp": c.value, "mate": c.mate} for c in before.candidates],
         played_rank=rank, played_value=played_value, counted=counted, engine=before.engine, limits=before.limits,
-        recapture=recapture, repeat=ev.ply < state.repeats_before,
+        recapture=recapture, repeat=ev.ply < state.repeats_before and colour not in state.renamed,
     )
 
 

@@ -120,9 +120,10 @@ def london_rounds_1_to_4(london: Path, tmp_path_factory: pytest.TempPathFactory)
 BROADCAST = FIXTURES / "broadcast_game.pgn"  # a rated blitz game with [%clk] clocks (49 plies, 1-0)
 
 
-def pgn_upto(plies: int, *, white: str | None = None, result: str | None = None, source: Path = BROADCAST) -> str:
+def pgn_upto(plies: int, *, white: str | None = None, black: str | None = None, result: str | None = None,
+             source: Path = BROADCAST) -> str:
     """The broadcast fixture as a live feed shows it after ``plies`` plies: the result is "*" until the last ply
-    (or ``result``); ``white`` renames White."""
+    (or ``result``); ``white`` and ``black`` rename White and Black."""
     import chess.pgn
 
     with open(source) as f:
@@ -133,6 +134,8 @@ def pgn_upto(plies: int, *, white: str | None = None, result: str | None = None,
         game.headers[k] = v
     if white is not None:
         game.headers["White"] = white
+    if black is not None:
+        game.headers["Black"] = black
     nodes = list(full.mainline())
     game.headers["Result"] = result or (full.headers["Result"] if plies >= len(nodes) else "*")
     node: chess.pgn.GameNode = game

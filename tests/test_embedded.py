@@ -452,6 +452,45 @@ async def test_a_corrected_games_plies_before_the_correction_count_once_in_the_p
     assert me.games[new].post.n == sum(a.counted for a in assessed if a.game_id == new and a.player_id == white)
 
 
+async def test_a_renamed_games_plies_count_once_for_the_player_kept_and_in_full_for_the_renamed_one(stockfish):
+    """The feed's operator corrects White's name after 30 plies: the game under its new tags corrects the old one
+    (GameStarted.corrects_from 30, renamed ["white"]). Black is the same player: their plies before 30 count in the
+    new game's scope only, not again in Black's event and overall scopes. White is another player now ("Bai, Jinshi",
+    not "Bai, Jin"): every counted ply of theirs counts in all of their scopes."""
+    from conftest import pgn_upto
+
+    from schemas import MoveAssessment
+    from streamer.follow import FeedTracker
+    from streamer.steps import Steps
+
+    tracker = FeedTracker("round1")
+    async with EnginePool(size=1) as pool:
+        steps = Steps(CONFIG, pool)
+        games, players = {}, {}
+        assessed: list[MoveAssessment] = []
+
+        async def feed(text: str) -> None:
+            for ev in tracker.update(text):
+                for o in await steps.game_record(games, ev.game_id.encode(), ev.model_dump_json().encode(), "feed"):
+                    if isinstance(o.message, MoveAssessment):
+                        assessed.append(o.message)
+                        steps.player_record(players, o.key_bytes, o.message.model_dump_json().encode(), "assessments")
+
+        await feed(pgn_upto(30, white="Bai, Jin"))
+        black, event = assessed[1].player_id, assessed[0].event
+        before = players[black].overall.post.n, players[black].events[event].post.n
+        await feed(pgn_upto(34))
+    old, new = assessed[0].game_id, assessed[-1].game_id
+    assert new != old and [a.ply for a in assessed if a.game_id == new] == list(range(34))
+    assert all(a.repeat == (a.ply < 30 and a.color == "black") for a in assessed if a.game_id == new)
+    me = players[black]
+    counted_new = sum(a.counted for a in assessed if a.game_id == new and a.player_id == black and a.ply >= 30)
+    assert before[0] > 0 and (me.overall.post.n, me.events[event].post.n) == (before[0] + counted_new, before[1] + counted_new)
+    white = players["Bai, Jinshi"]
+    counted_white = sum(a.counted for a in assessed if a.game_id == new and a.player_id == "Bai, Jinshi")
+    assert counted_white > 10 and white.overall.post.n == white.events[event].post.n == counted_white
+
+
 def test_a_dead_letter_of_an_input_too_large_to_write_whole_keeps_its_start_and_its_size():
     """A 900 KB binary record (a producer's bug) refused as malformed: written whole, its dead letter (the bytes as
     text and base64) is about 4 MB, over the broker's 1 MiB limit. It keeps the original's start within
