@@ -157,6 +157,11 @@ class SourceUnavailable(KibitzError):
     """A followed feed cannot be read right now (missing file, HTTP error, refused connection): polled again."""
 
 
+class DeliveryFailed(KibitzError):
+    """The broker refused a record a producer sent (not a broker away, which is waited for: a refusal such as an
+    authorization error or a record over its size limit). The producer stops, having sent the records before it."""
+
+
 class PoisonRecord(KibitzError):
     """A record whose transaction aborted again and again (e.g. an output larger than the broker accepts): it is
     dead-lettered unapplied so its partition moves on."""

@@ -81,9 +81,8 @@ async def follow(args: argparse.Namespace, config, out: Callable[[BaseModel], No
 
 
 async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource | PgnStream], store: LiveStore) -> None:
-    from aiokafka import AIOKafkaProducer
-
     from .cli import kafka_settings
+    from .input_producer import InputProducer
     from .kafka_config import input_records, rejection_record, wait_for_broker
     from .kafka_eos import ensure_topics
 
@@ -91,37 +90,23 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource | P
     await wait_for_broker(settings)
     # as kibitz configures them, not by a first send on a broker that creates topics
     await ensure_topics(settings, settings.topics.written_by_producers())
-    producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
-    await producer.start()
-    pending: list[asyncio.Future] = []
+    async with InputProducer(settings) as producer:  # in order; a broker away is waited for; a refusal stops the follow
 
-    def send(records: list[tuple[str, bytes, bytes]]) -> None:
-        # sent records are dropped from the list (a follow runs for days); a failed send stops the follow loudly
-        for f in [f for f in pending if f.done()]:
-            pending.remove(f)
-            f.result()
-        # sends are queued in order per key; the producer keeps them in order on the partition
-        pending.extend(asyncio.ensure_future(producer.send(topic, value, key=key)) for topic, key, value in records)
+        def submit(ev: FeedEvent) -> None:
+            for topic, key, value in input_records(settings.topics, ev):
+                producer.submit(topic, key, value)
 
-    def submit(ev: FeedEvent) -> None:
-        send(input_records(settings.topics, ev))
+        def rejected(e: InputError) -> None:
+            topic, key, d = rejection_record(settings.topics, e, source=e.game_id or "feed")
+            print_rejection(d)
+            producer.submit(topic, key, d.model_dump_json().encode())
 
-    def rejected(e: InputError) -> None:
-        topic, key, d = rejection_record(settings.topics, e, source=e.game_id or "feed")
-        print_rejection(d)
-        send([(topic, key, d.model_dump_json().encode())])
+        async def save() -> None:
+            # every record submitted so far acknowledged (those submitted while waiting too), then the state, with no
+            # await in between: what the file says was sent, the broker has
+            await producer.acknowledged()
+            write_follow_state(args.state, follower.state())
 
-    async def save() -> None:
-        # every record submitted so far acknowledged (a failed send raises), including those submitted while waiting;
-        # then the state, with no await in between: what the file says was sent, the broker has
-        while not all(f.done() for f in pending):
-            await asyncio.gather(*pending)
-        for f in pending:  # one that had failed before the wait (gather is not called when all are done)
-            f.result()
-        pending.clear()
-        write_follow_state(args.state, follower.state())
-
-    try:
         follower = Follower(sources, submit, interval=args.interval, on_error=rejected, on_gone=store.pause)
         if args.state is not None and (saved := read_follow_state(args.state)) is not None:
             try:
@@ -133,16 +118,13 @@ async def _follow_to_kafka(args: argparse.Namespace, sources: list[PgnSource | P
             reader = asyncio.create_task(read_outputs(settings, store)) if server else None
             try:
                 await follower.run(until_ended=args.until_ended, after_poll=save if args.state is not None else None)
-                await asyncio.gather(*pending)
-                await producer.flush()
+                await producer.acknowledged()
                 if server and args.until_ended and args.linger:
                     await asyncio.sleep(args.linger)
             finally:
                 if reader:
                     reader.cancel()
                     await asyncio.gather(reader, return_exceptions=True)
-    finally:
-        await producer.stop()
 
 
 def read_follow_state(path: Path) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ from analyzers.combination import load_combination
 from analyzers.engine import EnginePool
 from analyzers.engine.gtp import GoLimits
 from analyzers.engine.katago import GoEngineLimits, KataGoLimits
-from analyzers.errors import CalibrationError, ConfigurationError, EngineError, InputError, RatingError, StateStoreError, where
+from analyzers.errors import CalibrationError, ConfigurationError, DeliveryFailed, EngineError, InputError, RatingError, StateStoreError, where
 from analyzers.eventpool import load_event_pool
 from analyzers.fairplay import DEFAULT_REVIEW_Z, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, ReviewCalibration
 from analyzers.gorate import DEFAULT_GO_PROFILE, load_go_calibration
@@ -737,10 +737,9 @@ async def _produce(args: argparse.Namespace) -> int:
     (memory: one file's text and one game, so a backfill of any size fits); paced, every chess game's events merged
     on one clock (:func:`~streamer.ingest.replay_timeline`), which needs all of them first. A refused game's dead
     letter is sent where its game comes."""
-    from aiokafka import AIOKafkaProducer
-
     from .goreplay import game_events
     from .ingest import paced, read_pgn_games, replay_timeline
+    from .input_producer import InputProducer
     from .kafka_eos import ensure_topics
     from .sgf import read_sgf_games
 
@@ -750,24 +749,23 @@ async def _produce(args: argparse.Namespace) -> int:
     await wait_for_broker(settings)
     # as kibitz configures them, not by a first send on a broker that creates topics
     await ensure_topics(settings, settings.topics.written_by_producers())
-    producer = AIOKafkaProducer(enable_idempotence=True, acks="all", linger_ms=5, **settings.aiokafka_kwargs())
-    await producer.start()
     sent = chess_games = go_games = refused = 0
 
-    async def send(ev: BaseModel) -> None:
-        nonlocal sent
-        for topic, key, value in input_records(settings.topics, ev):
-            await producer.send(topic, value, key=key)
-        sent += 1
+    async with InputProducer(settings) as producer:  # leaving it waits until the broker has every record
 
-    async def refuse(error: InputError, source: str) -> None:
-        nonlocal refused
-        topic, key, d = rejection_record(settings.topics, error, source=source)
-        print_rejection(d)
-        await producer.send(topic, d.model_dump_json().encode(), key=key)
-        refused += 1
+        async def send(ev: BaseModel) -> None:
+            nonlocal sent
+            for topic, key, value in input_records(settings.topics, ev):
+                await producer.send(topic, key, value)
+            sent += 1
 
-    try:
+        async def refuse(error: InputError, source: str) -> None:
+            nonlocal refused
+            topic, key, d = rejection_record(settings.topics, error, source=source)
+            print_rejection(d)
+            await producer.send(topic, key, d.model_dump_json().encode())
+            refused += 1
+
         if args.max_speed:
             for p in pgn:
                 for g in read_pgn_games(p):
@@ -792,9 +790,6 @@ async def _produce(args: argparse.Namespace) -> int:
                     await refuse(error, go.source)
                 for ev in evs:
                     await send(ev)
-        await producer.flush()
-    finally:
-        await producer.stop()
     print(f"produced {sent} events of {chess_games} chess games and {go_games} Go games to {settings.topics.moves}",
           file=sys.stderr)
     return EXIT_REJECTED if refused else EXIT_OK
@@ -1039,7 +1034,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level, more=[x for src in getattr(args, "sources", None) or () for x in url_secrets(src)])
     try:
         return args.func(args)
-    except (EngineError, CalibrationError, StateStoreError) as e:
+    except (EngineError, CalibrationError, StateStoreError, DeliveryFailed) as e:
         print(f"kibitz: {e}", file=sys.stderr)
         return EXIT_FATAL
     except ConfigurationError as e:

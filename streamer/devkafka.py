@@ -39,32 +39,50 @@ def reachable(hostport: str, timeout: float = 1.0) -> bool:
         return False
 
 
-class Broker:
-    """A broker at $KIBITZ_KAFKA if one answers there, else one started on 127.0.0.1:19092 by deploy/kafka/kafka.sh
-    (:func:`worker_port`: another port in each parallel test process)."""
+def broker_pid(port: int) -> int:
+    """The process id of the broker kafka.sh runs on ``port``."""
+    cache = Path(os.environ.get("KIBITZ_CACHE", ROOT / ".cache"))
+    return int((cache / "kafka" / f"run-{port}" / "pid").read_text())
 
-    def __init__(self) -> None:
-        self.address = os.environ.get("KIBITZ_KAFKA", "")
+
+class Broker:
+    """A broker at $KIBITZ_KAFKA if one answers there, else one started on 127.0.0.1:``port`` (19092) by
+    deploy/kafka/kafka.sh (:func:`worker_port`: another port in each parallel test process). ``own``: always start
+    one (a test that kills it)."""
+
+    def __init__(self, port: int = TEST_PORT, *, own: bool = False) -> None:
+        self.address = "" if own else os.environ.get("KIBITZ_KAFKA", "")
         self.started = False
-        self.port = worker_port(TEST_PORT)
+        self.port = worker_port(port)
+
+    def _script(self, command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "KIBITZ_KAFKA_PORT": str(self.port), "KIBITZ_KAFKA_CONTROLLER_PORT": str(self.port + 1)}
+        return subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), command], env=env, capture_output=True,
+                              text=True, timeout=timeout)
 
     def start(self) -> str:
         if self.address and reachable(self.address):
             return self.address
-        env = {**os.environ, "KIBITZ_KAFKA_PORT": str(self.port), "KIBITZ_KAFKA_CONTROLLER_PORT": str(self.port + 1)}
         # a test broker starts empty (kafka.sh keeps data across starts; tests want none of an earlier run's topics)
-        subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "reset"], env=env, capture_output=True, timeout=120)
-        r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "start"], env=env, capture_output=True, text=True, timeout=600)
+        self._script("reset", 120)
+        return self.restart()
+
+    def restart(self) -> str:
+        """Start the broker on the data it has (after :meth:`kill`: a machine back up)."""
+        r = self._script("start", 600)
         if r.returncode != 0:
             raise RuntimeError(f"could not start the Kafka broker:\n{r.stdout}\n{r.stderr}")
         self.started = True
         self.address = f"127.0.0.1:{self.port}"
         return self.address
 
+    def kill(self) -> None:
+        """SIGKILL the broker, like a machine that died."""
+        os.kill(broker_pid(self.port), signal.SIGKILL)
+
     def stop(self) -> None:
         if self.started:
-            env = {**os.environ, "KIBITZ_KAFKA_PORT": str(self.port)}
-            subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "stop"], env=env, capture_output=True, timeout=120)
+            self._script("stop", 120)
 
 
 def new_cluster_id() -> str:
@@ -107,13 +125,9 @@ class Cluster:
             raise RuntimeError("could not start the Kafka cluster:\n" + "\n".join(o for o, _ in out))
         return self.address
 
-    def pid(self, i: int) -> int:
-        cache = Path(os.environ.get("KIBITZ_CACHE", ROOT / ".cache"))
-        return int((cache / "kafka" / f"run-{self.ports[i]}" / "pid").read_text())
-
     def kill(self, i: int) -> None:
         """SIGKILL node ``i`` (0-based), like a machine that died."""
-        os.kill(self.pid(i), signal.SIGKILL)
+        os.kill(broker_pid(self.ports[i]), signal.SIGKILL)
 
     def stop(self) -> None:
         for proc in [self._script(i, "stop") for i in range(len(self.ports))]:

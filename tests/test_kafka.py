@@ -392,6 +392,37 @@ async def topic_names(broker: str) -> set[str]:
         await admin.close()
 
 
+def test_a_record_the_broker_refuses_stops_produce_and_follow_with_one_line(broker, tmp_path):
+    """A record the broker refuses for good (here its moves topic takes records of at most 200 bytes, as a topic made
+    by hand with a small ``max.message.bytes``; an authorization error is another): ``kibitz produce`` and ``follow
+    --produce`` stop with one line naming the refusal, exit 1. The delivery of a record was never checked: produce
+    said "produced N events" and exited 0, and a follow's saved state counted the record as sent."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+
+    async def small_moves_topic() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(t.moves, 4, 1, topic_configs={"max.message.bytes": "200"})])
+        finally:
+            await admin.close()
+
+    asyncio.run(small_moves_topic())
+    game = ROOT / "tests/fixtures/broadcast_game.pgn"
+    r = cli("produce", str(game), "--max-speed", "--broker", broker, "--topic-prefix", prefix, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert r.stderr.splitlines()[-1].startswith("kibitz: the Kafka broker refused a record: MessageSizeTooLargeError"), r.stderr[-3000:]
+    state = tmp_path / "follow.json"
+    r = cli("follow", str(game), "--produce", "--state", str(state), "--until-ended", "--interval", "0.2", "--broker", broker,
+            "--topic-prefix", prefix, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert r.stderr.splitlines()[-1].startswith("kibitz: the Kafka broker refused a record: MessageSizeTooLargeError")
+    assert not state.exists(), "nothing the broker has not taken is saved as sent"
+
+
 def test_tail_prints_a_topic(broker):
     prefix = fresh_prefix()
     t = Topics(prefix=prefix)
@@ -874,6 +905,75 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
             producer.kill()
     assert emb.wait(420) == 0, emb.stderr.read()
     print(f"after the kill the rest of the stream took {finished:.0f} s")
+    assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
+
+
+#: How long the only broker stays down in the outage test: longer than the worker's session timeout (10 s) and
+#: transaction timeout (8 s here), so the group and the open transactions time out, not only the connections, and
+#: than aiokafka's request timeout (40 s), after which its producer gives up on a record.
+OUTAGE_S = 60.0
+
+
+@pytest.fixture
+def own_broker():
+    """A broker of the test's own (its own port), which the test may kill and start again."""
+    b = Broker(19300, own=True)
+    b.start()
+    yield b
+    b.stop()
+
+
+@pytest.mark.solo
+def test_the_only_broker_killed_mid_stream_and_back_a_minute_later_loses_and_repeats_nothing(own_broker, london_rounds_1_to_4,
+                                                                                              london_searches, tmp_path, monkeypatch):
+    """A single-broker deployment whose broker dies (SIGKILL) once 30 % of the plies of the paced London rounds 1-4
+    stream are rated, and comes back on its data :data:`OUTAGE_S` later (a restart, an upgrade, a machine rebooted):
+    nothing answers meanwhile, neither the group coordinator nor the transaction coordinator nor any partition
+    leader. The worker and the producer wait it out (neither exits) and go on when it is back: every output once, no
+    dead letter, ratings equal the embedded runtime's. (`kibitz produce` ended with aiokafka's KafkaTimeoutError 40 s
+    into such an outage, the rest of its records unsent.)"""
+    monkeypatch.setenv("KIBITZ_WORKER_LOG", "info")  # its restores say when it owns partitions
+    broker = own_broker.address
+    pgn = london_rounds_1_to_4
+    games = list(read_pgn_games(pgn))
+    plies = sum(len(g.moves) for g in games)
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--transaction-timeout", "8", *cache_args(london_searches))
+    emb, emb_out = embedded_outputs(pgn, tmp_path, london_searches)
+    producer = None
+    try:
+        poll(lambda: owns_partitions(worker), 90, "the worker to own partitions")
+        producer = paced_producer(broker, prefix, pgn, FAULT_PACE)
+
+        def game_scope(o):
+            return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
+
+        seen = asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= 0.3 * plies, timeout=300,
+                                         workers=[worker]))
+        own_broker.kill()
+        killed_at = time.time()
+        assert game_scope(seen) < plies and producer.poll() is None, "the broker died mid-stream, records still arriving"
+        time.sleep(OUTAGE_S)
+        worker.check()  # raises if it exited
+        assert producer.poll() is None, "the producer waits for the broker"
+        own_broker.restart()
+
+        def done(o):
+            return game_scope(o) >= plies and len(o[t.glicko2]) >= 2 * len(games)
+
+        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done,
+                                        timeout=420, workers=[worker]))
+        finished = time.time() - killed_at
+        assert producer.wait(60) == 0
+        said = producer.stderr.read()
+    finally:
+        worker.stop()
+        if producer is not None and producer.poll() is None:
+            producer.kill()
+    assert emb.wait(420) == 0, emb.stderr.read()
+    print(f"broker killed at {game_scope(seen)} of {plies} plies rated; the stream finished {finished:.0f} s after the kill")
+    assert "the Kafka broker takes no records: waiting for it" in said and "the Kafka broker takes records again" in said, said[-3000:]
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
 
 
