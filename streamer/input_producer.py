@@ -30,6 +30,8 @@ log = logging.getLogger("kibitz.produce")
 
 #: Records queued ahead of the broker before :meth:`InputProducer.send` waits (a backfill's memory stays bounded).
 QUEUE_LIMIT = 10_000
+#: Seconds a producer leaving on an error (Ctrl-C, a refused record) waits for the broker to take what it holds.
+STOP_TIMEOUT = 10.0
 
 
 class InputProducer:
@@ -58,14 +60,22 @@ class InputProducer:
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        delivered = False
         try:
             if kind is None:
                 await self.acknowledged()
+                delivered = True
         finally:
             if self._task is not None:
                 self._task.cancel()
                 await asyncio.gather(self._task, return_exceptions=True)
-            await self._producer.stop()
+            try:
+                # aiokafka's stop waits until its batches are delivered, which a broker that is away never lets happen
+                # now: leaving before the broker has everything (Ctrl-C, a refusal) waits a while, not for ever
+                await asyncio.wait_for(self._producer.stop(), None if delivered else STOP_TIMEOUT)
+            except TimeoutError:
+                log.warning("stopped with records the broker has not acknowledged", extra={
+                    "broker": self.settings.broker, "records": len(self._queue) + len(self._delivering)})
 
     def _keep_batches(self) -> None:
         # aiokafka fails a batch that waited its request timeout for a partition leader (MessageAccumulator's batch

@@ -977,6 +977,34 @@ def test_the_only_broker_killed_mid_stream_and_back_a_minute_later_loses_and_rep
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
 
 
+def test_produce_interrupted_while_the_broker_is_away_stops_within_seconds_and_says_what_was_not_sent(own_broker,
+                                                                                                    london_rounds_1_to_4):
+    """Ctrl-C on `kibitz produce` whose records wait for a broker that is away: it stops within its STOP_TIMEOUT
+    (10 s), logging how many records the broker had not acknowledged, exit 130. It waited for ever once its input was
+    all queued (aiokafka's stop waits for every batch, and the producer keeps its batches until the broker is back)."""
+    from streamer.input_producer import STOP_TIMEOUT
+
+    proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "produce", str(london_rounds_1_to_4), "--speed", "1000", "--broker",
+                             own_broker.address, "--topic-prefix", fresh_prefix()], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
+    try:
+        time.sleep(5)  # connected and sending (the stream takes about 10 s at this speed)
+        own_broker.kill()
+        time.sleep(12)  # every event queued: it waits for the broker to acknowledge them
+        assert proc.poll() is None
+        interrupted = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(STOP_TIMEOUT + 20)
+        took = time.monotonic() - interrupted
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = proc.stderr.read()
+    assert rc == 130 and took < STOP_TIMEOUT + 5, (rc, took, said[-2000:])
+    assert "stopped with records the broker has not acknowledged" in said
+
+
 def panel_metrics() -> set[str]:
     """Every metric name a panel of the shipped Grafana dashboard queries."""
     dash = json.loads((ROOT / "deploy" / "grafana" / "kibitz.json").read_text())
