@@ -615,6 +615,29 @@ CHANGELOG_CONFIG = {
 }
 
 
+#: Seconds ensure_topics waits for topics it created to show in the broker's metadata with a leader per partition.
+TOPICS_SHOWN_TIMEOUT = 30.0
+
+
+async def _until_led(admin: Any, names: list[str]) -> None:
+    """Wait until the broker's metadata shows each of ``names`` with a leader for every partition. A KRaft broker
+    answers CreateTopics before its metadata has the topics: a worker subscribing then (three split stage workers
+    started together on a fresh cluster, or a worker right after a producer made the topics) was given no partition
+    of a topic its metadata lacked, and took it up only at its next metadata refresh, 5 minutes later
+    (``metadata_max_age_ms``); a client asking at once missed 13 of the 15 new topics in 19 runs of 20 here."""
+    deadline = time.monotonic() + TOPICS_SHOWN_TIMEOUT
+    while True:
+        shown = await admin.describe_topics(names)
+        waiting = [d["topic"] for d in shown
+                   if d["error_code"] != 0 or not d["partitions"] or any(p["leader"] < 0 for p in d["partitions"])]
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            log.warning("topics created but not yet in the broker's metadata: going on", extra={"topics": waiting})
+            return
+        await asyncio.sleep(0.1)
+
+
 async def ensure_topics(settings: KafkaSettings, names: Sequence[str] | None = None) -> None:
     """Create kibitz's topics (``settings.partitions`` partitions, ``settings.replication_factor`` replicas) and its
     compacted state changelogs if missing; ``names``: only these (a producer's: the topics it writes, which are what
@@ -634,6 +657,7 @@ async def ensure_topics(settings: KafkaSettings, names: Sequence[str] | None = N
                for n in ours if n not in existing]
         if new:
             await admin.create_topics(new)
+            await _until_led(admin, [t.name for t in new])
         there = [n for n in ours if n in existing]
         counts = {d["topic"]: len(d["partitions"]) for d in await admin.describe_topics(there)} if there else {}
     finally:
