@@ -396,6 +396,28 @@ def test_a_game_set_up_past_the_opening_takes_neither_class_nor_base_from_its_fi
     assert first_two("start", ruy.format(1)) == ("blitz", 250.0)
 
 
+class FeedThroughSteps:
+    """A live feed's texts, each through a FeedTracker and the game and player steps as a worker runs them: the
+    assessments published (``assessed``) and the player states (``players``)."""
+
+    def __init__(self, pool: EnginePool) -> None:
+        from streamer.follow import FeedTracker
+        from streamer.steps import Steps
+
+        self.tracker = FeedTracker("round1")
+        self.steps = Steps(CONFIG, pool)
+        self.games: dict = {}
+        self.players: dict = {}
+        self.assessed: list[MoveAssessment] = []
+
+    async def __call__(self, text: str) -> None:
+        for ev in self.tracker.update(text):
+            for o in await self.steps.game_record(self.games, ev.game_id.encode(), ev.model_dump_json().encode(), "feed"):
+                if isinstance(o.message, MoveAssessment):
+                    self.assessed.append(o.message)
+                    self.steps.player_record(self.players, o.key_bytes, o.message.model_dump_json().encode(), "assessments")
+
+
 async def test_a_corrected_games_plies_before_the_correction_count_once_in_the_players_wider_scopes(stockfish):
     """A feed's operator corrects a move at ply 20: the tracker restarts the game under ``<id>~2`` from ply 0. Its
     plies before 20 are the same moves in the same positions as under the old id: they are rated again in the new
@@ -407,9 +429,6 @@ async def test_a_corrected_games_plies_before_the_correction_count_once_in_the_p
     import chess.pgn
     from conftest import pgn_upto
 
-    from schemas import MoveAssessment
-    from streamer.follow import FeedTracker
-    from streamer.steps import Steps
 
     full = pgn_upto(30)
     game = chess.pgn.read_game(io.StringIO(full))
@@ -425,19 +444,9 @@ async def test_a_corrected_games_plies_before_the_correction_count_once_in_the_p
     node = corrected
     for m in moves[:20] + [other]:
         node = node.add_variation(m)
-    tracker = FeedTracker("round1")
     async with EnginePool(size=1) as pool:
-        steps = Steps(CONFIG, pool)
-        games, players = {}, {}
-        assessed: list[MoveAssessment] = []
-
-        async def feed(text: str) -> None:
-            for ev in tracker.update(text):
-                for o in await steps.game_record(games, ev.game_id.encode(), ev.model_dump_json().encode(), "feed"):
-                    if isinstance(o.message, MoveAssessment):
-                        assessed.append(o.message)
-                        steps.player_record(players, o.key_bytes, o.message.model_dump_json().encode(), "assessments")
-
+        feed = FeedThroughSteps(pool)
+        assessed, players = feed.assessed, feed.players
         await feed(full)
         white = assessed[0].player_id
         before = players[white].overall.post.n, players[white].events[assessed[0].event].post.n
@@ -459,23 +468,10 @@ async def test_a_renamed_games_plies_count_once_for_the_player_kept_and_in_full_
     not "Bai, Jin"): every counted ply of theirs counts in all of their scopes."""
     from conftest import pgn_upto
 
-    from schemas import MoveAssessment
-    from streamer.follow import FeedTracker
-    from streamer.steps import Steps
 
-    tracker = FeedTracker("round1")
     async with EnginePool(size=1) as pool:
-        steps = Steps(CONFIG, pool)
-        games, players = {}, {}
-        assessed: list[MoveAssessment] = []
-
-        async def feed(text: str) -> None:
-            for ev in tracker.update(text):
-                for o in await steps.game_record(games, ev.game_id.encode(), ev.model_dump_json().encode(), "feed"):
-                    if isinstance(o.message, MoveAssessment):
-                        assessed.append(o.message)
-                        steps.player_record(players, o.key_bytes, o.message.model_dump_json().encode(), "assessments")
-
+        feed = FeedThroughSteps(pool)
+        assessed, players = feed.assessed, feed.players
         await feed(pgn_upto(30, white="Bai, Jin"))
         black, event = assessed[1].player_id, assessed[0].event
         before = players[black].overall.post.n, players[black].events[event].post.n

@@ -114,16 +114,11 @@ def test_london_2011_end_to_end_matches_the_embedded_runtime(broker, london, lon
     searches afresh): every output once, equal ratings."""
     pgn = london
     games = list(read_pgn_games(pgn))
-    plies = sum(len(g.moves) for g in games)
     with worker_beside_embedded(broker, pgn, tmp_path, cache=london_searches) as (t, emb, emb_out, workers):
         r = cli("produce", str(pgn), "--max-speed", "--broker", broker, "--topic-prefix", t.prefix)
         assert r.returncode == 0, r.stderr
 
-        def done(o):
-            game_scope = sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
-            return game_scope >= plies and len(o[t.glicko2]) >= 2 * len(games)
-
-        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420,
+        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], all_rated(t, games), timeout=420,
                                         workers=workers))
     assert emb.wait(420) == 0, emb.stderr.read()
     # Game-scope ratings equal the embedded runtime's rating for rating. Event and player scopes and the Glicko-2
@@ -295,13 +290,11 @@ def test_garbage_is_dead_lettered_and_no_valid_message_is_lost(broker, tmp_path,
     n_bad = sum(bad.values())
     assert 0.03 < n_bad / len(records) < 0.09 and all(bad.values())
     games = list(read_pgn_games(DEMO_PGN))
-    plies = sum(len(g.moves) for g in games)
     with worker_beside_embedded(broker, DEMO_PGN, tmp_path, runtime) as (t, emb, emb_out, workers):
         asyncio.run(produce(broker, t.moves, records))
 
         def done(o):
-            return (sum(1 for x in o[t.perceived] if b'"scope":"game"' in x) >= plies
-                    and len(o[t.glicko2]) >= 2 * len(games) and len(o[t.deadletter]) >= n_bad)
+            return all_rated(t, games)(o) and len(o[t.deadletter]) >= n_bad
 
         out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter], done, timeout=300, workers=workers))
     assert emb.wait(300) == 0
@@ -477,6 +470,17 @@ def final_player_scope(msgs):
     return last
 
 
+def rated_plies(o, t: Topics) -> int:
+    """How many plies have their game-scope rating among the records ``o`` read (consume_until's outputs)."""
+    return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
+
+
+def all_rated(t: Topics, games):
+    """consume_until's stop: every ply of ``games`` rated and each game's two Glicko-2 updates out."""
+    plies = sum(len(g.moves) for g in games)
+    return lambda o: rated_plies(o, t) >= plies and len(o[t.glicko2]) >= 2 * len(games)
+
+
 def assert_exactly_once_and_equal_to_embedded(out, t: Topics, games, emb_out: Path) -> None:
     plies = sum(len(g.moves) for g in games)
     moves = [(a["game_id"], a["ply"]) for a in map(json.loads, out[t.assessments]) if a["type"] == "assessment"]
@@ -507,6 +511,14 @@ FAULT_PACE = "440"
 #: replicated by three brokers on the same cores), fewer than FAULT_PACE brings at first: the kill at 30 % came 21 s
 #: into the stream (15 s into a 30 s one).
 CLUSTER_PACE = "220"
+
+
+def stop_all(workers: list[WorkerProcess], producer: subprocess.Popen[str] | None) -> None:
+    """The end of a fault test, however it went: the workers stopped, the producer killed if it still runs."""
+    for w in workers:
+        w.stop()
+    if producer is not None and producer.poll() is None:
+        producer.kill()
 
 
 def paced_producer(broker: str, prefix: str, pgn: Path, pace: str) -> subprocess.Popen[str]:
@@ -541,30 +553,22 @@ def london_run(broker, london, tmp_path, workers, kill_at: float, store: tuple[s
         producer = paced_producer(broker, prefix, pgn, FAULT_PACE)
         producing_from = time.time()
 
-        def game_scope(o):
-            return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
 
-        seen = asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= kill_at * plies, timeout=300,
+        seen = asyncio.run(consume_until(broker, [t.perceived], lambda o: rated_plies(o, t) >= kill_at * plies, timeout=300,
                                          workers=procs))
         killed_at = time.time()
-        print(f"worker killed {killed_at - producing_from:.0f} s into the paced stream, {game_scope(seen)} of {plies} plies rated")
+        print(f"worker killed {killed_at - producing_from:.0f} s into the paced stream, {rated_plies(seen, t)} of {plies} plies rated")
         procs[0].stop(signal.SIGKILL)
-        assert game_scope(seen) < plies and producer.poll() is None, "the kill fell mid-stream, records still arriving"
+        assert rated_plies(seen, t) < plies and producer.poll() is None, "the kill fell mid-stream, records still arriving"
         if len(workers) == 1:
             procs.append(WorkerProcess(broker, prefix, *extra, "--instance-id", workers[0]))
 
-        def done(o):
-            return game_scope(o) >= plies and len(o[t.glicko2]) >= 2 * len(games)
-
-        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420,
+        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], all_rated(t, games), timeout=420,
                                         workers=procs[1:]))  # the first was killed
-        assert game_scope(out) >= plies, f"only {game_scope(out)} of {plies} plies rated"
+        assert rated_plies(out, t) >= plies, f"only {rated_plies(out, t)} of {plies} plies rated"
         assert producer.wait(60) == 0, producer.stderr.read()
     finally:
-        for p in procs:
-            p.stop()
-        if producer is not None and producer.poll() is None:
-            producer.kill()
+        stop_all(procs, producer)
     assert emb.wait(420) == 0, emb.stderr.read()
     return out, t, games, emb_out, procs, killed_at
 
@@ -838,31 +842,23 @@ def test_a_zombie_worker_resumed_after_its_partitions_moved_publishes_nothing(br
         producer = paced_producer(broker, prefix, pgn, FAULT_PACE)
         producing_from = time.time()
 
-        def game_scope(o):
-            return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
 
-        seen = asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= 0.3 * plies, timeout=300, workers=procs))
+        seen = asyncio.run(consume_until(broker, [t.perceived], lambda o: rated_plies(o, t) >= 0.3 * plies, timeout=300, workers=procs))
         os.killpg(a.proc.pid, signal.SIGSTOP)
         frozen_at = time.time()
-        print(f"a frozen {frozen_at - producing_from:.0f} s into the paced stream, {game_scope(seen)} of {plies} plies rated")
-        assert game_scope(seen) < plies and producer.poll() is None, "a froze mid-stream, records still arriving"
+        print(f"a frozen {frozen_at - producing_from:.0f} s into the paced stream, {rated_plies(seen, t)} of {plies} plies rated")
+        assert rated_plies(seen, t) < plies and producer.poll() is None, "a froze mid-stream, records still arriving"
         poll(lambda: owns_partitions(b, 8, since=frozen_at), 120, "b to own every partition")  # of both stages
         time.sleep(3)  # and works on them for a while
         os.killpg(a.proc.pid, signal.SIGCONT)
         frozen = time.time() - frozen_at
 
-        def done(o):
-            return game_scope(o) >= plies and len(o[t.glicko2]) >= 2 * len(games)
-
-        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done, timeout=420,
+        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], all_rated(t, games), timeout=420,
                                         workers=procs))
         a_back = [r for r in restored(a) if r[0] > frozen_at]
         assert producer.wait(60) == 0, producer.stderr.read()
     finally:
-        for p in procs:
-            p.stop()
-        if producer is not None and producer.poll() is None:
-            producer.kill()
+        stop_all(procs, producer)
     assert emb.wait(420) == 0, emb.stderr.read()
     print(f"a frozen {frozen:.1f} s; after it resumed a restored {len(a_back)} partitions")
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
@@ -901,8 +897,6 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
         producer = paced_producer(cluster.address, prefix, pgn, CLUSTER_PACE)
         producing_from = time.time()
 
-        def game_scope(o):
-            return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
 
         async def replicas():
             admin = AIOKafkaAdminClient(bootstrap_servers=cluster.address)
@@ -913,25 +907,20 @@ def test_london_on_a_three_broker_cluster_with_one_broker_killed_mid_stream(clus
                 await admin.close()
             return {len(p["replicas"]) for d in described for p in d["partitions"]}
 
-        seen = asyncio.run(consume_until(cluster.address, [t.perceived], lambda o: game_scope(o) >= 0.3 * plies, timeout=300,
+        seen = asyncio.run(consume_until(cluster.address, [t.perceived], lambda o: rated_plies(o, t) >= 0.3 * plies, timeout=300,
                                          workers=[worker]))
         assert asyncio.run(replicas()) == {3}
         cluster.kill(0)
         killed_at = time.time()
-        print(f"broker killed {killed_at - producing_from:.0f} s into the paced stream, {game_scope(seen)} of {plies} plies rated")
-        assert game_scope(seen) < plies and producer.poll() is None, "the broker died mid-stream, records still arriving"
+        print(f"broker killed {killed_at - producing_from:.0f} s into the paced stream, {rated_plies(seen, t)} of {plies} plies rated")
+        assert rated_plies(seen, t) < plies and producer.poll() is None, "the broker died mid-stream, records still arriving"
 
-        def done(o):
-            return game_scope(o) >= plies and len(o[t.glicko2]) >= 2 * len(games)
-
-        out = asyncio.run(consume_until(cluster.address, [t.assessments, t.perceived, t.glicko2, t.deadletter], done,
+        out = asyncio.run(consume_until(cluster.address, [t.assessments, t.perceived, t.glicko2, t.deadletter], all_rated(t, games),
                                         timeout=600, workers=[worker]))
         finished = time.time() - killed_at
         assert producer.wait(60) == 0, producer.stderr.read()
     finally:
-        worker.stop()
-        if producer is not None and producer.poll() is None:
-            producer.kill()
+        stop_all([worker], producer)
     assert emb.wait(420) == 0, emb.stderr.read()
     print(f"after the kill the rest of the stream took {finished:.0f} s")
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
@@ -975,33 +964,26 @@ def test_the_only_broker_killed_mid_stream_and_back_a_minute_later_loses_and_rep
         poll(lambda: owns_partitions(worker), 90, "the worker to own partitions")
         producer = paced_producer(broker, prefix, pgn, FAULT_PACE)
 
-        def game_scope(o):
-            return sum(1 for x in o[t.perceived] if b'"scope":"game"' in x)
 
-        seen = asyncio.run(consume_until(broker, [t.perceived], lambda o: game_scope(o) >= 0.3 * plies, timeout=300,
+        seen = asyncio.run(consume_until(broker, [t.perceived], lambda o: rated_plies(o, t) >= 0.3 * plies, timeout=300,
                                          workers=[worker]))
         own_broker.kill()
         killed_at = time.time()
-        assert game_scope(seen) < plies and producer.poll() is None, "the broker died mid-stream, records still arriving"
+        assert rated_plies(seen, t) < plies and producer.poll() is None, "the broker died mid-stream, records still arriving"
         time.sleep(OUTAGE_S)
         worker.check()  # raises if it exited
         assert producer.poll() is None, "the producer waits for the broker"
         own_broker.restart()
 
-        def done(o):
-            return game_scope(o) >= plies and len(o[t.glicko2]) >= 2 * len(games)
-
-        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], done,
+        out = asyncio.run(consume_until(broker, [t.assessments, t.perceived, t.glicko2, t.deadletter], all_rated(t, games),
                                         timeout=420, workers=[worker]))
         finished = time.time() - killed_at
         assert producer.wait(60) == 0
         said = producer.stderr.read()
     finally:
-        worker.stop()
-        if producer is not None and producer.poll() is None:
-            producer.kill()
+        stop_all([worker], producer)
     assert emb.wait(420) == 0, emb.stderr.read()
-    print(f"broker killed at {game_scope(seen)} of {plies} plies rated; the stream finished {finished:.0f} s after the kill")
+    print(f"broker killed at {rated_plies(seen, t)} of {plies} plies rated; the stream finished {finished:.0f} s after the kill")
     assert "the Kafka broker takes no records: waiting for it" in said and "the Kafka broker takes records again" in said, said[-3000:]
     assert_exactly_once_and_equal_to_embedded(out, t, games, emb_out)
 
