@@ -51,7 +51,6 @@ class InputProducer:
         self._changed = asyncio.Event()  # a record queued, handed over or acknowledged
         self._failure: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
-        self.sent = 0  # records the broker has acknowledged
 
     async def __aenter__(self) -> InputProducer:
         await self._producer.start()
@@ -151,8 +150,6 @@ class InputProducer:
             done = self._delivering.popleft()
             if done.cancelled() or done.exception() is not None:
                 self._fail(done.exception() or asyncio.CancelledError())
-            else:
-                self.sent += 1
         self._changed.set()
 
     def _fail(self, e: BaseException) -> None:

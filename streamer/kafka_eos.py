@@ -58,7 +58,7 @@ from analyzers.errors import PoisonRecord
 from .kafka_config import STAGES, KafkaSettings, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
 from .state_store import RocksState, TrackedState, encode
-from .steps import Output, Steps, dead_letter, dead_letter_key
+from .steps import Output, Steps, dead_letter_output
 
 log = logging.getLogger("kibitz.eos")
 #: How long the broker may hold a fetch for more data. aiokafka's default 500 ms shows as latency here: records of a
@@ -520,8 +520,7 @@ class Stage:
         log.error("poison record dead-lettered unapplied", extra={"stage": self.cfg.name, "source": source, "aborts": n,
                                                                 "error": error})
         err = PoisonRecord(f"its transaction aborted {n} times; last error: {error}")
-        key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
-        return Output(dead_letter_key(rec.key), dead_letter(err, rec.value if rec.value is not None else b"", source=source, key=key))
+        return dead_letter_output(err, rec.value if rec.value is not None else b"", source=source, key=rec.key)
 
     async def _rewind(self, tps: list[TopicPartition]) -> None:
         """Read these partitions again from their committed offsets."""

@@ -466,7 +466,7 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
     limits = config.limits
     before = await analyse(before_pos, limits)
     after = await analyse(after_pos, limits)
-    mover, colour = (state.white, "white") if white_moved else (state.black, "black")
+    mover, colour = state.player(applied.side), state.colour(applied.side)
     rank = before.rank_of(ev.uci)
     # the recapture rule of fair play: the engine's first choice takes back what the opponent just took
     recapture = bool(before.candidates) and state.adapter.retakes(before_pos, before.candidates[0].uci, applied.captured_on)

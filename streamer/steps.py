@@ -176,6 +176,13 @@ def dead_letter(error: KibitzError, raw: bytes | str | None, *, source: str, key
         keep = int(keep * MAX_DEAD_LETTER_BYTES / size * 0.9)  # the JSON grows about in proportion to what is kept
 
 
+def dead_letter_output(error: KibitzError, raw: bytes | str | None, *, source: str, key: Key) -> Output:
+    """The record that dead-letters ``raw``, which came under ``key``: keyed by :func:`dead_letter_key`, the key as text
+    in the letter (:func:`dead_letter`)."""
+    text_key = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+    return Output(dead_letter_key(key), dead_letter(error, raw, source=source, key=text_key))
+
+
 class Steps:
     """The steps with what they need: the pipeline configuration, the engine pools (game step only: chess's and, to
     rate Go, a GTP pool) and metrics."""
@@ -208,8 +215,7 @@ class Steps:
         reason = getattr(error, "reason", "error")
         self.metrics.rejected.labels(reason).inc()
         log.warning("rejected", extra={"reason": reason, "error": str(error), "source": source})
-        text_key = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
-        return self._out(Output(dead_letter_key(key), dead_letter(error, raw, source=source, key=text_key)))
+        return self._out(dead_letter_output(error, raw, source=source, key=key))
 
     def _internal(self, e: Exception, raw: bytes | str, source: str, key: Key) -> list[Output]:
         """A bug in a step: dead-letter the record (reason ``error``) instead of stopping the partition."""
