@@ -81,6 +81,16 @@ class UnsupportedGame(InputError):
     reason = "unsupported_game"
 
 
+class LimitsMismatch(InputError):
+    """An assessment searched under other engine limits than the ones the rating stage's calibrations are for: a
+    stage of a split deployment started with another ``--profile`` (or ``--depth``, ``--nodes``, ``--multipv``), or
+    assessments left on the topic by a deployment's earlier profile. Its candidates' values are on another scale, so
+    rating it would move the player's ratings without a word (depth 10, 10 lines rated by ``fast``'s model, fitted on
+    depth 8, 5 lines: 180-400 Elo higher over London 2011 player-games); it is dead-lettered instead, the record kept."""
+
+    reason = "limits_mismatch"
+
+
 class MalformedRecord(InputError):
     """A game record that cannot be read: an SGF record truncated or not SGF at all, or a kept chess game (a review
     request's :class:`~schemas.GameRecord`) whose moves do not replay."""

@@ -43,6 +43,7 @@ from analyzers.errors import (
     DuplicatePly,
     IllegalMove,
     KibitzError,
+    LimitsMismatch,
     OutOfOrderPly,
     StateStoreError,
     UnknownGame,
@@ -189,6 +190,19 @@ class PipelineConfig:
     def limits_for(self, game: str) -> Any:
         """The engine limits of ``game``'s searches: the profile's (chess) or :attr:`go_limits`."""
         return self.go_limits if game == "go" else self.profile.limits
+
+    def check_limits(self, a: MoveAssessment) -> None:
+        """Refuse (:class:`~analyzers.errors.LimitsMismatch`) an assessment searched under other limits than this
+        configuration's searches: its calibrations, fitted on those, do not hold for it. Every stage of a deployment
+        must run the same profile; the game step's own assessments always pass."""
+        want = self.limits_for(a.game).key
+        if a.limits != want:
+            raise LimitsMismatch(
+                f"searched at {a.limits}, but this stage rates moves searched at {want}"
+                + (f" (profile {self.profile.name})" if a.game == "chess" else "")
+                + ": its calibration does not hold for other limits. Run every stage with the same --profile "
+                + ("(and --depth, --nodes, --multipv)" if a.game == "chess" else "(and --go-profile, --go-level)"),
+                game_id=a.game_id, ply=a.ply)
 
     @property
     def go_timeout(self) -> float:
@@ -540,6 +554,7 @@ def pool_event(state: EventEvidence | None, ev: MoveAssessment | GameResult,
         raise ValueError("the pool step needs a move model and an event pooling model in PipelineConfig")
     state = state or EventEvidence()
     if isinstance(ev, MoveAssessment):
+        config.check_limits(ev)
         if ev.counted:
             game = state.open.get(f"{ev.game_id}/{ev.player_id}")
             move_ll, tclass, features = move_likelihood(ev, model, game.feats.known_x_left if game is not None else None)
@@ -967,6 +982,7 @@ def apply_player_event(
 def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -> list[PerceivedRating | RatingUpdate | FairPlayAlert | ReviewRequest]:
     if a.game == "go":
         return _apply_go_move(state, a, config)
+    config.check_limits(a)
     game = _scope(state.games, a.game_id, config.max_open_games, state)
     if a.ply <= game.last_ply:
         return []  # duplicate (game_id, ply): already counted
@@ -989,6 +1005,7 @@ def _apply_go_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig
     """A Go move (streamer.gopipeline): counted in the game's and the player's Go scopes; the game scope's rating."""
     calibration, model = config.go_calibration, config.go_rank_model  # raises UnsupportedGame without a calibration
     assert calibration is not None
+    config.check_limits(a)
     game = _scope(state.go_games, a.game_id, config.max_open_games, state, GoScope)
     if a.ply <= game.last_ply:
         return []  # duplicate (game_id, ply): already counted

@@ -72,7 +72,7 @@ def assessment(ply: int, played_rank: int, clock: float) -> MoveAssessment:
         game_id="g", ply=ply, player_id="p", color="white" if ply % 2 == 0 else "black", uci="e2e4",
         eval_before=20, eval_after=20, gain=0, candidates=[Candidate(uci="e2e4", cp=20), Candidate(uci="d2d4", cp=-40),
                                                           Candidate(uci="g1f3", cp=-150)],
-        played_rank=played_rank, counted=True, engine="stockfish", limits="depth=8", time_class="rapid", clock=clock,
+        played_rank=played_rank, counted=True, engine="stockfish", limits=get_profile("fast").limits.key, time_class="rapid", clock=clock,
         clock_spent=20.0, clock_base=900.0, reference_rating=2000.0,
     )
 

@@ -96,7 +96,7 @@ def assessment(player: str, ply: int, event: str = "Open", game: str = "g1") -> 
     cands = [Candidate(uci="e2e4", cp=30), Candidate(uci="d2d4", cp=20), Candidate(uci="a2a3", cp=-60)]
     return MoveAssessment(game_id=game, ply=ply, player_id=player, color="white" if ply % 2 == 0 else "black",
                           uci="e2e4", event=event, eval_before=30, eval_after=30, gain=0, candidates=cands,
-                          played_rank=0, played_value=30, counted=True, engine="stockfish", limits="depth=8",
+                          played_rank=0, played_value=30, counted=True, engine="stockfish", limits=get_profile("fast").limits.key,
                           time_class="rapid")
 
 
@@ -429,3 +429,20 @@ def test_the_shipped_interval_scale_was_fitted_on_rated_dev():
     assert pool is not None and "--split dev" in pool.interval_command and "--fit-interval-scale" in pool.interval_command
     assert len(pool.interval_scale) >= 3 and all(0.5 < f < 1.5 for _, f in pool.interval_scale)
     assert 1.0 < pool.prior_scale < 1.5
+
+
+def test_the_pool_step_refuses_an_assessment_searched_at_other_limits_and_keeps_the_event_as_it_was():
+    """An analyse stage run with another profile (depth 10, 10 lines) than the pool stage's model was fitted on: the
+    assessment is the record's dead letter (``limits_mismatch``), the event's evidence unchanged."""
+    from schemas import DeadLetter
+    from streamer.steps import Steps
+
+    steps = Steps(PipelineConfig(get_profile("fast"), model=MODEL, event_pool=POOL))
+    events: dict = {}
+    steps.pool_step(events, assessment("a", 0))
+    before = events["Open"].to_dict()
+    other = assessment("b", 1).model_copy(update={"limits": get_profile("standard").limits.key})
+    (out,) = steps.pool_step(events, other)
+    assert isinstance(out.message, DeadLetter) and out.message.reason == "limits_mismatch"
+    assert "game g1, ply 1: searched at d10-mpv10, but this stage rates moves searched at d8-mpv5" in out.message.error
+    assert events["Open"].to_dict() == before

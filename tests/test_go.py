@@ -20,7 +20,7 @@ from analyzers.calibration import load_calibration
 from analyzers.engine.adapter import GO
 from analyzers.engine.gtp import GoLimits, parse_values
 from analyzers.engine.pool import EnginePool
-from analyzers.errors import EngineCrashed, EngineTimeout, IllegalMove, InputError, MalformedRecord, UnsupportedGame
+from analyzers.errors import EngineCrashed, EngineTimeout, IllegalMove, InputError, LimitsMismatch, MalformedRecord, UnsupportedGame
 from analyzers.goboard import GoPosition, from_gtp, to_gtp
 from analyzers.gorank import parse_rank, rank_label
 from analyzers.gorate import GNUGO_PROFILE, GoSkill, RankModel, go_gain, load_go_calibration
@@ -215,6 +215,23 @@ def test_a_pipeline_without_go_refuses_go_events_with_a_typed_error():
                                      board_size=7), None, go)
     with pytest.raises(ValueError, match="Go's setup"):
         GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"), komi=6.5)
+
+
+def test_a_go_move_searched_at_other_limits_than_the_rate_stages_is_refused_with_its_reason():
+    """A Go assessment from an analyse stage run with other Go limits (KataGo's network) reaching a rate stage set up
+    for GNU Go level 1: ``limits_mismatch`` naming both, nothing counted; at the stage's limits it is rated."""
+    from schemas import MoveAssessment
+    from streamer.pipeline import apply_player_event
+
+    config = replace(PipelineConfig(get_profile("fast"), load_calibration("fast")),
+                     go_calibration=load_go_calibration(GNUGO_PROFILE))
+    move = MoveAssessment(game="go", game_id="x", ply=3, player_id="p", color="white", uci="Q16", eval_before=0,
+                          eval_after=0, gain=0, loss=0, candidates=[{"uci": "Q16", "cp": 0}, {"uci": "D4", "cp": -2}],
+                          played_rank=0, played_value=0, counted=True, engine="KataGo", limits="v1")
+    with pytest.raises(LimitsMismatch, match="searched at v1, but this stage rates moves searched at lvl1: .* --go-profile"):
+        apply_player_event(None, move, config)
+    state, out = apply_player_event(None, move.model_copy(update={"limits": GoLimits(1).key}), config)
+    assert len(out) == 1 and out[0].moves == 1
 
 
 def test_go_searches_get_their_own_deadline_not_the_chess_profiles():

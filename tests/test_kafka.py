@@ -1125,6 +1125,43 @@ def test_follow_produce_started_again_with_its_state_sends_only_what_is_new(brok
     assert r.returncode == 2 and "no-such-folder to keep it in" in r.stderr
 
 
+def test_a_rate_stage_run_with_another_profile_than_the_analyse_stage_dead_letters_what_it_cannot_rate(broker):
+    """A split deployment whose analyse stage searches at other limits (here depth 6, 4 lines) than the rate stage's
+    profile was fitted on (``fast``: depth 8, 5 lines): every assessment is dead-lettered ``limits_mismatch`` with the
+    assessment kept and both limits named, no rating is published from those moves, and the game's result is still
+    applied. Rated as given, such moves moved a player's ratings by 180-400 Elo without a word."""
+    from conftest import BROADCAST
+
+    from analyzers.profiles import get_profile
+    from schemas import MoveAssessment
+
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    workers = [WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--stages", "analyse"),
+               WorkerProcess(broker, prefix, "--no-event-pool", "--engines", "1", "--stages", "rate")]
+    try:
+        r = cli("produce", str(BROADCAST), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+        assert r.returncode == 0, r.stderr
+        out = asyncio.run(consume_until(
+            broker, [t.assessments, t.perceived, t.glicko2, t.deadletter],
+            lambda o: len(o[t.glicko2]) >= 2 and len(o[t.deadletter]) >= 49,
+            timeout=240, workers=workers))
+    finally:
+        stop_all(workers, None)
+    assessed = [v for v in out[t.assessments] if b'"type":"assessment"' in v.replace(b" ", b"")]
+    assert len(assessed) == 49
+    letters = [json.loads(v) for v in out[t.deadletter]]
+    assert {d["reason"] for d in letters} == {"limits_mismatch"} and len(letters) == 49
+    assert sorted(d["raw"] for d in letters) == sorted(v.decode() for v in assessed)  # each kept as it was sent
+    fast = get_profile("fast").limits.key
+    assert all(MoveAssessment.model_validate_json(d["raw"]).limits == "d6-mpv4" for d in letters)
+    assert all(f"searched at d6-mpv4, but this stage rates moves searched at {fast} (profile fast)" in d["error"]
+               for d in letters)
+    rated = [m for m in map(json.loads, out[t.perceived]) if m["moves"] > 0]
+    assert rated == [], "no rating from moves searched at other limits"
+    assert len(out[t.glicko2]) == 2  # the result is applied: Glicko-2 does not read the moves
+
+
 def go_through_worker_and_replay(broker: str, tmp_path: Path, sources: list[Path], go: tuple[str, ...],
                                  results: int) -> tuple[list[dict], list[dict]]:
     """Produce ``sources`` (SGF and PGN files) to one worker started with ``--go`` and the options ``go``; consume its

@@ -215,7 +215,7 @@ async def test_the_steps_dead_letter_what_a_damaged_or_unsupported_state_stops_a
     # a player state missing a field: a corrupt state (not read as absent, not an internal error), then afresh
     a = MoveAssessment(game_id="g9", ply=20, player_id="p", color="white", uci="e2e4", eval_before=0, eval_after=0, gain=0,
                        loss=0, candidates=[{"uci": "e2e4", "cp": 0, "mate": None}], played_rank=0, played_value=0,
-                       counted=False, engine="Stockfish", limits="d8")
+                       counted=False, engine="Stockfish", limits="d8-mpv5")
     players = ObjectTable({"p": {"format": 1, "player_id": "p"}}, PlayerState)
     out = steps.player(players, a)
     assert len(out) == 1 and out[0].message.reason == "corrupt_state" and "PlayerState state of 'p'" in out[0].message.error
