@@ -86,7 +86,8 @@ class LimitsMismatch(InputError):
     stage of a split deployment started with another ``--profile`` (or ``--depth``, ``--nodes``, ``--multipv``), or
     assessments left on the topic by a deployment's earlier profile. Its candidates' values are on another scale, so
     rating it would move the player's ratings without a word (depth 10, 10 lines rated by ``fast``'s model, fitted on
-    depth 8, 5 lines: 180-400 Elo higher over London 2011 player-games); it is dead-lettered instead, the record kept."""
+    depth 8, 5 lines: 230-890 Elo higher on the 16 player-games of London 2011 rounds 1-2); it is dead-lettered
+    instead, the record kept."""
 
     reason = "limits_mismatch"
 
