@@ -204,6 +204,20 @@ class PipelineConfig:
                 + ("(and --depth, --nodes, --multipv)" if a.game == "chess" else "(and --go-profile, --go-level)"),
                 game_id=a.game_id, ply=a.ply)
 
+    def other_engine(self, a: MoveAssessment) -> bool:
+        """Whether a chess assessment was searched by another engine than the one the calibrations were fitted on
+        (``Calibration.engine``, e.g. a newer Stockfish: its values at the same limits differ, so the fits do not hold
+        as measured). Such moves are still rated, as provisional; the first from each engine is logged."""
+        cal = self.calibration
+        if a.game != "chess" or cal is None or a.engine == cal.engine:
+            return False
+        if (a.engine, cal.engine) not in _OTHER_ENGINES_LOGGED:
+            _OTHER_ENGINES_LOGGED.add((a.engine, cal.engine))
+            log.warning("moves searched by another engine than the calibrations were fitted on: their ratings are "
+                        "published as provisional, and fair-play expectations are not calibrated for it",
+                        extra={"engine": a.engine, "calibrated_engine": cal.engine, "profile": self.profile.name})
+        return True
+
     @property
     def go_timeout(self) -> float:
         """The deadline of one Go search: :attr:`search_timeout`, else the pool's default (a GNU Go search costs 0.1 s
@@ -217,6 +231,10 @@ class PipelineConfig:
     @property
     def limits(self) -> Limits:
         return self.profile.limits
+
+
+#: (engine, calibrated engine) pairs already logged by PipelineConfig.other_engine: one line per process, not per move
+_OTHER_ENGINES_LOGGED: set[tuple[str, str]] = set()
 
 
 # == game step ===========================================================================================
@@ -624,6 +642,9 @@ class ScopeStats:
     rating: RatingLikelihood = field(default_factory=RatingLikelihood)
     feats: ScopeFeatures = field(default_factory=ScopeFeatures)
     fair_plies: list[int] = field(default_factory=list)  # game scopes: the plies the fair-play statistics counted
+    #: a move of this scope was searched by another engine than the calibrations' (PipelineConfig.other_engine): the
+    #: scope's ratings are published as provisional from then on
+    other_engine: bool = False
 
     def add(self, a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None,
             known_left: float | None = None) -> None:
@@ -633,14 +654,16 @@ class ScopeStats:
     def to_dict(self) -> dict[str, Any]:
         return {"hist": self.hist.to_dict(), "post": self.post.to_dict(), "fair": self.fair.to_dict(),
                 "last_ply": self.last_ply, "games": self.games, "rating": self.rating.to_dict(), "feats": self.feats.to_dict(),
-                **({"fair_plies": self.fair_plies} if self.fair_plies else {})}
+                **({"fair_plies": self.fair_plies} if self.fair_plies else {}),
+                **({"other_engine": True} if self.other_engine else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeStats:
         return cls(GainHistogram.from_dict(d["hist"]), SkillPosterior.from_dict(d["post"]),
                    FairPlayStats.from_dict(d["fair"]), d["last_ply"], d["games"],
                    RatingLikelihood.from_dict(d["rating"]) if d.get("rating") else RatingLikelihood(),
-                   ScopeFeatures.from_dict(d["feats"]) if d.get("feats") else ScopeFeatures(), list(d.get("fair_plies", [])))
+                   ScopeFeatures.from_dict(d["feats"]) if d.get("feats") else ScopeFeatures(), list(d.get("fair_plies", [])),
+                   bool(d.get("other_engine", False)))
 
 
 def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | None, model: MoveModel | None = None,
@@ -964,7 +987,7 @@ def perceived(stats: ScopeStats, *, player_id: str, scope: str, scope_id: str, g
         c_sd=round(stats.post.std, 4) if has_c else None, moves=lik.n if m else stats.post.n,
         gain_rating=round(g.rating, 1) if g else None, gain_low=round(g.low, 1) if g else None,
         gain_high=round(g.high, 1) if g else None, gain_moves=stats.hist.count,
-        profile=config.profile.name, provisional=est.provisional if est else cal.provisional, **extra,
+        profile=config.profile.name, provisional=(est.provisional if est else cal.provisional) or stats.other_engine, **extra,
     )
 
 
@@ -994,6 +1017,9 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
     # a ply of a corrected game that was counted under the game it corrects: once more in the player's wider scopes
     # would count the same evidence twice (fair play's above all)
     scopes = [game] if a.repeat else [game, state.overall] + ([event_scope(state, a.event, config)] if a.event else [])
+    if config.other_engine(a):
+        for scope in scopes:
+            scope.other_engine = True
     if count_move(scopes, a, c_ref, config.model, game.feats.known_x_left) is not None:
         game.fair_plies.append(a.ply)
     out = perceived(game, player_id=a.player_id, scope="game", scope_id=a.game_id, game_id=a.game_id, ply=a.ply, config=config,

@@ -391,3 +391,31 @@ def test_go_events_on_kibitz_stream_say_where_go_is_rated():
     assert r.returncode == 3
     assert "rejected (unsupported_game) game g1: this kibitz is not set up for Go" in r.stderr
     assert "kibitz replay FILE.sgf" in r.stderr
+
+
+def test_an_engine_other_than_the_calibrations_rates_every_move_as_provisional_with_one_note(tmp_path, stockfish):
+    """``--engine`` a build that introduces itself otherwise than the engine the calibrations were fitted on (Stockfish
+    15.1; here that Stockfish under another name, tests/fixtures/renamed_engine.py): one note on the console and one
+    log line, every rating published as provisional, the ratings themselves those of the same searches. The
+    calibrations' own engine publishes them as calibrated. (Stockfish 16's own searches at the profile's limits moved
+    the game ratings of London 2011 rounds 1-2 by -460 to +380, published as calibrated.)"""
+    from conftest import BROADCAST, FIXTURES
+
+    other = tmp_path / "stockfish-16"
+    other.write_text(f"#!/bin/sh\nexec {sys.executable} {FIXTURES / 'renamed_engine.py'} 'Stockfish 16' {stockfish}\n")
+    other.chmod(0o755)
+    runs = {}
+    for name, engine in (("calibrated", stockfish), ("other", str(other))):
+        out = tmp_path / f"{name}.jsonl"
+        r = kibitz("replay", str(BROADCAST), "--max-speed", "--no-ui", "--out", str(out), "--engine", engine)
+        assert r.returncode == 0, r.stderr
+        ratings = sorted((m for m in map(json.loads, out.read_text().splitlines()) if m["type"] == "perceived"),
+                         key=lambda m: (m["scope"], m["player_id"], m["ply"]))
+        runs[name] = (" ".join(r.stdout.split()), r.stderr, ratings)
+    (said, logged, calibrated), (said_other, logged_other, provisional) = runs["calibrated"], runs["other"]
+    assert len(calibrated) == len(provisional) > 49 and not any(m["provisional"] for m in calibrated)
+    assert all(m["provisional"] for m in provisional)
+    assert [m | {"provisional": False} for m in provisional] == calibrated  # rated alike, only marked
+    note = "engine Stockfish 16 is not the one the calibrations were fitted on (Stockfish 15.1): ratings are PROVISIONAL"
+    assert said_other.count(note) == 1 and "calibrations were fitted on" not in said
+    assert logged_other.count('"calibrated_engine": "Stockfish 15.1"') == 1 and "calibrated_engine" not in logged

@@ -203,3 +203,31 @@ def test_a_move_whose_clock_is_missing_is_read_at_the_movers_last_known_time_lef
     assert np.allclose(state.games["g"].rating.ll, plain.games["g"].rating.ll)
     first_ll = apply_player_event(None, first, config)[0].games["g"].rating.ll
     assert not np.allclose(lls[0], first_ll + plain.games["g"].rating.ll)  # what reading it at the reference gave
+
+
+def test_the_moves_of_another_engine_make_every_scope_they_enter_provisional_for_good():
+    """A move searched by another engine than the calibrations' (PipelineConfig.other_engine) is rated, and every scope
+    it entered is published as provisional from then on (its state keeps that); scopes it did not enter are not."""
+    from schemas import GameResult, PlayerInfo
+
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL, combination=COMB)
+    ours = config.calibration.engine
+    assert ours == "Stockfish 15.1"
+
+    def move(game: str, ply: int, engine: str) -> MoveAssessment:
+        return assessment(ply, ply % 2, 880.0 - 10 * ply).model_copy(update={"game_id": game, "engine": engine})
+
+    state, marks = None, []
+    for ply, engine in ((0, ours), (2, ours), (4, "Stockfish 16"), (6, ours)):
+        state, out = apply_player_event(state, move("g", ply, engine), config)
+        marks.append(out[0].provisional)
+    assert marks == [False, False, True, True]
+    result = GameResult(game_id="g", player_id="p", color="white", score=1.0, player=PlayerInfo(id="p"),
+                        opponent=PlayerInfo(id="q"))
+    state, out = apply_player_event(state, result, config)
+    ended = [m for m in out if isinstance(m, PerceivedRating)]
+    assert ended and all(m.provisional for m in ended)
+    state = PlayerState.from_dict(json.loads(json.dumps(state.to_dict())))
+    state, out = apply_player_event(state, move("h", 0, ours), config)
+    assert out[0].scope == "game" and not out[0].provisional  # a new game of the calibrations' engine
+    assert state.overall.other_engine and not state.games["h"].other_engine
