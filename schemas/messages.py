@@ -405,11 +405,11 @@ class FairPlayAlert(Message):
     """A player's play crossed a fair-play tier (docs/models.md s. 7): one alert per player per crossing, naming
     the scope whose z crossed, with the evidence. Version 2 adds ``tier``, the event scope, ``scope_id``,
     ``reference_source`` and ``plies``; version 3 ``stage`` and ``limits``: an alert of stage "review" is the verdict
-    of the deeper search that follows a service alert when the runtime reviews (``--review``). Versions 1-2 still
-    parse."""
+    of the deeper search that follows a service alert when the runtime reviews (``--review``); version 4
+    ``provisional``. Versions 1-3 still parse."""
 
     type: Literal["fairplay"] = "fairplay"
-    schema_version: Literal[1, 2, 3] = 3  # type: ignore[assignment]
+    schema_version: Literal[1, 2, 3, 4] = 4  # type: ignore[assignment]
     stage: Literal["service", "review"] = Field(default="service", description="service: the live statistic at the "
                                                 "service's search; review: the same scope searched again deeper (v3)")
     limits: str = Field(default="", description="the search behind the statistic, e.g. d12-mpv1 (v3)")
@@ -428,6 +428,9 @@ class FairPlayAlert(Message):
     reference_source: str = Field(default="declared", description="where the reference rating came from")
     games: int = Field(description="games in the scope (player scope: every game of the player so far)")
     plies: list[int] = Field(default_factory=list, description="the counted plies of the game that ended the crossing")
+    provisional: bool = Field(default=False, description="the expectations come from calibrations that do not hold as "
+                              "fitted for the searches behind the statistic: moves searched by another engine than "
+                              "the calibrations', or at other limits, or a provisional calibration (v4)")
 
 
 class ReviewRequest(Message):

@@ -204,6 +204,14 @@ class PipelineConfig:
                 + ("(and --depth, --nodes, --multipv)" if a.game == "chess" else "(and --go-profile, --go-level)"),
                 game_id=a.game_id, ply=a.ply)
 
+    @property
+    def provisional(self) -> bool:
+        """Whether the fits this configuration rates with are marked provisional (the move model where there is one,
+        else the calibration): other limits than the profile's (``--depth``...), or a calibration not final."""
+        if self.model is not None:
+            return self.model.provisional
+        return self.calibration is not None and self.calibration.provisional
+
     def other_engine(self, a: MoveAssessment) -> bool:
         """Whether a chess assessment was searched by another engine than the one the calibrations were fitted on
         (``Calibration.engine``, e.g. a newer Stockfish: its values at the same limits differ, so the fits do not hold
@@ -1104,6 +1112,7 @@ def _finding(r: GameResult, name: str, scope_id: str, stats: ScopeStats, tier: s
         threshold=config.z_threshold if tier == "action" else config.screen_z, moves=f.n, observed=round(obs, 4),
         expected=round(exp, 4), reference_rating=r.player.rating, reference_source="declared",
         games=stats.games if games is None else games, plies=list(game.fair_plies), limits=config.limits.key,
+        provisional=stats.other_engine or config.provisional,
     )
 
 

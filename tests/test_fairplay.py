@@ -21,7 +21,7 @@ from analyzers.fairplay import (
 from analyzers.profiles import get_profile
 from analyzers.ratingmodel import load_move_model
 from schemas import GameResult, GameStarted, MoveAssessment, MoveEvent, PlayerInfo
-from streamer.pipeline import PipelineConfig, PlayerState, apply_player_event, count_move
+from streamer.pipeline import PipelineConfig, PlayerState, ScopeStats, apply_player_event, count_move
 from streamer.steps import Steps
 
 MODEL = load_move_model("fast")
@@ -138,6 +138,30 @@ def test_one_crossing_gives_one_alert_and_falling_back_rearms_it():
     again = [a for _ in range(8) for a in game(40, True, event="third")]
     assert [a.tier for a in again] in (["action"], ["screening", "action"])  # a new crossing: one alert per tier
     assert PlayerState.from_dict(state.to_dict()).alert_tier == state.alert_tier
+
+
+def test_an_alert_whose_moves_another_engine_searched_is_marked_provisional():
+    """The same engine-like play alerts alike; searched by another engine than the calibrations' (a scope marked so by
+    the player step, PipelineConfig.other_engine) the alert says its expectations are provisional (v4)."""
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL)
+    me, opp = PlayerInfo(id="p", rating=1800), PlayerInfo(id="q", rating=1800)
+    s, c = params(1800)
+    alerts = {}
+    for other in (False, True):
+        state, rng, out = PlayerState("p"), np.random.default_rng(5), []
+        for gid in ("g0", "g1"):
+            scopes = (state.games.setdefault(gid, ScopeStats()), state.overall, state.events.setdefault("open", ScopeStats()))
+            for _ in range(30):
+                m = FairPlayMove.from_model(position(rng), 0, s, c)
+                for scope in scopes:
+                    scope.fair.add(m)
+                    scope.other_engine |= other and gid == "g0"  # the first game's moves only
+            _, msgs = apply_player_event(state, GameResult(game_id=gid, player_id="p", color="white", score=1.0,
+                                                           event="open", player=me, opponent=opp), config)
+            out += [m for m in msgs if m.type == "fairplay"]
+        (alerts[other],) = out
+    assert alerts[False].schema_version == 4 and not alerts[False].provisional and alerts[True].provisional
+    assert alerts[True].model_copy(update={"provisional": False}) == alerts[False]
 
 
 def test_the_player_scope_weighs_only_its_recent_moves():

@@ -456,6 +456,7 @@ async def test_the_embedded_runtime_reviews_each_alert_and_publishes_a_review_th
     assert v.limits == get_profile(REVIEW_PROFILE).limits.key and v.moves >= DEFAULT_MIN_MOVES
     assert v.observed == v.moves  # every counted move is the deeper search's first choice
     assert (v.scope, v.scope_id) == ("event", "Review test")
+    assert not v.provisional and not any(a.provisional for a in service)  # the calibrations' engine, at their limits
     # the CLI: the same replay with --review publishes the review's verdict too (every search now a cache hit)
     jsonl = tmp_path / "out.jsonl"
     r = subprocess.run([sys.executable, "-m", "streamer.cli", "replay", str(pgn), "--review", "--max-speed", "--no-ui",
