@@ -66,16 +66,19 @@ class GoScope:
 
     skill: GoSkill = field(default_factory=GoSkill)
     last_ply: int = -1
+    #: a move of this scope was searched by another engine than the calibration's: its ratings are provisional
+    other_engine: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"posterior": self.skill.posterior.to_dict(), "gains": self.skill.gains.to_dict(), "last_ply": self.last_ply,
-                **({"network": self.skill.network.to_list()} if self.skill.network.n else {})}
+                **({"network": self.skill.network.to_list()} if self.skill.network.n else {}),
+                **({"other_engine": True} if self.other_engine else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GoScope:
         network = NetworkEvidence.from_list(d["network"]) if d.get("network") else NetworkEvidence()
         return cls(GoSkill(SkillPosterior.from_dict(d["posterior"]), GainHistogram.from_dict(d["gains"]), network),
-                   int(d["last_ply"]))
+                   int(d["last_ply"]), bool(d.get("other_engine", False)))
 
 
 def count_go_move(scopes: tuple[GoScope, ...], a: MoveAssessment) -> None:
@@ -94,9 +97,9 @@ def count_go_move(scopes: tuple[GoScope, ...], a: MoveAssessment) -> None:
 
 
 def go_perceived(skill: GoSkill, calibration: Calibration, model: RankModel, *, player_id: str, scope: str,
-                 scope_id: str, game_id: str, ply: int) -> PerceivedRating:
+                 scope_id: str, game_id: str, ply: int, other_engine: bool = False) -> PerceivedRating:
     """The published rating of a Go scope: the posterior over c, or a network's score, read through the server's rank
-    model."""
+    model; provisional when the calibration is, or when ``other_engine`` searched some of its moves."""
     est = skill.estimate(model)
     rank, low, high = rank_range(est)
     mean, sd = skill.posterior.moments()
@@ -105,4 +108,4 @@ def go_perceived(skill: GoSkill, calibration: Calibration, model: RankModel, *, 
         rating=round(est.rating, 1), low=round(est.low, 1), high=round(est.high, 1),
         method="posterior" if model.weights is None else "network",
         c_mean=round(mean, 4), c_sd=round(sd, 4), moves=skill.moves, gain_moves=skill.gains.count,
-        profile=calibration.profile, provisional=calibration.provisional, rank=rank, rank_low=low, rank_high=high)
+        profile=calibration.profile, provisional=calibration.provisional or other_engine, rank=rank, rank_low=low, rank_high=high)

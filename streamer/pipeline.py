@@ -213,11 +213,12 @@ class PipelineConfig:
         return self.calibration is not None and self.calibration.provisional
 
     def other_engine(self, a: MoveAssessment) -> bool:
-        """Whether a chess assessment was searched by another engine than the one the calibrations were fitted on
-        (``Calibration.engine``, e.g. a newer Stockfish: its values at the same limits differ, so the fits do not hold
-        as measured). Such moves are still rated, as provisional; the first from each engine is logged."""
-        cal = self.calibration
-        if a.game != "chess" or cal is None or a.engine == cal.engine:
+        """Whether an assessment was searched by another engine than the one its game's calibrations were fitted on
+        (``Calibration.engine``: a newer Stockfish, another KataGo network: its values at the same limits differ, so
+        the fits do not hold as measured). Such moves are still rated, as provisional; the first from each engine is
+        logged."""
+        cal = self.go_calibration if a.game == "go" else self.calibration
+        if cal is None or a.engine == cal.engine:
             return False
         if (a.engine, cal.engine) not in _OTHER_ENGINES_LOGGED:
             _OTHER_ENGINES_LOGGED.add((a.engine, cal.engine))
@@ -1044,9 +1045,11 @@ def _apply_go_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig
     if a.ply <= game.last_ply:
         return []  # duplicate (game_id, ply): already counted
     state.go_overall = state.go_overall or GoScope()
+    if config.other_engine(a):
+        game.other_engine = state.go_overall.other_engine = True
     count_go_move((game, state.go_overall), a)
     return [go_perceived(game.skill, calibration, model, player_id=a.player_id, scope="game", scope_id=a.game_id,
-                         game_id=a.game_id, ply=a.ply)]
+                         game_id=a.game_id, ply=a.ply, other_engine=game.other_engine)]
 
 
 def _fairplay_alert(state: PlayerState, r: GameResult, config: PipelineConfig, game: ScopeStats,
@@ -1141,7 +1144,7 @@ def _apply_result(state: PlayerState, r: GameResult, config: PipelineConfig) -> 
         if state.go_overall is not None and config.go_calibration is not None:
             out.append(go_perceived(state.go_overall.skill, config.go_calibration, config.go_rank_model,
                                     player_id=r.player_id, scope="player", scope_id=r.player_id, game_id=r.game_id,
-                                    ply=max(last.last_ply if last else 0, 0)))
+                                    ply=max(last.last_ply if last else 0, 0), other_engine=state.go_overall.other_engine))
         return out
     game = state.games.pop(r.game_id, ScopeStats())
     state.overall.games += 1

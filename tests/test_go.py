@@ -234,6 +234,39 @@ def test_a_go_move_searched_at_other_limits_than_the_rate_stages_is_refused_with
     assert len(out) == 1 and out[0].moves == 1
 
 
+def test_go_moves_of_another_network_than_the_calibrations_make_their_scopes_provisional():
+    """KataGo with another network than the calibration's (its engine name names the network): the moves are rated,
+    the game and player scopes published as provisional from then on; the calibration's own network's are not."""
+    from analyzers.engine.katago import KataGoLimits
+    from analyzers.gorate import KATAGO_PROFILE
+    from schemas import GameResult, MoveAssessment
+    from streamer.pipeline import PlayerState, apply_player_event
+
+    cal = load_go_calibration(KATAGO_PROFILE)
+    assert not cal.provisional and cal.engine.startswith("KataGo ")
+    config = replace(PipelineConfig(get_profile("fast"), load_calibration("fast")), go_calibration=cal,
+                     go_limits=KataGoLimits(1))
+
+    def move(game: str, ply: int, engine: str) -> MoveAssessment:
+        return MoveAssessment(game="go", game_id=game, ply=ply, player_id="p", color="black", uci="Q16", eval_before=0,
+                              eval_after=0, gain=0, loss=0, candidates=[{"uci": "Q16", "cp": 0}, {"uci": "D4", "cp": -2}],
+                              played_rank=0, played_value=0, counted=True, engine=engine, limits="v1", prior=0.4)
+
+    state, marks = None, []
+    for ply, engine in ((0, cal.engine), (2, "KataGo 1.18.1 b18c384nbt"), (4, cal.engine)):
+        state, out = apply_player_event(state, move("g", ply, engine), config)
+        marks.append(out[0].provisional)
+    assert marks == [False, True, True]
+    result = GameResult(game="go", game_id="g", player_id="p", color="black", score=1.0, player=PlayerInfo(id="p"),
+                        opponent=PlayerInfo(id="q"))
+    state, out = apply_player_event(state, result, config)
+    assert [(m.scope, m.provisional) for m in out if m.type == "perceived"] == [("player", True)]
+    state = PlayerState.from_dict(json.loads(json.dumps(state.to_dict())))  # the mark survives the state store
+    state, out = apply_player_event(state, move("h", 0, cal.engine), config)
+    assert out[0].scope == "game" and not out[0].provisional
+    assert state.go_overall is not None and state.go_overall.other_engine
+
+
 def test_go_searches_get_their_own_deadline_not_the_chess_profiles():
     from analyzers.engine.pool import DEFAULT_TIMEOUT
 
