@@ -477,10 +477,11 @@ async def _replay(args: argparse.Namespace) -> int:
             store.apply(msg)
 
         async with EnginePool(args.engine, size=args.engines, cache_path=args.cache, timeout=config.timeout) as pool:
-            if cal is not None and pool.engine_name != cal.engine:
+            calibrated = config.calibrated_engine()
+            if calibrated is not None and pool.engine_name != calibrated:
                 provisional = True
                 console.print(f"[yellow]engine {pool.engine_name} is not the one the calibrations were fitted on "
-                              f"({cal.engine}): ratings are PROVISIONAL[/yellow]")
+                              f"({calibrated}): ratings are PROVISIONAL[/yellow]")
             async with EmbeddedRuntime(pool, config, sink, on_reject) as rt, serving(store, args.serve):
                 if args.metrics_port:
                     rt.metrics.serve(args.metrics_port, args.metrics_host)

@@ -212,19 +212,25 @@ class PipelineConfig:
             return self.model.provisional
         return self.calibration is not None and self.calibration.provisional
 
+    def calibrated_engine(self, game: str = "chess") -> str | None:
+        """The engine ``game``'s calibrations were fitted on, as it names itself (``Calibration.engine``, e.g.
+        "Stockfish 15.1"); None without a calibration."""
+        cal = self.go_calibration if game == "go" else self.calibration
+        return cal.engine if cal is not None else None
+
     def other_engine(self, a: MoveAssessment) -> bool:
         """Whether an assessment was searched by another engine than the one its game's calibrations were fitted on
-        (``Calibration.engine``: a newer Stockfish, another KataGo network: its values at the same limits differ, so
+        (:meth:`calibrated_engine`: a newer Stockfish, another KataGo network: its values at the same limits differ, so
         the fits do not hold as measured). Such moves are still rated, as provisional; the first from each engine is
         logged."""
-        cal = self.go_calibration if a.game == "go" else self.calibration
-        if cal is None or a.engine == cal.engine:
+        calibrated = self.calibrated_engine(a.game)
+        if calibrated is None or a.engine == calibrated:
             return False
-        if (a.engine, cal.engine) not in _OTHER_ENGINES_LOGGED:
-            _OTHER_ENGINES_LOGGED.add((a.engine, cal.engine))
+        if (a.engine, calibrated) not in _OTHER_ENGINES_LOGGED:
+            _OTHER_ENGINES_LOGGED.add((a.engine, calibrated))
             log.warning("moves searched by another engine than the calibrations were fitted on: their ratings are "
                         "published as provisional, and fair-play expectations are not calibrated for it",
-                        extra={"engine": a.engine, "calibrated_engine": cal.engine, "profile": self.profile.name})
+                        extra={"engine": a.engine, "calibrated_engine": calibrated, "profile": self.profile.name})
         return True
 
     @property
