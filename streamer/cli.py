@@ -622,8 +622,10 @@ def _pool(args: argparse.Namespace) -> int:
     except RatingError as e:  # a pool maximum likelihood cannot rate, or a fit that did not converge
         print(f"kibitz pool: cannot rate this pool: {e}", file=sys.stderr)
         return EXIT_FATAL
+    # an anchored player's rating is given, not estimated: it has no error (the simulations pin it, so theirs is 0)
     rows = [
-        {"rank": i, "player": p, "rating": round(res.ratings[p], 1), "error": round(res.errors[p], 1) if res.errors else None,
+        {"rank": i, "player": p, "rating": round(res.ratings[p], 1),
+         "error": round(res.errors[p], 1) if res.errors and p not in anchors else None, "anchored": p in anchors,
          "points": res.points[p], "games": res.games[p], "score": round(100 * res.points[p] / res.games[p], 1)}
         for i, p in enumerate(res.ranking(), 1)
     ]
@@ -640,7 +642,7 @@ def _pool(args: argparse.Namespace) -> int:
             w.writerows(rows)
     print(f"{'#':>3} {'PLAYER':<24} {'RATING':>7} {'ERROR':>6} {'POINTS':>7} {'PLAYED':>6} {'(%)':>6}")
     for r in rows:
-        err = f"{r['error']:.0f}" if r["error"] is not None else "-"
+        err = "anchor" if r["anchored"] else f"{r['error']:.0f}" if r["error"] is not None else "-"
         print(f"{r['rank']:>3} {r['player']:<24} {r['rating']:>7.1f} {err:>6} {r['points']:>7.1f} {r['games']:>6} {r['score']:>6.1f}")
     print(f"\nWhite advantage = {res.white_advantage:.1f}   Draw rate (equal opponents) = {100 * res.draw_rate:.1f} %")
     if res.simulations:

@@ -99,6 +99,22 @@ def test_pool_on_london_2011_orders_by_standings(london):
     assert points == sorted(points, reverse=True)
 
 
+def test_pool_names_an_anchored_player_as_such_rather_than_with_an_error_of_0(london, tmp_path):
+    """``--anchor`` pins a rating: the table says "anchor" where the others' errors are, the JSON and CSV give it no
+    error (null) and ``anchored`` true (its simulated error is 0 only because it is pinned)."""
+    r = kibitz("pool", str(london), "--simulations", "50", "--anchor", "Carlsen,M=2826")
+    assert r.returncode == 0, r.stderr
+    rows = {ln.split()[1]: ln.split() for ln in r.stdout.splitlines() if ln[:3].strip().isdigit()}
+    assert rows["Carlsen,M"][2:4] == ["2826.0", "anchor"] and rows["Kramnik,V"][3].isdigit()
+    r = kibitz("pool", str(london), "--simulations", "50", "--anchor", "Carlsen,M=2826", "--json")
+    players = {p["player"]: p for p in json.loads(r.stdout)["players"]}
+    assert players["Carlsen,M"]["error"] is None and players["Carlsen,M"]["anchored"] is True
+    assert players["Kramnik,V"]["error"] > 0 and players["Kramnik,V"]["anchored"] is False
+    table = tmp_path / "pool.csv"
+    assert kibitz("pool", str(london), "--anchor", "Carlsen,M=2826", "--csv", str(table)).returncode == 0
+    assert table.read_text().splitlines()[0] == "rank,player,rating,error,anchored,points,games,score"
+
+
 def test_pool_sets_perfect_scores_aside_and_rates_the_rest(tmp_path):
     """A beat B in their only game, C and D drew: the whole pool was refused for A's and B's perfect scores; now they
     are reported (on stderr and under "unrated") and C and D are rated."""
