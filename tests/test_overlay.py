@@ -83,6 +83,7 @@ async def test_overlay_follows_a_growing_file_ply_by_ply_in_chromium(follow, tmp
     assert len({s["eval"] for s in states}) >= 10  # the eval moves with the game
     assert len({s["white"] for s in states}) >= 5 and len({s["black"] for s in states}) >= 5  # and both ratings
     assert "performing at" in final["white"] and "moves" in final["white"]  # labelled: declared rating -> performance
+    assert "provisional" not in final["white"]  # the calibrations' engine at the profile's limits
     assert final["name"].startswith(XSS) and final["scripts"] == 1  # the name is text; no script was injected
     assert shot.stat().st_size > 20_000
 

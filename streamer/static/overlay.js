@@ -29,7 +29,9 @@ function side(color, p) {
   const r = p.rating;
   root.querySelector(".rating .value").textContent = r ? String(r.rating) : "";
   root.querySelector(".rating .band").textContent = r ? "[" + r.low + ", " + r.high + "]" : "";
-  root.querySelector(".rating .label").textContent = r ? r.label + " \u00b7 " + r.moves + " moves" : "";
+  // a rating whose calibrations do not hold as fitted (another engine, other limits) says so on screen too
+  root.querySelector(".rating .label").textContent = r ? r.label + " \u00b7 " + r.moves + " moves" +
+    (r.provisional ? " \u00b7 provisional" : "") : "";
   const h = p.history || [];
   const pts = h.length ? h : [];
   const lo = Math.min(...pts, 3000), hi = Math.max(...pts, 1000);
