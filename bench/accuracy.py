@@ -456,6 +456,9 @@ def main() -> None:
                     "players' moves (docs/models.md s. 12)")
     ap.add_argument("--strip-clocks", action="store_true", help="rate the games as if their PGN had no clocks and no "
                     "time control (time-control class unknown): how the models do on such games, tried on rated-dev")
+    ap.add_argument("--one-event", metavar="NAME", help="read every game as one event of this name, as a platform's "
+                    "export that names every game's Event alike does (Lichess 'Rated Rapid game', chess.com 'Live "
+                    "Chess'): the event pooling then pools the whole sample")
     ap.add_argument("--drop-clocks", type=float, default=0.0, metavar="SHARE", help="drop each move's clock with this "
                     "probability (seeded), as a relay that loses some [%%clk] comments gives them")
     ap.add_argument("--min-clocked-share", type=float, default=None, metavar="SHARE", help="the share of a scope's "
@@ -495,6 +498,10 @@ def main() -> None:
 
     results, stats = asyncio.run(run())
     print(file=sys.stderr)
+    if args.one_event:
+        results = {gid: [a.model_copy(update={"event": args.one_event}) for a in moves] for gid, moves in results.items()}
+        games = [replace(g, event=args.one_event) for g in games]
+        context = [replace(g, event=args.one_event) for g in context]
     if args.strip_clocks:
         results = {gid: [without_clocks(a) for a in moves] for gid, moves in results.items()}
     if args.drop_clocks:
