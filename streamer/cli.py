@@ -573,13 +573,19 @@ async def _review(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     async with EnginePool(args.engine, size=args.engines, cache_path=args.cache, timeout=config.timeout) as pool:
         review = await review_player(pool, config, config.model, games, ids[0], calibration)
+        engine = pool.engine_name
+    # the expectation's calibrations hold for their engine at the profile's limits only (as FairPlayAlert.provisional)
+    provisional = config.provisional or engine != config.calibrated_engine()
     if args.json:
-        print(json.dumps(review.to_dict()))
+        print(json.dumps({**review.to_dict(), "provisional": provisional}))
     else:
         s = review.stats
         print(f"review of {ids[0]}: {len(review.games)} games, {s.n} counted moves against the {REVIEW_PROFILE} profile's "
               f"first choice ({review.limits}): played it {s.matches} times, expected {s.expected_matches:.1f}, "
               f"z {review.z:+.2f} -> {review.tier(config.screen_z, config.review_z) or 'no tier'}")
+        if provisional:
+            print(f"PROVISIONAL: the expectation's calibrations were fitted on {config.calibrated_engine()} at the "
+                  f"profile's limits; searched by {engine}{' at other limits' if config.provisional else ''}")
     return EXIT_OK if not any(g.errors for g in games) else EXIT_REJECTED
 
 

@@ -231,6 +231,19 @@ async def test_a_player_who_always_plays_the_deeper_choice_matches_it_at_every_c
                         "--cache", str(cache), "--engine", stockfish, "--engines", "1"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert f'"counted_moves": {s.n}' in r.stdout and f'"observed": {s.matches}' in r.stdout
+    assert json.loads(r.stdout)["provisional"] is False  # the calibrations' engine at the profile's limits
+    # another engine build (the same Stockfish introducing itself as another): the same evidence, marked provisional
+    from conftest import FIXTURES
+
+    other = tmp_path / "stockfish-16"
+    other.write_text(f"#!/bin/sh\nexec {sys.executable} {FIXTURES / 'renamed_engine.py'} 'Stockfish 16' {stockfish}\n")
+    other.chmod(0o755)
+    again = subprocess.run([sys.executable, "-m", "streamer.cli", "review", str(pgn), "--player", "Assisted, A",
+                            "--engine", str(other), "--engines", "1"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"played it {s.matches} times" in again.stdout
+    assert "PROVISIONAL: the expectation's calibrations were fitted on Stockfish 15.1 at the profile's limits; " \
+           "searched by Stockfish 16" in again.stdout
     unknown = subprocess.run([sys.executable, "-m", "streamer.cli", "review", str(pgn), "--player", "Nobody"],
                              capture_output=True, text=True, timeout=120)
     assert unknown.returncode == 2 and "no player named 'Nobody'" in unknown.stderr
