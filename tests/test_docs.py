@@ -48,6 +48,7 @@ def test_deploy_files_parse_and_give_workers_stable_ids(monkeypatch):
     cmd = compose["services"]["worker"]["command"]
     assert cmd[cmd.index("--metrics-host") + 1] == "0.0.0.0"
     # both commands are ones this kibitz takes, and their brokers' addresses pass its settings' checks
+    from analyzers.profiles import DEFAULT_PROFILE
     from streamer.cli import build_parser
     from streamer.kafka_config import KafkaSettings
 
@@ -59,5 +60,9 @@ def test_deploy_files_parse_and_give_workers_stable_ids(monkeypatch):
     assert KafkaSettings.from_env().replication_factor == 3
     k8s_args = [a.replace("$(KIBITZ_PROFILE)", config["KIBITZ_PROFILE"]) for a in args]
     for argv in (cmd, k8s_args):
-        assert build_parser().parse_args(argv).func is not None
+        parsed = build_parser().parse_args(argv)
+        assert parsed.func is not None
+        # the deployments run the profile the models are fitted for (the manifest ran `standard`, whose calibration is
+        # provisional and which has no move model, event pooling or review)
+        assert parsed.profile == DEFAULT_PROFILE
     assert KafkaSettings(broker=config["KIBITZ_KAFKA"]).broker and KafkaSettings(broker=cmd[cmd.index("--broker") + 1])
