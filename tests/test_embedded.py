@@ -2,6 +2,7 @@
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from analyzers.calibration import Calibration
@@ -278,13 +279,16 @@ async def test_a_step_cancelled_while_it_waits_for_its_search_is_counted_once_wh
     from schemas import GameStarted, MoveEvent, PlayerInfo
     from streamer.steps import Steps
 
+    # depth 14 with 4 lines: a search of a few hundred ms, so the step is surely still waiting 10 ms after it began
+    # (at the suite's depth 6 the search after 1. e4 sometimes finished first on a loaded machine)
+    deep = replace(CONFIG, profile=replace(PROFILE, depth=14))
     async with EnginePool(stockfish, size=1) as pool:
-        steps = Steps(CONFIG, pool)
+        steps = Steps(deep, pool)
         games: dict = {}
         await steps.game(games, GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b")))
         move, before = MoveEvent(game_id="g", ply=0, uci="e2e4"), games["g"].copy()  # the runtime's snapshot
         slow = asyncio.create_task(steps.game(games, move))
-        await asyncio.sleep(0.01)  # the step is waiting for its search now (a depth-6 search takes longer)
+        await asyncio.sleep(0.01)  # the step is waiting for its search now
         assert not slow.done()
         slow.cancel()
         await asyncio.gather(slow, return_exceptions=True)
