@@ -218,15 +218,6 @@ _MAX_STEP = 400.0
 #: A player's sums [a, b, player-games, c, d] before any move of theirs.
 _NO_SUMS = (0.0, 0.0, 0.0, 0.0, 0.0)
 
-#: Event names that platforms give every game of a kind rather than an event: Lichess's exports ("Rated Blitz game",
-#: "Casual Rapid game") and chess.com's ("Live Chess", "Let's Play!"). Pooled as one event, such games are read as a
-#: tournament's field around one level, and the intervals under-cover (docs/accuracy.md: 87.6 % for a 95 % interval).
-PLATFORM_EVENT_NAMES = re.compile(r"(?i)^((rated|casual) [a-z0-9 ]+ game|live chess|let's play!?)$")
-
-
-def platform_event_name(name: str) -> bool:
-    """Whether ``name`` is a platform's name for every game of a kind (:data:`PLATFORM_EVENT_NAMES`), not an event."""
-    return bool(PLATFORM_EVENT_NAMES.match(name.strip()))
 #: Results an event keeps per player at most (the oldest go first).
 MAX_RESULTS = 200
 #: The JSON bytes an open player-game takes besides its two ids, at most (its likelihood, features and sums).
@@ -473,3 +464,14 @@ def load_event_pool(profile: str, path: str | Path | None = None) -> EventPoolMo
     """The shipped event pooling of ``profile`` (``analyzers/calibrations/<profile>.eventpool.json``), or None."""
     d = read_fitted(f"{profile}.eventpool.json", path)
     return EventPoolModel.from_dict(d) if d is not None else None
+
+
+#: Event names that platforms give every game of a kind rather than an event: Lichess's exports ("Rated Blitz game",
+#: "Casual Rapid game") and chess.com's ("Live Chess", "Let's Play!"). Pooled as one event, such games are read as a
+#: tournament's field around one level, and the intervals under-cover (docs/accuracy.md: 87.6 % for a 95 % interval).
+PLATFORM_EVENT_NAMES = re.compile(r"(?i)^((rated|casual) [a-z0-9 ]+ game|live chess|let's play!?)$")
+
+
+def platform_event_name(name: str) -> bool:
+    """Whether ``name`` is a platform's name for every game of a kind (:data:`PLATFORM_EVENT_NAMES`), not an event."""
+    return bool(PLATFORM_EVENT_NAMES.match(name.strip()))

@@ -463,7 +463,7 @@ async def _replay(args: argparse.Namespace) -> int:
     console.print(f"kibitz replay: {len(games)} games from {', '.join(p.name for p in paths)}; profile {config.profile.name} "
                   f"({config.limits.key}), {args.engines} engines; speed {'max' if speed is None else f'x{speed:g}'}")
     model = config.model
-    provisional = model.provisional if model else cal.provisional
+    provisional = config.provisional
     if provisional:
         console.print(f"[yellow]{'move model' if model else 'calibration'} is PROVISIONAL[/yellow]: "
                       f"{model.fitted_on if model else cal.fitted_on}")
@@ -477,11 +477,10 @@ async def _replay(args: argparse.Namespace) -> int:
             store.apply(msg)
 
         async with EnginePool(args.engine, size=args.engines, cache_path=args.cache, timeout=config.timeout) as pool:
-            calibrated = config.calibrated_engine()
-            if calibrated is not None and pool.engine_name != calibrated:
+            if not config.fitted_on(pool.engine_name):
                 provisional = True
                 console.print(f"[yellow]engine {pool.engine_name} is not the one the calibrations were fitted on "
-                              f"({calibrated}): ratings are PROVISIONAL[/yellow]")
+                              f"({config.calibrated_engine()}): ratings are PROVISIONAL[/yellow]")
             async with EmbeddedRuntime(pool, config, sink, on_reject) as rt, serving(store, args.serve):
                 if args.metrics_port:
                     rt.metrics.serve(args.metrics_port, args.metrics_host)
@@ -574,8 +573,7 @@ async def _review(args: argparse.Namespace) -> int:
     async with EnginePool(args.engine, size=args.engines, cache_path=args.cache, timeout=config.timeout) as pool:
         review = await review_player(pool, config, config.model, games, ids[0], calibration)
         engine = pool.engine_name
-    # the expectation's calibrations hold for their engine at the profile's limits only (as FairPlayAlert.provisional)
-    provisional = config.provisional or engine != config.calibrated_engine()
+    provisional = config.provisional_for(engine)  # as FairPlayAlert.provisional
     if args.json:
         print(json.dumps({**review.to_dict(), "provisional": provisional}))
     else:

@@ -218,19 +218,26 @@ class PipelineConfig:
         cal = self.go_calibration if game == "go" else self.calibration
         return cal.engine if cal is not None else None
 
+    def fitted_on(self, engine: str, game: str = "chess") -> bool:
+        """Whether ``game``'s calibrations were fitted on ``engine`` (as it names itself), or name no engine."""
+        calibrated = self.calibrated_engine(game)
+        return calibrated is None or engine == calibrated
+
+    def provisional_for(self, engine: str) -> bool:
+        """Whether what this configuration rates from ``engine``'s chess searches is provisional: its fits are
+        (:attr:`provisional`), or they were fitted on another engine."""
+        return self.provisional or not self.fitted_on(engine)
+
     def other_engine(self, a: MoveAssessment) -> bool:
         """Whether an assessment was searched by another engine than the one its game's calibrations were fitted on
         (:meth:`calibrated_engine`: a newer Stockfish, another KataGo network: its values at the same limits differ, so
         the fits do not hold as measured). Such moves are still rated, as provisional; the first from each engine is
         logged."""
-        calibrated = self.calibrated_engine(a.game)
-        if calibrated is None or a.engine == calibrated:
+        if self.fitted_on(a.engine, a.game):
             return False
-        if (a.engine, calibrated) not in _OTHER_ENGINES_LOGGED:
-            _OTHER_ENGINES_LOGGED.add((a.engine, calibrated))
-            log.warning("moves searched by another engine than the calibrations were fitted on: their ratings are "
-                        "published as provisional, and fair-play expectations are not calibrated for it",
-                        extra={"engine": a.engine, "calibrated_engine": calibrated, "profile": self.profile.name})
+        warn_once(("engine", a.engine, a.game), "moves searched by another engine than the calibrations were fitted on: "
+                  "their ratings are published as provisional, and fair-play expectations are not calibrated for it",
+                  engine=a.engine, calibrated_engine=self.calibrated_engine(a.game), profile=self.profile.name)
         return True
 
     @property
@@ -248,10 +255,16 @@ class PipelineConfig:
         return self.profile.limits
 
 
-#: (engine, calibrated engine) pairs already logged by PipelineConfig.other_engine: one line per process, not per move
-_OTHER_ENGINES_LOGGED: set[tuple[str, str]] = set()
-#: platform event names already logged by start_game (analyzers.eventpool.platform_event_name): one line per process
-_PLATFORM_EVENTS_LOGGED: set[str] = set()
+#: What warn_once has logged in this process.
+_WARNED: set[tuple[str, ...]] = set()
+
+
+def warn_once(key: tuple[str, ...], message: str, **extra: Any) -> None:
+    """Log ``message`` the first time this process meets ``key`` (a setting that holds for every record after it: one
+    line says it, a line per record would flood)."""
+    if key not in _WARNED:
+        _WARNED.add(key)
+        log.warning(message, extra=extra)
 
 
 # == game step ===========================================================================================
@@ -396,11 +409,10 @@ def start_game(existing: GameState | None, ev: GameStarted, prefetch: Prefetch |
         position = state.position()
     except IllegalMove as e:
         raise IllegalMove(str(e), game_id=ev.game_id) from None
-    if ev.event and platform_event_name(ev.event) and config.event_pool is not None and ev.event not in _PLATFORM_EVENTS_LOGGED:
-        _PLATFORM_EVENTS_LOGGED.add(ev.event)
-        log.warning("an event name that a platform gives every game of a kind: its games are pooled as one event, "
-                    "whose intervals then cover about 88 % rather than 95 % (docs/accuracy.md); send such games "
-                    "without an event, or rate them with --no-event-pool", extra={"event": ev.event, "game_id": ev.game_id})
+    if ev.event and platform_event_name(ev.event) and config.event_pool is not None:
+        warn_once(("event", ev.event), "an event name that a platform gives every game of a kind: its games are pooled "
+                  "as one event, whose intervals then cover about 88 % rather than 95 % (docs/accuracy.md); send such "
+                  "games without an event, or rate them with --no-event-pool", event=ev.event, game_id=ev.game_id)
     if prefetch is not None:
         prefetch(position, config.limits_for(ev.game))  # the first position is known now: search it before the first move
     return state

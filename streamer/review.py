@@ -273,5 +273,5 @@ class Reviewer:
             scope_id=alert.scope_id, statistic="match", z=round(r.z, 3), threshold=cfg.review_z, moves=s.n,
             observed=s.matches, expected=round(s.expected_matches, 4), reference_rating=alert.reference_rating,
             reference_source=alert.reference_source, games=len(r.games), plies=r.plies.get(alert.game_id, []),
-            limits=r.limits, provisional=alert.provisional or cfg.provisional or self.pool.engine_name != cfg.calibrated_engine(),
+            limits=r.limits, provisional=alert.provisional or cfg.provisional_for(self.pool.engine_name),
         )
