@@ -156,6 +156,13 @@ class StateStoreError(KibitzError):
     """A worker's local state store cannot be used (in use by another process, unreadable, missing library)."""
 
 
+class PartitionsChanged(StateStoreError):
+    """A stage's input topic and its state changelog no longer have the partitions its states were kept under
+    (partitions were added to a keyed topic: Kafka cannot take them away). A state lives in the changelog partition
+    of its key's input partition; with another count, games and players hash to partitions whose state does not hold
+    them, so the worker stops rather than rate them from an empty state."""
+
+
 class CorruptState(StateStoreError):
     """A stored state that cannot be read back (e.g. its position is not a FEN or Go snapshot). The transactional
     worker's stores drop such a key with an error line, so it starts afresh; where a step meets one (a faust table's

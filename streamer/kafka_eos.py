@@ -53,7 +53,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import KafkaTimeoutError, ProducerFenced
 
 from analyzers.engine import EnginePool
-from analyzers.errors import PoisonRecord
+from analyzers.errors import PartitionsChanged, PoisonRecord
 
 from .kafka_config import STAGES, KafkaSettings, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
@@ -79,6 +79,20 @@ Step = Callable[[TrackedState, bytes | None, bytes, str], Awaitable[list[Output]
 #: for nothing. Retrying every 2 ms costs a few tiny requests: a 10-record transaction on the dev broker took 35 ms
 #: (p50) with the default and 16 ms with this.
 TXN_RETRY_SECONDS = 0.002
+#: The header of every changelog record: how many partitions the stage's input topic had when the state was written.
+#: A worker that finds another count there now stops (PartitionsChanged): the keys hash to other partitions.
+PARTITIONS_HEADER = "kibitz-partitions"
+#: How many offsets before a changelog partition's end a worker reads for the count its last states were written under.
+LAYOUT_TAIL = 64
+#: How often a stage's consumer refreshes the topics' metadata (aiokafka's default is 5 minutes): partitions added to
+#: its input topic are seen within this and the worker stops, where it left them unread for 5 minutes, then timed out
+#: restoring states from changelog partitions that do not exist (a 40 s wait per partition, and a misleading error).
+METADATA_MAX_AGE_MS = 30_000
+#: What to do about a partition count that changed (the end of each PartitionsChanged message).
+REPARTITION_ADVICE = ("A state is kept in the changelog partition of its key's input partition, so with another count "
+                      "games and players would be rated from partitions that do not hold their state. Kafka cannot "
+                      "take partitions away: to run with more partitions, start a new deployment (another "
+                      "--topic-prefix, --partitions N) and send its inputs again. The worker stops.")
 
 
 def _retry_concurrent_transactions_sooner() -> None:
@@ -124,15 +138,22 @@ class _Listener(ConsumerRebalanceListener):
         async with self.stage.lock:  # a batch may have acquired some already (see Stage._process)
             self.stage.generation += 1
             self.stage.fenced.difference_update(tp.partition for tp in assigned)
-            await asyncio.gather(*(self.stage.acquire(tp.partition) for tp in assigned))
+            try:
+                await asyncio.gather(*(self.stage.acquire(tp.partition) for tp in assigned))
+            except PartitionsChanged as e:
+                self.stage.failure = e
 
 
 class Stage:
     """One consume-transform-produce loop; see the module docstring."""
 
-    def __init__(self, settings: KafkaSettings, cfg: StageConfig, instance_id: str, *,
+    def __init__(self, settings: KafkaSettings, cfg: StageConfig, instance_id: str, *, partitions: int,
                  transaction_timeout_ms: int = 30000, store_dir: Path | None = None, metrics: Any = None) -> None:
         self.settings, self.cfg = settings, cfg
+        #: the input topic's partition count when the worker started (check_layout): the one its states are kept under
+        self.partitions = partitions
+        #: an error a rebalance callback met, raised by the stage's loop (aiokafka logs and drops a callback's errors)
+        self.failure: BaseException | None = None
         self.metrics = metrics  # streamer.metrics.Metrics: poison records count as rejections with reason "poison"
         self.store_dir = store_dir  # None: state in memory; else one RocksDB per partition under it
         self.group = f"{settings.app_id}.{cfg.name}"
@@ -140,7 +161,8 @@ class Stage:
         self.consumer = AIOKafkaConsumer(
             group_id=self.group, enable_auto_commit=False, isolation_level="read_committed",
             auto_offset_reset="earliest", max_poll_records=cfg.max_records, fetch_max_wait_ms=FETCH_WAIT_MS,
-            fetch_min_bytes=FETCH_MIN_BYTES, consumer_timeout_ms=FETCH_WAIT_MS, **kw)
+            fetch_min_bytes=FETCH_MIN_BYTES, consumer_timeout_ms=FETCH_WAIT_MS, metadata_max_age_ms=METADATA_MAX_AGE_MS,
+            **kw)
         self.instance_id, self.transaction_timeout_ms = instance_id, transaction_timeout_ms
         # One transactional producer per input partition (see acquire): owning a partition means holding its producer.
         self.producers: dict[int, AIOKafkaProducer] = {}
@@ -168,6 +190,10 @@ class Stage:
         and nothing the zombie had pending."""
         if partition in self.producers:
             return
+        now = self.consumer.partitions_for_topic(self.cfg.source)
+        if now and len(now) != self.partitions:
+            raise PartitionsChanged(f"{self.cfg.source} went from {self.partitions} to {len(now)} partitions while this "
+                                    f"worker ran. {REPARTITION_ADVICE}")
         producer = AIOKafkaProducer(
             transactional_id=f"{self.settings.app_id}.{self.cfg.name}.p{partition}", client_id=f"kibitz-{self.instance_id}",
             enable_idempotence=True, acks="all", linger_ms=2, transaction_timeout_ms=self.transaction_timeout_ms,
@@ -175,7 +201,12 @@ class Stage:
         await producer.start()
         self.producers[partition] = producer
         self._close_state(partition)
-        self.cfg.state[partition] = await self.restore(partition)
+        try:
+            self.cfg.state[partition] = await self.restore(partition)
+        except BaseException:
+            # not owned without its state: the next batch of the partition acquires it again (it raised KeyError)
+            await self.release(partition)
+            raise
 
     async def release(self, partition: int) -> None:
         """Give one input partition up: drop its state and stop its producer."""
@@ -214,7 +245,6 @@ class Stage:
     async def restore(self, partition: int) -> TrackedState:
         """The state of one input partition: its changelog partition (committed records only) read to the end, from
         the offset the local store is caught up to (the beginning for a memory store)."""
-        state = self._open(partition)
         tp = TopicPartition(self.cfg.changelog, partition)
         c = AIOKafkaConsumer(group_id=None, enable_auto_commit=False, isolation_level="read_committed",
                              auto_offset_reset="earliest", **self.settings.aiokafka_kwargs())
@@ -222,6 +252,8 @@ class Stage:
         try:
             c.assign([tp])
             end = (await c.end_offsets([tp]))[tp]
+            await self._check_written(c, tp, end)
+            state = self._open(partition)
             start = state.start_offset
             if start > end:  # the store is from another incarnation of the topic: start over
                 log.warning("local store ahead of its changelog; rebuilding", extra={"stage": self.cfg.name,
@@ -245,12 +277,28 @@ class Stage:
                                     "to_offset": end, "keys_in_memory": len(state)})
         return state
 
+    async def _check_written(self, c: AIOKafkaConsumer, tp: TopicPartition, end: int) -> None:
+        """Raise PartitionsChanged if the last states in changelog partition ``tp`` (offsets before ``end``) were written
+        when the input topic had another partition count than now: partitions were added to both topics since (the
+        counts agree, the keys moved). States written before the header existed are not checked."""
+        c.seek(tp, max(0, end - LAYOUT_TAIL))
+        written: bytes | None = None
+        while await c.position(tp) < end:
+            for rec in (await c.getmany(tp, timeout_ms=500)).get(tp, []):
+                written = dict(rec.headers or ()).get(PARTITIONS_HEADER, written)
+        if written is not None and written != b"%d" % self.partitions:
+            raise PartitionsChanged(f"the states in {tp.topic} (partition {tp.partition}) were written when "
+                                    f"{self.cfg.source} had {written.decode(errors='replace')} partitions; it has "
+                                    f"{self.partitions} now. {REPARTITION_ADVICE}")
+
     async def run(self) -> None:
         await self.consumer.start()
         self.consumer.subscribe([self.cfg.source], listener=_Listener(self))
         try:
             while True:
                 self._beat()
+                if self.failure is not None:
+                    raise self.failure
                 generation = self.generation
                 batch = await self.consumer.getmany(timeout_ms=100, max_records=self.cfg.max_records)
                 if batch:
@@ -458,7 +506,8 @@ class Stage:
             for key, value in state.changes():
                 v = encode(value)
                 written.append((key, v))
-                changelog.append(await producer.send(self.cfg.changelog, v, key=key.encode(), partition=tp.partition))
+                changelog.append(await producer.send(self.cfg.changelog, v, key=key.encode(), partition=tp.partition,
+                                                     headers=[(PARTITIONS_HEADER, b"%d" % self.partitions)]))
         except Exception as e:  # noqa: BLE001 - raised below, after every future sent so far is collected
             failed.append(e)
         results = await asyncio.gather(*futures, *changelog, return_exceptions=True)
@@ -569,6 +618,10 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
     await wait_for_broker(settings)
     await ensure_topics(settings)
     t = settings.topics
+    analyse, pool_, rate, review = STAGES
+    layout = {analyse: (t.moves, t.state_games), pool_: (t.pool, t.state_events), rate: (t.assessments, t.state_players),
+              review: (t.reviews, t.state_reviews)}  # each stage's input topic and its state changelog
+    partitions = await check_layout(settings, [layout[name] for name in stages])  # before the engines start
     async with contextlib.AsyncExitStack() as stack:
         searches = "analyse" in stages or "review" in stages  # the review searches too, on the same engines
         pool = await stack.enter_async_context(EnginePool(engine, size=engines, cache_path=cache_path,
@@ -579,18 +632,17 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
         metrics = steps.metrics
         if metrics_port:
             metrics.serve(metrics_port, metrics_host)
-        analyse, pool_, rate, review = STAGES
         configs = {
-            analyse: StageConfig(analyse, t.moves, t.state_games, steps.game_record, GameState, window=2 * engines,
+            analyse: StageConfig(analyse, *layout[analyse], steps.game_record, GameState, window=2 * engines,
                                  sweep=steps.sweep_games),
-            pool_: StageConfig(pool_, t.pool, t.state_events, _sync(steps.pool_record), EventEvidence,
-                               sweep=steps.sweep_events),
-            rate: StageConfig(rate, t.assessments, t.state_players, _sync(steps.player_record), PlayerState),
+            pool_: StageConfig(pool_, *layout[pool_], _sync(steps.pool_record), EventEvidence, sweep=steps.sweep_events),
+            rate: StageConfig(rate, *layout[rate], _sync(steps.player_record), PlayerState),
             # one review per transaction, in order: each is seconds of searches, and nothing else waits on this stage
-            review: StageConfig(review, t.reviews, t.state_reviews, steps.review_record, ReviewState, max_records=1),
+            review: StageConfig(review, *layout[review], steps.review_record, ReviewState, max_records=1),
         }
-        runners = [Stage(settings, configs[name], instance_id, transaction_timeout_ms=transaction_timeout_ms,
-                         store_dir=store_dir / name if store_dir else None, metrics=metrics)
+        runners = [Stage(settings, configs[name], instance_id, partitions=partitions[configs[name].source],
+                         transaction_timeout_ms=transaction_timeout_ms, store_dir=store_dir / name if store_dir else None,
+                         metrics=metrics)
                    for name in STAGES if name in stages]
         tasks = [asyncio.create_task(s.run(), name=s.cfg.name) for s in runners]
         try:
@@ -635,6 +687,26 @@ async def _until_led(admin: Any, names: list[str]) -> None:
             log.warning("topics created but not yet in the broker's metadata: going on", extra={"topics": waiting})
             return
         await asyncio.sleep(0.1)
+
+
+async def check_layout(settings: KafkaSettings, pairs: Sequence[tuple[str, str]]) -> dict[str, int]:
+    """The partition count of each stage input topic of ``pairs`` (input topic, its state changelog), raising
+    PartitionsChanged where its changelog has another: partitions were added to one of them (the worker keeps the state
+    of input partition p in changelog partition p)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs())
+    await admin.start()
+    try:
+        described = await admin.describe_topics([name for pair in pairs for name in pair])
+    finally:
+        await admin.close()
+    counts = {d["topic"]: len(d["partitions"]) for d in described}
+    for source, changelog in pairs:
+        if counts[source] != counts[changelog]:
+            raise PartitionsChanged(f"{source} has {counts[source]} partitions and its state changelog {changelog} "
+                                    f"{counts[changelog]}. {REPARTITION_ADVICE}")
+    return {source: counts[source] for source, _ in pairs}
 
 
 async def ensure_topics(settings: KafkaSettings, names: Sequence[str] | None = None) -> None:

@@ -623,11 +623,12 @@ def test_two_workers_share_partitions_and_one_takes_over_when_the_other_is_kille
 async def run_stage(settings, config, records, outputs, done, timeout: float):
     """Produce ``records`` to the input topic of ``config`` (a :class:`~streamer.kafka_eos.StageConfig`), run that one
     transactional stage until ``done`` holds for the ``outputs`` topics read so far, then stop it; (stage, outputs)."""
-    from streamer.kafka_eos import Stage, ensure_topics
+    from streamer.kafka_eos import Stage, check_layout, ensure_topics
 
     await ensure_topics(settings)
+    partitions = await check_layout(settings, [(config.source, config.changelog)])
     await produce(settings.broker, config.source, records)
-    stage = Stage(settings, config, f"{config.name}-test")
+    stage = Stage(settings, config, f"{config.name}-test", partitions=partitions[config.source])
     task = asyncio.create_task(stage.run())
     try:
         out = await consume_until(settings.broker, outputs, done, timeout=timeout)
@@ -1160,6 +1161,62 @@ def test_a_rate_stage_run_with_another_profile_than_the_analyse_stage_dead_lette
     rated = [m for m in map(json.loads, out[t.perceived]) if m["moves"] > 0]
     assert rated == [], "no rating from moves searched at other limits"
     assert len(out[t.glicko2]) == 2  # the result is applied: Glicko-2 does not read the moves
+
+
+async def add_partitions(broker: str, counts: dict[str, int]) -> None:
+    """What an operator does with ``kafka-topics.sh --alter --partitions N``: each topic of ``counts`` gets that many."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+    await admin.start()
+    try:
+        await admin.create_partitions({topic: NewPartitions(total_count=n) for topic, n in counts.items()})
+    finally:
+        await admin.close()
+
+
+def test_partitions_added_to_the_input_topic_stop_the_worker_with_what_to_do(broker):
+    """Partitions added to ``kibitz.moves`` (to scale out; Kafka cannot take them away) move games to partitions whose
+    state does not hold them. The running worker stops (exit 1) naming the topic and both counts, within its metadata
+    refresh: it had left the new partitions unread for aiokafka's 5-minute metadata age, then waited 40 s per partition
+    for changelog partitions that do not exist and ended on "is another worker running with the same --instance-id?".
+    Started again, it stops before it searches anything; with partitions added to the state changelog too (the counts
+    agree, the keys moved), it stops on the count its states were written under (a changelog record header), where
+    it would have rated every moved game and player from an empty state."""
+    from conftest import BROADCAST
+
+    from streamer.kafka_eos import METADATA_MAX_AGE_MS
+
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    worker_args = ["worker", "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, *LIMITS, "--engines", "1"]
+    worker = subprocess.Popen([sys.executable, "-m", "streamer.cli", *worker_args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        r = cli("produce", str(BROADCAST), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+        assert r.returncode == 0, r.stderr
+        asyncio.run(consume_until(broker, [t.glicko2], lambda o: len(o[t.glicko2]) >= 2, timeout=240))
+        assert worker.poll() is None
+        asyncio.run(add_partitions(broker, {t.moves: 8}))
+        _, err = worker.communicate(timeout=METADATA_MAX_AGE_MS / 1000 + 60)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(10)
+    assert worker.returncode == 1, err[-3000:]
+    assert f"kibitz: {t.moves} went from 4 to 8 partitions while this worker ran." in err, err[-3000:]
+    assert "start a new deployment (another --topic-prefix, --partitions N)" in err
+    assert "another worker running" not in err and "Traceback" not in err
+
+    r = cli("worker", *worker_args[1:], timeout=120)
+    assert r.returncode == 1
+    assert f"kibitz: {t.moves} has 8 partitions and its state changelog {t.state_games} 4." in r.stderr, r.stderr[-3000:]
+
+    asyncio.run(add_partitions(broker, {t.state_games: 8}))
+    r = cli("worker", *worker_args[1:], timeout=120)
+    assert r.returncode == 1
+    assert re.search(rf"kibitz: the states in {re.escape(t.state_games)} \(partition \d\) were written when "
+                     rf"{re.escape(t.moves)} had 4 partitions; it has 8 now\.", r.stderr), r.stderr[-3000:]
 
 
 def go_through_worker_and_replay(broker: str, tmp_path: Path, sources: list[Path], go: tuple[str, ...],
