@@ -163,6 +163,11 @@ class PartitionsChanged(StateStoreError):
     them, so the worker stops rather than rate them from an empty state."""
 
 
+class AppMismatch(StateStoreError):
+    """A stage's state changelog holds states another deployment (another ``--app-id`` on the same topics) wrote: the
+    worker stops rather than read the inputs again from their start against them."""
+
+
 class CorruptState(StateStoreError):
     """A stored state that cannot be read back (e.g. its position is not a FEN or Go snapshot). The transactional
     worker's stores drop such a key with an error line, so it starts afresh; where a step meets one (a faust table's

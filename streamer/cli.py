@@ -954,7 +954,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "fair-play alerts and dead letters, each record's effects exactly once (Kafka transactions). "
                        "Scale out by starting more workers (up to the partition count), each with its own --instance-id.")
     kafka_options(w)
-    w.add_argument("--app-id", default=None, help="faust application id = consumer group (default kibitz)")
+    w.add_argument("--app-id", default=None, help="the deployment's id: its consumer groups and transactional ids, one "
+                   "per set of topics (default kibitz, or $KIBITZ_KAFKA_APP_ID)")
     w.add_argument("--partitions", type=positive(int), default=None, help="partitions for topics this worker creates (default 4)")
     w.add_argument("--replication-factor", type=positive(int), default=None, help="replicas of the topics this worker creates "
                    "(default 1, or $KIBITZ_KAFKA_REPLICATION_FACTOR; 3 on a production cluster)")

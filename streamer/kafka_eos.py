@@ -53,7 +53,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import KafkaTimeoutError, ProducerFenced
 
 from analyzers.engine import EnginePool
-from analyzers.errors import PartitionsChanged, PoisonRecord
+from analyzers.errors import AppMismatch, PartitionsChanged, PoisonRecord
 
 from .kafka_config import STAGES, KafkaSettings, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
@@ -82,6 +82,9 @@ TXN_RETRY_SECONDS = 0.002
 #: The header of every changelog record: how many partitions the stage's input topic had when the state was written.
 #: A worker that finds another count there now stops (PartitionsChanged): the keys hash to other partitions.
 PARTITIONS_HEADER = "kibitz-partitions"
+#: ... and which deployment (``--app-id``) wrote it. A worker of another app id finding them stops (AppMismatch): a new
+#: app id on the same topics re-reads every input from its start against the other deployment's states.
+APP_HEADER = "kibitz-app"
 #: How many offsets before a changelog partition's end a worker reads for the count its last states were written under.
 LAYOUT_TAIL = 64
 #: How often a stage's consumer refreshes the topics' metadata (aiokafka's default is 5 minutes): partitions added to
@@ -140,7 +143,7 @@ class _Listener(ConsumerRebalanceListener):
             self.stage.fenced.difference_update(tp.partition for tp in assigned)
             try:
                 await asyncio.gather(*(self.stage.acquire(tp.partition) for tp in assigned))
-            except PartitionsChanged as e:
+            except (PartitionsChanged, AppMismatch) as e:
                 self.stage.failure = e
 
 
@@ -152,6 +155,8 @@ class Stage:
         self.settings, self.cfg = settings, cfg
         #: the input topic's partition count when the worker started (check_layout): the one its states are kept under
         self.partitions = partitions
+        #: what every changelog record says of how it was written (see _check_written)
+        self.headers = [(PARTITIONS_HEADER, b"%d" % partitions), (APP_HEADER, settings.app_id.encode())]
         #: an error a rebalance callback met, raised by the stage's loop (aiokafka logs and drops a callback's errors)
         self.failure: BaseException | None = None
         self.metrics = metrics  # streamer.metrics.Metrics: poison records count as rejections with reason "poison"
@@ -278,18 +283,29 @@ class Stage:
         return state
 
     async def _check_written(self, c: AIOKafkaConsumer, tp: TopicPartition, end: int) -> None:
-        """Raise PartitionsChanged if the last states in changelog partition ``tp`` (offsets before ``end``) were written
-        when the input topic had another partition count than now: partitions were added to both topics since (the
-        counts agree, the keys moved). States written before the header existed are not checked."""
+        """Check how the last states in changelog partition ``tp`` (offsets before ``end``) were written. Raise
+        PartitionsChanged if the input topic had another partition count then (partitions were added to both topics
+        since: the counts agree, the keys moved), AppMismatch if another deployment (``--app-id``) wrote them. States
+        written before these headers existed are not checked."""
         c.seek(tp, max(0, end - LAYOUT_TAIL))
-        written: bytes | None = None
+        written: dict[str, bytes] = {}
         while await c.position(tp) < end:
             for rec in (await c.getmany(tp, timeout_ms=500)).get(tp, []):
-                written = dict(rec.headers or ()).get(PARTITIONS_HEADER, written)
-        if written is not None and written != b"%d" % self.partitions:
-            raise PartitionsChanged(f"the states in {tp.topic} (partition {tp.partition}) were written when "
-                                    f"{self.cfg.source} had {written.decode(errors='replace')} partitions; it has "
-                                    f"{self.partitions} now. {REPARTITION_ADVICE}")
+                written = dict(rec.headers or ()) or written
+        where = f"the states in {tp.topic} (partition {tp.partition})"
+        partitions, app = written.get(PARTITIONS_HEADER), written.get(APP_HEADER)
+        if partitions is not None and partitions != b"%d" % self.partitions:
+            raise PartitionsChanged(f"{where} were written when {self.cfg.source} had "
+                                    f"{partitions.decode(errors='replace')} partitions; it has {self.partitions} now. "
+                                    f"{REPARTITION_ADVICE}")
+        if app is not None and app != self.settings.app_id.encode():
+            raise AppMismatch(f"{where} were written by app {app.decode(errors='replace')!r}; this worker is app "
+                              f"{self.settings.app_id!r} (--app-id, KIBITZ_KAFKA_APP_ID) on the same topics (--topic-prefix "
+                              f"{self.settings.topics.prefix!r}). A new app id reads every input again from its start "
+                              f"against the other app's states: its ratings would skip every move those states have "
+                              f"seen, its assessments would be published twice, and the two would write into one "
+                              f"another's states. Run it with its app's id, or to rate the inputs again from scratch, "
+                              f"as a new deployment (another --topic-prefix) fed the inputs again. The worker stops.")
 
     async def run(self) -> None:
         await self.consumer.start()
@@ -507,7 +523,7 @@ class Stage:
                 v = encode(value)
                 written.append((key, v))
                 changelog.append(await producer.send(self.cfg.changelog, v, key=key.encode(), partition=tp.partition,
-                                                     headers=[(PARTITIONS_HEADER, b"%d" % self.partitions)]))
+                                                     headers=self.headers))
         except Exception as e:  # noqa: BLE001 - raised below, after every future sent so far is collected
             failed.append(e)
         results = await asyncio.gather(*futures, *changelog, return_exceptions=True)

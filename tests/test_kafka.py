@@ -1175,8 +1175,11 @@ async def add_partitions(broker: str, counts: dict[str, int]) -> None:
         await admin.close()
 
 
-def test_partitions_added_to_the_input_topic_stop_the_worker_with_what_to_do(broker):
-    """Partitions added to ``kibitz.moves`` (to scale out; Kafka cannot take them away) move games to partitions whose
+def test_another_app_id_or_partitions_added_on_the_same_topics_stop_the_worker_with_what_to_do(broker):
+    """A worker of another ``--app-id`` on the same topics (a new consumer group: a reprocess "from scratch") stops at
+    once naming both apps: it read every input again against the other app's states, published every assessment a
+    second time and no rating (each move already seen), without a word.
+    Partitions added to ``kibitz.moves`` (to scale out; Kafka cannot take them away) move games to partitions whose
     state does not hold them. The running worker stops (exit 1) naming the topic and both counts, within its metadata
     refresh: it had left the new partitions unread for aiokafka's 5-minute metadata age, then waited 40 s per partition
     for changelog partitions that do not exist and ended on "is another worker running with the same --instance-id?".
@@ -1196,6 +1199,10 @@ def test_partitions_added_to_the_input_topic_stop_the_worker_with_what_to_do(bro
         r = cli("produce", str(BROADCAST), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
         assert r.returncode == 0, r.stderr
         asyncio.run(consume_until(broker, [t.glicko2], lambda o: len(o[t.glicko2]) >= 2, timeout=240))
+        other = cli("worker", *worker_args[1:5], "--app-id", "another", *worker_args[7:], timeout=120)
+        assert other.returncode == 1
+        assert re.search(rf"kibitz: the states in {re.escape(prefix)}kibitz\.state\.\w+ \(partition \d\) were written by "
+                         rf"app '{re.escape(prefix)}'; this worker is app 'another'", other.stderr), other.stderr[-3000:]
         assert worker.poll() is None
         asyncio.run(add_partitions(broker, {t.moves: 8}))
         _, err = worker.communicate(timeout=METADATA_MAX_AGE_MS / 1000 + 60)
