@@ -50,10 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaTimeoutError, ProducerFenced
+from aiokafka.errors import InvalidTransactionTimeout, KafkaTimeoutError, ProducerFenced
 
 from analyzers.engine import EnginePool
-from analyzers.errors import AppMismatch, PartitionsChanged, PoisonRecord
+from analyzers.errors import AppMismatch, ConfigurationError, PartitionsChanged, PoisonRecord
 
 from .kafka_config import STAGES, KafkaSettings, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
@@ -143,7 +143,7 @@ class _Listener(ConsumerRebalanceListener):
             self.stage.fenced.difference_update(tp.partition for tp in assigned)
             try:
                 await asyncio.gather(*(self.stage.acquire(tp.partition) for tp in assigned))
-            except (PartitionsChanged, AppMismatch) as e:
+            except (PartitionsChanged, AppMismatch, ConfigurationError) as e:  # they stop the worker
                 self.stage.failure = e
 
 
@@ -203,7 +203,14 @@ class Stage:
             transactional_id=f"{self.settings.app_id}.{self.cfg.name}.p{partition}", client_id=f"kibitz-{self.instance_id}",
             enable_idempotence=True, acks="all", linger_ms=2, transaction_timeout_ms=self.transaction_timeout_ms,
             **self.settings.aiokafka_kwargs())
-        await producer.start()
+        try:
+            await producer.start()
+        except InvalidTransactionTimeout:
+            await producer.stop()
+            raise ConfigurationError(
+                f"--transaction-timeout {self.transaction_timeout_ms / 1000:g} s: the broker refuses it, as above its "
+                f"transaction.max.timeout.ms (900 s unless its configuration says otherwise). Give a lower one (the "
+                f"default is 30 s), or raise the broker's setting") from None
         self.producers[partition] = producer
         self._close_state(partition)
         try:

@@ -1226,6 +1226,17 @@ def test_another_app_id_or_partitions_added_on_the_same_topics_stop_the_worker_w
                      rf"{re.escape(t.moves)} had 4 partitions; it has 8 now\.", r.stderr), r.stderr[-3000:]
 
 
+def test_a_transaction_timeout_the_broker_refuses_is_a_usage_error_naming_its_limit(broker):
+    """``--transaction-timeout`` above the broker's ``transaction.max.timeout.ms`` (900 s by default): exit 2 with what
+    to do, where the worker ended on aiokafka's traceback and a dozen "Unclosed AIOKafkaProducer" lines."""
+    prefix = fresh_prefix()
+    r = cli("worker", "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, *LIMITS, "--engines", "1",
+            "--transaction-timeout", "1000", timeout=120)
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "kibitz: --transaction-timeout 1000 s: the broker refuses it, as above its transaction.max.timeout.ms" in r.stderr
+    assert "Traceback" not in r.stderr and "Unclosed" not in r.stderr
+
+
 def go_through_worker_and_replay(broker: str, tmp_path: Path, sources: list[Path], go: tuple[str, ...],
                                  results: int) -> tuple[list[dict], list[dict]]:
     """Produce ``sources`` (SGF and PGN files) to one worker started with ``--go`` and the options ``go``; consume its
