@@ -176,6 +176,11 @@ class CorruptState(StateStoreError):
     reason = "corrupt_state"
 
 
+class TopicsNotCreated(KibitzError):
+    """The broker refused to create kibitz's topics (a replication factor above the brokers up, no right to create
+    topics): the client stops rather than let the broker make them with its own defaults at the first send."""
+
+
 class SourceUnavailable(KibitzError):
     """A followed feed cannot be read right now (missing file, HTTP error, refused connection): polled again."""
 

@@ -28,7 +28,17 @@ from analyzers.combination import load_combination
 from analyzers.engine import EnginePool
 from analyzers.engine.gtp import GoLimits
 from analyzers.engine.katago import GoEngineLimits, KataGoLimits
-from analyzers.errors import CalibrationError, ConfigurationError, DeliveryFailed, EngineError, InputError, RatingError, StateStoreError, where
+from analyzers.errors import (
+    CalibrationError,
+    ConfigurationError,
+    DeliveryFailed,
+    EngineError,
+    InputError,
+    RatingError,
+    StateStoreError,
+    TopicsNotCreated,
+    where,
+)
 from analyzers.eventpool import load_event_pool
 from analyzers.fairplay import DEFAULT_REVIEW_Z, DEFAULT_SCREEN_Z, DEFAULT_Z_THRESHOLD, ReviewCalibration
 from analyzers.gorate import DEFAULT_GO_PROFILE, load_go_calibration
@@ -1046,7 +1056,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level, more=[x for src in getattr(args, "sources", None) or () for x in url_secrets(src)])
     try:
         return args.func(args)
-    except (EngineError, CalibrationError, StateStoreError, DeliveryFailed) as e:
+    except (EngineError, CalibrationError, StateStoreError, DeliveryFailed, TopicsNotCreated) as e:
         print(f"kibitz: {e}", file=sys.stderr)
         return EXIT_FATAL
     except ConfigurationError as e:

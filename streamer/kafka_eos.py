@@ -53,7 +53,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import InvalidTransactionTimeout, KafkaTimeoutError, ProducerFenced
 
 from analyzers.engine import EnginePool
-from analyzers.errors import AppMismatch, ConfigurationError, PartitionsChanged, PoisonRecord
+from analyzers.errors import AppMismatch, ConfigurationError, PartitionsChanged, PoisonRecord, TopicsNotCreated
 
 from .kafka_config import STAGES, KafkaSettings, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
@@ -732,6 +732,25 @@ async def check_layout(settings: KafkaSettings, pairs: Sequence[tuple[str, str]]
     return {source: counts[source] for source, _ in pairs}
 
 
+def _created(settings: KafkaSettings, response: Any) -> None:
+    """Raise TopicsNotCreated for each topic a CreateTopics ``response`` refused (one that exists already, made by
+    another worker meanwhile, is fine). aiokafka returns the refusals in the response rather than raising them: a
+    replication factor above the brokers up, or a missing ACL, went unnoticed, and the first client to send or
+    subscribe had the broker make the topic with its own defaults (one replica where three were asked for)."""
+    from aiokafka.errors import TopicAlreadyExistsError, for_code
+
+    refused = {t[0]: (for_code(t[1]).__name__, t[2] if len(t) > 2 else None) for t in response.topic_errors
+               if t[1] not in (0, TopicAlreadyExistsError.errno)}
+    if refused:
+        name, (error, message) = next(iter(sorted(refused.items())))
+        raise TopicsNotCreated(f"the broker refused to create {len(refused)} topic(s), e.g. {name}: {error}"
+                               + (f" ({message})" if message else "") + f"; asked for {settings.partitions} partitions "
+                               f"and {settings.replication_factor} replicas (--partitions, --replication-factor or "
+                               f"KIBITZ_KAFKA_PARTITIONS, KIBITZ_KAFKA_REPLICATION_FACTOR): a replication factor above "
+                               f"the brokers that are up, or credentials without the right to create topics (then have "
+                               f"them created beforehand, as README, Topics lists them)")
+
+
 async def ensure_topics(settings: KafkaSettings, names: Sequence[str] | None = None) -> None:
     """Create kibitz's topics (``settings.partitions`` partitions, ``settings.replication_factor`` replicas) and its
     compacted state changelogs if missing; ``names``: only these (a producer's: the topics it writes, which are what
@@ -750,7 +769,7 @@ async def ensure_topics(settings: KafkaSettings, names: Sequence[str] | None = N
         new = [NewTopic(n, settings.partitions, settings.replication_factor, topic_configs=CHANGELOG_CONFIG if n in compacted else {})
                for n in ours if n not in existing]
         if new:
-            await admin.create_topics(new)
+            _created(settings, await admin.create_topics(new))
             await _until_led(admin, [t.name for t in new])
         there = [n for n in ours if n in existing]
         counts = {d["topic"]: len(d["partitions"]) for d in await admin.describe_topics(there)} if there else {}

@@ -1237,6 +1237,36 @@ def test_a_transaction_timeout_the_broker_refuses_is_a_usage_error_naming_its_li
     assert "Traceback" not in r.stderr and "Unclosed" not in r.stderr
 
 
+def test_topics_the_broker_refuses_to_create_stop_the_worker_and_produce_naming_why(broker):
+    """A replication factor above the brokers up (3 on this one broker, by option or environment): the worker and
+    ``kibitz produce`` stop at once, exit 1, with the broker's reason and the settings that asked for it. aiokafka
+    returns such refusals in the response: the worker hung without a line, and ``produce`` sent its records into
+    topics the broker made itself at the first send, with one replica where three were asked for."""
+    from conftest import BROADCAST
+
+    prefix = fresh_prefix()
+    r = cli("worker", "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, *LIMITS, "--engines", "1",
+            "--replication-factor", "3", timeout=60)
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert re.search(r"kibitz: the broker refused to create 1\d topic\(s\), e\.g\. \S+: InvalidReplicationFactorError "
+                     r"\(.*only 1 broker\(s\) are registered.*\); asked for 4 partitions and 3 replicas", r.stderr), r.stderr
+    r = cli("produce", str(BROADCAST), "--max-speed", "--broker", broker, "--topic-prefix", prefix + "p.", timeout=60,
+            env={"KIBITZ_KAFKA_REPLICATION_FACTOR": "3"})
+    assert r.returncode == 1 and "InvalidReplicationFactorError" in r.stderr, r.stderr[-3000:]
+
+    async def kibitz_topics() -> list[str]:
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+        await admin.start()
+        try:
+            return [n for n in await admin.list_topics() if n.startswith(prefix)]
+        finally:
+            await admin.close()
+
+    assert asyncio.run(kibitz_topics()) == [], "no topic made with the broker's defaults"
+
+
 def go_through_worker_and_replay(broker: str, tmp_path: Path, sources: list[Path], go: tuple[str, ...],
                                  results: int) -> tuple[list[dict], list[dict]]:
     """Produce ``sources`` (SGF and PGN files) to one worker started with ``--go`` and the options ``go``; consume its
