@@ -733,8 +733,8 @@ async def check_layout(settings: KafkaSettings, pairs: Sequence[tuple[str, str]]
 
 
 def _created(settings: KafkaSettings, response: Any) -> None:
-    """Raise TopicsNotCreated for each topic a CreateTopics ``response`` refused (one that exists already, made by
-    another worker meanwhile, is fine). aiokafka returns the refusals in the response rather than raising them: a
+    """Raise TopicsNotCreated, naming the first and how many, if a CreateTopics ``response`` refused topics (one that
+    exists already, made by another worker meanwhile, is fine). aiokafka returns the refusals in the response rather than raising them: a
     replication factor above the brokers up, or a missing ACL, went unnoticed, and the first client to send or
     subscribe had the broker make the topic with its own defaults (one replica where three were asked for)."""
     from aiokafka.errors import TopicAlreadyExistsError, for_code
