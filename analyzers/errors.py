@@ -168,6 +168,11 @@ class AppMismatch(StateStoreError):
     worker stops rather than read the inputs again from their start against them."""
 
 
+class RuntimeMismatch(StateStoreError):
+    """The other worker runtime (transactional or faust) has rated these topics under this app id: the one starting
+    keeps its states elsewhere and would rate every input again from its start, so it stops."""
+
+
 class CorruptState(StateStoreError):
     """A stored state that cannot be read back (e.g. its position is not a FEN or Go snapshot). The transactional
     worker's stores drop such a key with an error line, so it starts afresh; where a step meets one (a faust table's

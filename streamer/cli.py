@@ -677,7 +677,7 @@ def kafka_settings(args: argparse.Namespace):
 def _worker(args: argparse.Namespace) -> int:
     import socket
 
-    from .kafka_eos import ensure_topics
+    from .kafka_eos import check_runtime, ensure_topics
     from .state_store import resolve_store
 
     settings = kafka_settings(args)
@@ -721,6 +721,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     asyncio.run(wait_for_broker(settings))
     asyncio.run(ensure_topics(settings))
+    asyncio.run(check_runtime(settings, "faust"))
     app, metrics = create_app(settings, config, engines=args.engines, engine=args.engine, cache_path=args.cache, store=args.store,
                      guarantee=args.guarantee, data_dir=worker_dir)
     if args.metrics_port:

@@ -53,9 +53,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import InvalidTransactionTimeout, KafkaTimeoutError, ProducerFenced
 
 from analyzers.engine import EnginePool
-from analyzers.errors import AppMismatch, ConfigurationError, PartitionsChanged, PoisonRecord, TopicsNotCreated
+from analyzers.errors import AppMismatch, ConfigurationError, PartitionsChanged, PoisonRecord, RuntimeMismatch, TopicsNotCreated
 
-from .kafka_config import STAGES, KafkaSettings, running_stages, wait_for_broker
+from .kafka_config import STAGES, KafkaSettings, Topics, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
 from .state_store import RocksState, TrackedState, encode
 from .steps import Output, Steps, dead_letter_output
@@ -640,11 +640,10 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
     _retry_concurrent_transactions_sooner()
     await wait_for_broker(settings)
     await ensure_topics(settings)
-    t = settings.topics
-    analyse, pool_, rate, review = STAGES
-    layout = {analyse: (t.moves, t.state_games), pool_: (t.pool, t.state_events), rate: (t.assessments, t.state_players),
-              review: (t.reviews, t.state_reviews)}  # each stage's input topic and its state changelog
+    await check_runtime(settings, "transactional")
+    layout = stage_topics(settings.topics)
     partitions = await check_layout(settings, [layout[name] for name in stages])  # before the engines start
+    analyse, pool_, rate, review = STAGES
     async with contextlib.AsyncExitStack() as stack:
         searches = "analyse" in stages or "review" in stages  # the review searches too, on the same engines
         pool = await stack.enter_async_context(EnginePool(engine, size=engines, cache_path=cache_path,
@@ -710,6 +709,47 @@ async def _until_led(admin: Any, names: list[str]) -> None:
             log.warning("topics created but not yet in the broker's metadata: going on", extra={"topics": waiting})
             return
         await asyncio.sleep(0.1)
+
+
+def stage_topics(t: Topics) -> dict[str, tuple[str, str]]:
+    """Each stage's input topic and its state changelog."""
+    analyse, pool_, rate, review = STAGES
+    return {analyse: (t.moves, t.state_games), pool_: (t.pool, t.state_events), rate: (t.assessments, t.state_players),
+            review: (t.reviews, t.state_reviews)}
+
+
+async def check_runtime(settings: KafkaSettings, runtime: str) -> None:
+    """Raise RuntimeMismatch if the other runtime has rated these topics under this app id: its consumer group has
+    committed offsets on the input topics (faust's group is the app id; the transactional runtime's, one per stage,
+    ``<app id>.<stage>``). The runtimes keep their states in different changelogs, so the one starting would read every
+    input again from its start, with empty states, and publish everything a second time (measured: faust after the
+    transactional runtime on one game published its assessments, ratings and Glicko-2 updates twice). A broker that
+    does not let these credentials describe the other groups is not checked."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.errors import KafkaError
+
+    app = settings.app_id
+    other = "faust" if runtime == "transactional" else "transactional"
+    groups = {app: settings.topics.moves} if other == "faust" else {
+        f"{app}.{stage}": source for stage, (source, _) in stage_topics(settings.topics).items()}
+    admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs())
+    await admin.start()
+    try:
+        for group, source in groups.items():
+            try:
+                read = any(tp.topic == source for tp in await admin.list_consumer_group_offsets(group))
+            except KafkaError as e:  # no right to describe the group: nothing known either way
+                log.info("another runtime's consumer group not checked", extra={"group": group, "error": repr(e)})
+                continue
+            if read:
+                raise RuntimeMismatch(
+                    f"consumer group {group!r} has read {source}: the {other} runtime has rated these topics as app "
+                    f"{app!r}. The {runtime} runtime keeps its states elsewhere and would read every input again from "
+                    f"its start, publishing every assessment, rating and Glicko-2 update a second time. Go on with "
+                    f"--runtime {other}, or run the {runtime} runtime as a new deployment (another --topic-prefix) "
+                    f"fed the inputs again. The worker stops.")
+    finally:
+        await admin.close()
 
 
 async def check_layout(settings: KafkaSettings, pairs: Sequence[tuple[str, str]]) -> dict[str, int]:

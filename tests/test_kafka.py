@@ -1226,6 +1226,33 @@ def test_another_app_id_or_partitions_added_on_the_same_topics_stop_the_worker_w
                      rf"{re.escape(t.moves)} had 4 partitions; it has 8 now\.", r.stderr), r.stderr[-3000:]
 
 
+@pytest.mark.parametrize("first,then", [("transactional", "faust"), ("faust", "transactional")])
+def test_a_worker_of_the_other_runtime_on_rated_topics_stops_naming_the_runtime_that_rated_them(broker, first, then):
+    """One game rated by one runtime; a worker of the other runtime started on the same topics and app id stops at
+    once, exit 1, naming the runtime and its consumer group. The runtimes keep their states in different changelogs:
+    faust started after the transactional runtime read the game again from its start with empty tables and published
+    its assessments, ratings and Glicko-2 updates a second time."""
+    from conftest import BROADCAST
+
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--runtime", first)
+    try:
+        r = cli("produce", str(BROADCAST), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+        assert r.returncode == 0, r.stderr
+        asyncio.run(consume_until(broker, [t.glicko2], lambda o: len(o[t.glicko2]) >= 2, timeout=240, workers=[worker]))
+    finally:
+        worker.stop()
+    r = cli("worker", "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, *LIMITS, "--engines", "1",
+            "--runtime", then, timeout=120)
+    group = prefix if first == "faust" else f"{prefix}.analyse"
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert (f"kibitz: consumer group {group!r} has read {t.moves}: the {first} runtime has rated these topics as app "
+            f"{prefix!r}. The {then} runtime keeps its states elsewhere") in r.stderr, r.stderr[-3000:]
+    glicko = asyncio.run(consume_until(broker, [t.glicko2], lambda o: True, timeout=30))[t.glicko2]
+    assert len(glicko) == 2, "each player's Glicko-2 update once"
+
+
 def test_a_transaction_timeout_the_broker_refuses_is_a_usage_error_naming_its_limit(broker):
     """``--transaction-timeout`` above the broker's ``transaction.max.timeout.ms`` (900 s by default): exit 2 with what
     to do, where the worker ended on aiokafka's traceback and a dozen "Unclosed AIOKafkaProducer" lines."""
