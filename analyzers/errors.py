@@ -156,19 +156,24 @@ class StateStoreError(KibitzError):
     """A worker's local state store cannot be used (in use by another process, unreadable, missing library)."""
 
 
-class PartitionsChanged(StateStoreError):
+class DeploymentMismatch(StateStoreError):
+    """Kafka topics whose states were kept under another layout or by another deployment than this worker's: it stops
+    rather than rate from states it cannot own (the subclasses say which)."""
+
+
+class PartitionsChanged(DeploymentMismatch):
     """A stage's input topic and its state changelog no longer have the partitions its states were kept under
     (partitions were added to a keyed topic: Kafka cannot take them away). A state lives in the changelog partition
     of its key's input partition; with another count, games and players hash to partitions whose state does not hold
     them, so the worker stops rather than rate them from an empty state."""
 
 
-class AppMismatch(StateStoreError):
+class AppMismatch(DeploymentMismatch):
     """A stage's state changelog holds states another deployment (another ``--app-id`` on the same topics) wrote: the
     worker stops rather than read the inputs again from their start against them."""
 
 
-class RuntimeMismatch(StateStoreError):
+class RuntimeMismatch(DeploymentMismatch):
     """The other worker runtime (transactional or faust) has rated these topics under this app id: the one starting
     keeps its states elsewhere and would rate every input again from its start, so it stops."""
 

@@ -53,7 +53,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import InvalidTransactionTimeout, KafkaTimeoutError, ProducerFenced
 
 from analyzers.engine import EnginePool
-from analyzers.errors import AppMismatch, ConfigurationError, PartitionsChanged, PoisonRecord, RuntimeMismatch, TopicsNotCreated
+from analyzers.errors import AppMismatch, ConfigurationError, DeploymentMismatch, PartitionsChanged, PoisonRecord, RuntimeMismatch, TopicsNotCreated
 
 from .kafka_config import STAGES, KafkaSettings, Topics, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
@@ -143,7 +143,7 @@ class _Listener(ConsumerRebalanceListener):
             self.stage.fenced.difference_update(tp.partition for tp in assigned)
             try:
                 await asyncio.gather(*(self.stage.acquire(tp.partition) for tp in assigned))
-            except (PartitionsChanged, AppMismatch, ConfigurationError) as e:  # they stop the worker
+            except (DeploymentMismatch, ConfigurationError) as e:  # they stop the worker
                 self.stage.failure = e
 
 
