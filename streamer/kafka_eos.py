@@ -692,8 +692,9 @@ CHANGELOG_CONFIG = {
 TOPICS_SHOWN_TIMEOUT = 30.0
 
 
-async def _until_led(admin: Any, names: list[str]) -> None:
-    """Wait until the broker's metadata shows each of ``names`` with a leader for every partition. A KRaft broker
+async def _until_led(admin: Any, names: list[str]) -> dict[str, int]:
+    """Wait until the broker's metadata shows each of ``names`` with a leader for every partition; their partition
+    counts (those shown: after :data:`TOPICS_SHOWN_TIMEOUT` it goes on without the others). A KRaft broker
     answers CreateTopics before its metadata has the topics: a worker subscribing then (three split stage workers
     started together on a fresh cluster, or a worker right after a producer made the topics) was given no partition
     of a topic its metadata lacked, and took it up only at its next metadata refresh, 5 minutes later
@@ -703,11 +704,12 @@ async def _until_led(admin: Any, names: list[str]) -> None:
         shown = await admin.describe_topics(names)
         waiting = [d["topic"] for d in shown
                    if d["error_code"] != 0 or not d["partitions"] or any(p["leader"] < 0 for p in d["partitions"])]
+        counts = {d["topic"]: len(d["partitions"]) for d in shown if d["topic"] not in waiting}
         if not waiting:
-            return
+            return counts
         if time.monotonic() > deadline:
-            log.warning("topics created but not yet in the broker's metadata: going on", extra={"topics": waiting})
-            return
+            log.warning("topics not yet in the broker's metadata: going on", extra={"topics": waiting})
+            return counts
         await asyncio.sleep(0.1)
 
 
@@ -755,16 +757,21 @@ async def check_runtime(settings: KafkaSettings, runtime: str) -> None:
 async def check_layout(settings: KafkaSettings, pairs: Sequence[tuple[str, str]]) -> dict[str, int]:
     """The partition count of each stage input topic of ``pairs`` (input topic, its state changelog), raising
     PartitionsChanged where its changelog has another: partitions were added to one of them (the worker keeps the state
-    of input partition p in changelog partition p)."""
+    of input partition p in changelog partition p). The counts are read once the broker's metadata shows every
+    partition with a leader: on a cluster, a broker that has not yet taken in topics just created described them
+    with no partitions, and the worker took the input's count for 0."""
     from aiokafka.admin import AIOKafkaAdminClient
 
+    names = [name for pair in pairs for name in pair]
     admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs())
     await admin.start()
     try:
-        described = await admin.describe_topics([name for pair in pairs for name in pair])
+        counts = await _until_led(admin, names)
     finally:
         await admin.close()
-    counts = {d["topic"]: len(d["partitions"]) for d in described}
+    if missing := [name for name in names if name not in counts]:
+        raise TopicsNotCreated(f"{', '.join(missing)}: not in the broker's metadata {TOPICS_SHOWN_TIMEOUT:g} s after "
+                               f"the worker made sure of them (created or found); is every broker of the cluster up?")
     for source, changelog in pairs:
         if counts[source] != counts[changelog]:
             raise PartitionsChanged(f"{source} has {counts[source]} partitions and its state changelog {changelog} "
