@@ -755,28 +755,53 @@ async def check_runtime(settings: KafkaSettings, runtime: str) -> None:
 
 
 async def check_layout(settings: KafkaSettings, pairs: Sequence[tuple[str, str]]) -> dict[str, int]:
-    """The partition count of each stage input topic of ``pairs`` (input topic, its state changelog), raising
-    PartitionsChanged where its changelog has another: partitions were added to one of them (the worker keeps the state
-    of input partition p in changelog partition p). The counts are read once the broker's metadata shows every
-    partition with a leader: on a cluster, a broker that has not yet taken in topics just created described them
-    with no partitions, and the worker took the input's count for 0."""
-    from aiokafka.admin import AIOKafkaAdminClient
+    """The partition count of each stage input topic of ``pairs`` (input topic, its state changelog). The worker keeps
+    the state of input partition p in changelog partition p, so a changelog needs at least its input's partitions. One
+    with fewer that holds no state yet (a fresh deployment whose input topic a producer made with another
+    ``--partitions``) is given as many; one that holds states raises PartitionsChanged: partitions were added to the
+    input topic, and keys hash to other partitions now. The counts are read once the broker's metadata shows every
+    partition with a leader: on a cluster, a broker that had not yet taken in topics just created described them with
+    no partitions, and the worker took the input's count for 0."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 
     names = [name for pair in pairs for name in pair]
     admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs())
     await admin.start()
     try:
         counts = await _until_led(admin, names)
+        if missing := [name for name in names if name not in counts]:
+            raise TopicsNotCreated(f"{', '.join(missing)}: not in the broker's metadata {TOPICS_SHOWN_TIMEOUT:g} s after "
+                                   f"the worker made sure of them (created or found); is every broker of the cluster up?")
+        short = {changelog: source for source, changelog in pairs if counts[changelog] < counts[source]}
+        for changelog, source in short.items():
+            if await _holds_records(settings, changelog, counts[changelog]):
+                raise PartitionsChanged(f"{source} has {counts[source]} partitions and its state changelog {changelog} "
+                                        f"{counts[changelog]}. {REPARTITION_ADVICE}")
+            log.warning("state changelog given its input topic's partition count (it holds no state yet)", extra={
+                "changelog": changelog, "from": counts[changelog], "to": counts[source], "input": source})
+            # the refusal of a worker starting beside this one, which grew it first, is the count wanted: checked below
+            await admin.create_partitions({changelog: NewPartitions(total_count=counts[source])})
+        deadline = time.monotonic() + TOPICS_SHOWN_TIMEOUT
+        while still := [c for c, src in short.items() if counts.get(c, 0) < counts[src]]:
+            if time.monotonic() > deadline:
+                raise TopicsNotCreated(f"{', '.join(still)}: not given their input topics' partition counts (the broker "
+                                       f"refused, or has not shown them after {TOPICS_SHOWN_TIMEOUT:g} s)")
+            await asyncio.sleep(0.1)
+            counts.update(await _until_led(admin, still))
     finally:
         await admin.close()
-    if missing := [name for name in names if name not in counts]:
-        raise TopicsNotCreated(f"{', '.join(missing)}: not in the broker's metadata {TOPICS_SHOWN_TIMEOUT:g} s after "
-                               f"the worker made sure of them (created or found); is every broker of the cluster up?")
-    for source, changelog in pairs:
-        if counts[source] != counts[changelog]:
-            raise PartitionsChanged(f"{source} has {counts[source]} partitions and its state changelog {changelog} "
-                                    f"{counts[changelog]}. {REPARTITION_ADVICE}")
     return {source: counts[source] for source, _ in pairs}
+
+
+async def _holds_records(settings: KafkaSettings, topic: str, partitions: int) -> bool:
+    """Whether any of ``topic``'s partitions has ever held a record (its end offset is above 0)."""
+    c = AIOKafkaConsumer(group_id=None, enable_auto_commit=False, **settings.aiokafka_kwargs())
+    await c.start()
+    try:
+        ends = await c.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+    finally:
+        await c.stop()
+    return any(ends.values())
 
 
 def _created(settings: KafkaSettings, response: Any) -> None:

@@ -1253,6 +1253,42 @@ def test_a_worker_of_the_other_runtime_on_rated_topics_stops_naming_the_runtime_
     assert len(glicko) == 2, "each player's Glicko-2 update once"
 
 
+@pytest.mark.parametrize("made_with", [8, 2])
+def test_an_input_topic_a_producer_made_with_another_partition_count_is_rated_on_a_fresh_deployment(broker, made_with):
+    """``kibitz produce`` run first with another partition count (``KIBITZ_KAFKA_PARTITIONS``) than the worker's (4):
+    the game is rated. With more partitions the worker gives its empty state changelog as many (nothing is kept there
+    yet, so nothing moves); with fewer, the changelog's extra partitions are unused. Either stopped the worker (the
+    counts differed) or, before that check, left the partitions past the changelog's unread for 5 minutes."""
+    from conftest import BROADCAST
+
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    r = cli("produce", str(BROADCAST), "--max-speed", "--broker", broker, "--topic-prefix", prefix,
+            env={"KIBITZ_KAFKA_PARTITIONS": str(made_with)})
+    assert r.returncode == 0, r.stderr
+    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1")
+    try:
+        out = asyncio.run(consume_until(broker, [t.glicko2, t.deadletter], lambda o: len(o[t.glicko2]) >= 2,
+                                        timeout=240, workers=[worker]))
+    finally:
+        worker.stop()
+    assert len(out[t.glicko2]) == 2 and out[t.deadletter] == []
+
+    async def partitions(topic: str) -> int:
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+        await admin.start()
+        try:
+            (d,) = await admin.describe_topics([topic])
+            return len(d["partitions"])
+        finally:
+            await admin.close()
+
+    assert asyncio.run(partitions(t.moves)) == made_with
+    assert asyncio.run(partitions(t.state_games)) == max(made_with, 4)
+
+
 def test_a_transaction_timeout_the_broker_refuses_is_a_usage_error_naming_its_limit(broker):
     """``--transaction-timeout`` above the broker's ``transaction.max.timeout.ms`` (900 s by default): exit 2 with what
     to do, where the worker ended on aiokafka's traceback and a dozen "Unclosed AIOKafkaProducer" lines."""
