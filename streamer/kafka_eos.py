@@ -726,7 +726,8 @@ async def check_runtime(settings: KafkaSettings, runtime: str) -> None:
     ``<app id>.<stage>``). The runtimes keep their states in different changelogs, so the one starting would read every
     input again from its start, with empty states, and publish everything a second time (measured: faust after the
     transactional runtime on one game published its assessments, ratings and Glicko-2 updates twice). A broker that
-    does not let these credentials describe the other groups is not checked."""
+    does not let these credentials describe the other groups is not checked. The faust runtime also stops where the
+    transactional runtime's state changelogs (named by the topic prefix alone) hold states, whatever app kept them."""
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.errors import KafkaError
 
@@ -750,6 +751,18 @@ async def check_runtime(settings: KafkaSettings, runtime: str) -> None:
                     f"its start, publishing every assessment, rating and Glicko-2 update a second time. Go on with "
                     f"--runtime {other}, or run the {runtime} runtime as a new deployment (another --topic-prefix) "
                     f"fed the inputs again. The worker stops.")
+        if runtime == "faust":
+            changelogs = settings.topics.changelogs()
+            counts = {d["topic"]: len(d["partitions"]) for d in await admin.describe_topics(changelogs)}
+            for changelog in changelogs:
+                if counts.get(changelog) and await _holds_records(settings, changelog, counts[changelog]):
+                    raise RuntimeMismatch(
+                        f"{changelog} holds states of the transactional runtime: it has rated these topics (under an "
+                        f"app id of its own, or it would have been named). The faust runtime keeps its states elsewhere "
+                        f"and would read every input again from its start, publishing every assessment, rating and "
+                        f"Glicko-2 update a second time. Go on with --runtime transactional and that deployment's "
+                        f"--app-id, or run the faust runtime as a new deployment (another --topic-prefix) fed the "
+                        f"inputs again. The worker stops.")
     finally:
         await admin.close()
 

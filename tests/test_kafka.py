@@ -1229,7 +1229,8 @@ def test_another_app_id_or_partitions_added_on_the_same_topics_stop_the_worker_w
 @pytest.mark.parametrize("first,then", [("transactional", "faust"), ("faust", "transactional")])
 def test_a_worker_of_the_other_runtime_on_rated_topics_stops_naming_the_runtime_that_rated_them(broker, first, then):
     """One game rated by one runtime; a worker of the other runtime started on the same topics and app id stops at
-    once, exit 1, naming the runtime and its consumer group. The runtimes keep their states in different changelogs:
+    once, exit 1, naming the runtime and its consumer group (a faust worker under another app id too, naming the
+    transactional runtime's changelog). The runtimes keep their states in different changelogs:
     faust started after the transactional runtime read the game again from its start with empty tables and published
     its assessments, ratings and Glicko-2 updates a second time."""
     from conftest import BROADCAST
@@ -1249,6 +1250,12 @@ def test_a_worker_of_the_other_runtime_on_rated_topics_stops_naming_the_runtime_
     assert r.returncode == 1, r.stderr[-3000:]
     assert (f"kibitz: consumer group {group!r} has read {t.moves}: the {first} runtime has rated these topics as app "
             f"{prefix!r}. The {then} runtime keeps its states elsewhere") in r.stderr, r.stderr[-3000:]
+    if then == "faust":  # under an app id of its own too: the transactional runtime's changelogs hold states
+        r = cli("worker", "--broker", broker, "--topic-prefix", prefix, "--app-id", "another", *LIMITS, "--engines", "1",
+                "--runtime", "faust", timeout=120)
+        assert r.returncode == 1, r.stderr[-3000:]
+        assert re.search(rf"kibitz: {re.escape(prefix)}kibitz\.state\.\w+ holds states of the transactional runtime",
+                         r.stderr), r.stderr[-3000:]
     glicko = asyncio.run(consume_until(broker, [t.glicko2], lambda o: True, timeout=30))[t.glicko2]
     assert len(glicko) == 2, "each player's Glicko-2 update once"
 
