@@ -217,7 +217,6 @@ _MAX_NEWTON = 50
 _MAX_STEP = 400.0
 #: A player's sums [a, b, player-games, c, d] before any move of theirs.
 _NO_SUMS = (0.0, 0.0, 0.0, 0.0, 0.0)
-
 #: Results an event keeps per player at most (the oldest go first).
 MAX_RESULTS = 200
 #: The JSON bytes an open player-game takes besides its two ids, at most (its likelihood, features and sums).

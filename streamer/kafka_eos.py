@@ -91,6 +91,10 @@ LAYOUT_TAIL = 64
 #: its input topic are seen within this and the worker stops, where it left them unread for 5 minutes, then timed out
 #: restoring states from changelog partitions that do not exist (a 40 s wait per partition, and a misleading error).
 METADATA_MAX_AGE_MS = 30_000
+#: What a runtime that keeps its states apart from the one that rated the topics would do (RuntimeMismatch messages).
+RERATED = ("The {runtime} runtime keeps its states elsewhere and would read every input again from its start, "
+           "publishing every assessment, rating and Glicko-2 update a second time. Go on with --runtime {other}{app}, or "
+           "run the {runtime} runtime as a new deployment (another --topic-prefix) fed the inputs again. The worker stops.")
 #: What to do about a partition count that changed (the end of each PartitionsChanged message).
 REPARTITION_ADVICE = ("A state is kept in the changelog partition of its key's input partition, so with another count "
                       "games and players would be rated from partitions that do not hold their state. Kafka cannot "
@@ -300,12 +304,13 @@ class Stage:
             for rec in (await c.getmany(tp, timeout_ms=500)).get(tp, []):
                 written = dict(rec.headers or ()) or written
         where = f"the states in {tp.topic} (partition {tp.partition})"
+        ours = dict(self.headers)
         partitions, app = written.get(PARTITIONS_HEADER), written.get(APP_HEADER)
-        if partitions is not None and partitions != b"%d" % self.partitions:
+        if partitions is not None and partitions != ours[PARTITIONS_HEADER]:
             raise PartitionsChanged(f"{where} were written when {self.cfg.source} had "
                                     f"{partitions.decode(errors='replace')} partitions; it has {self.partitions} now. "
                                     f"{REPARTITION_ADVICE}")
-        if app is not None and app != self.settings.app_id.encode():
+        if app is not None and app != ours[APP_HEADER]:
             raise AppMismatch(f"{where} were written by app {app.decode(errors='replace')!r}; this worker is app "
                               f"{self.settings.app_id!r} (--app-id, KIBITZ_KAFKA_APP_ID) on the same topics (--topic-prefix "
                               f"{self.settings.topics.prefix!r}). A new app id reads every input again from its start "
@@ -745,24 +750,16 @@ async def check_runtime(settings: KafkaSettings, runtime: str) -> None:
                 log.info("another runtime's consumer group not checked", extra={"group": group, "error": repr(e)})
                 continue
             if read:
-                raise RuntimeMismatch(
-                    f"consumer group {group!r} has read {source}: the {other} runtime has rated these topics as app "
-                    f"{app!r}. The {runtime} runtime keeps its states elsewhere and would read every input again from "
-                    f"its start, publishing every assessment, rating and Glicko-2 update a second time. Go on with "
-                    f"--runtime {other}, or run the {runtime} runtime as a new deployment (another --topic-prefix) "
-                    f"fed the inputs again. The worker stops.")
+                raise RuntimeMismatch(f"consumer group {group!r} has read {source}: the {other} runtime has rated these "
+                                      f"topics as app {app!r}. " + RERATED.format(runtime=runtime, other=other, app=""))
         if runtime == "faust":
             changelogs = settings.topics.changelogs()
             counts = {d["topic"]: len(d["partitions"]) for d in await admin.describe_topics(changelogs)}
             for changelog in changelogs:
                 if counts.get(changelog) and await _holds_records(settings, changelog, counts[changelog]):
-                    raise RuntimeMismatch(
-                        f"{changelog} holds states of the transactional runtime: it has rated these topics (under an "
-                        f"app id of its own, or it would have been named). The faust runtime keeps its states elsewhere "
-                        f"and would read every input again from its start, publishing every assessment, rating and "
-                        f"Glicko-2 update a second time. Go on with --runtime transactional and that deployment's "
-                        f"--app-id, or run the faust runtime as a new deployment (another --topic-prefix) fed the "
-                        f"inputs again. The worker stops.")
+                    raise RuntimeMismatch(f"{changelog} holds states of the transactional runtime: it has rated these "
+                                          f"topics (under an app id of its own, or it would have been named). "
+                                          + RERATED.format(runtime=runtime, other=other, app=" and that deployment's --app-id"))
     finally:
         await admin.close()
 
@@ -770,8 +767,8 @@ async def check_runtime(settings: KafkaSettings, runtime: str) -> None:
 async def check_layout(settings: KafkaSettings, pairs: Sequence[tuple[str, str]]) -> dict[str, int]:
     """The partition count of each stage input topic of ``pairs`` (input topic, its state changelog). The worker keeps
     the state of input partition p in changelog partition p, so a changelog needs at least its input's partitions. One
-    with fewer that holds no state yet (a fresh deployment whose input topic a producer made with another
-    ``--partitions``) is given as many; one that holds states raises PartitionsChanged: partitions were added to the
+    with fewer that holds no state yet (a fresh deployment whose input topic a producer made with another count,
+    ``KIBITZ_KAFKA_PARTITIONS``) is given as many; one that holds states raises PartitionsChanged: partitions were added to the
     input topic, and keys hash to other partitions now. The counts are read once the broker's metadata shows every
     partition with a leader: on a cluster, a broker that had not yet taken in topics just created described them with
     no partitions, and the worker took the input's count for 0."""

@@ -1281,19 +1281,7 @@ def test_an_input_topic_a_producer_made_with_another_partition_count_is_rated_on
         worker.stop()
     assert len(out[t.glicko2]) == 2 and out[t.deadletter] == []
 
-    async def partitions(topic: str) -> int:
-        from aiokafka.admin import AIOKafkaAdminClient
-
-        admin = AIOKafkaAdminClient(bootstrap_servers=broker)
-        await admin.start()
-        try:
-            (d,) = await admin.describe_topics([topic])
-            return len(d["partitions"])
-        finally:
-            await admin.close()
-
-    assert asyncio.run(partitions(t.moves)) == made_with
-    assert asyncio.run(partitions(t.state_games)) == max(made_with, 4)
+    assert asyncio.run(partition_counts(broker, [t.moves, t.state_games])) == [made_with, max(made_with, 4)]
 
 
 def test_a_transaction_timeout_the_broker_refuses_is_a_usage_error_naming_its_limit(broker):
@@ -1324,17 +1312,7 @@ def test_topics_the_broker_refuses_to_create_stop_the_worker_and_produce_naming_
             env={"KIBITZ_KAFKA_REPLICATION_FACTOR": "3"})
     assert r.returncode == 1 and "InvalidReplicationFactorError" in r.stderr, r.stderr[-3000:]
 
-    async def kibitz_topics() -> list[str]:
-        from aiokafka.admin import AIOKafkaAdminClient
-
-        admin = AIOKafkaAdminClient(bootstrap_servers=broker)
-        await admin.start()
-        try:
-            return [n for n in await admin.list_topics() if n.startswith(prefix)]
-        finally:
-            await admin.close()
-
-    assert asyncio.run(kibitz_topics()) == [], "no topic made with the broker's defaults"
+    assert not any(n.startswith(prefix) for n in asyncio.run(topic_names(broker))), "no topic made with the broker's defaults"
 
 
 def go_through_worker_and_replay(broker: str, tmp_path: Path, sources: list[Path], go: tuple[str, ...],
