@@ -401,6 +401,31 @@ def error_split(label: str, rows: list[Estimates]) -> None:
           f"MAE {np.mean(np.abs(est - level - truth)):.0f}, r {np.corrcoef(est - level, truth)[0, 1]:.2f} |")
 
 
+def results_oracle(rows: list[Estimates], games: list[PgnGame], context: list[PgnGame], pool: EventPoolModel) -> None:
+    """What a player's results in the event could say with what no estimate here knows (an oracle): the event's
+    level, the mean FIDE rating of its other players (every game of the event read), and each opponent's FIDE rating.
+    The player's rating is the mode of N(level, w^2) (w, the event pooling's within-event sd) times an Elo likelihood
+    per result in the sample: step 2b of docs/models.md s. 12 with kappa 1 and every opponent placed exactly. Printed
+    beside :func:`error_split`'s "level known": the share of the error a better reading of the results could remove."""
+    ratings: dict[str, dict[str, float]] = {}
+    for g in context:
+        for p in (g.white, g.black):
+            ratings.setdefault(g.event, {}).setdefault(p.id, fide(p.rating))
+    elo = replace(pool, results_scale=1.0)
+    kept = []
+    for e in rows:
+        others = [r for pid, r in ratings[e.event].items() if pid != e.player]
+        results = [(fide((g.black if g.white.id == e.player else g.white).rating), 0.0,
+                     score if g.white.id == e.player else 1.0 - score)
+                   for g in games if g.event == e.event and e.player in (g.white.id, g.black.id)
+                   and (score := g.white_score) is not None]
+        if others:
+            kept.append((e.truth, elo.with_results(Prior(float(np.mean(others)), pool.within_sd), results).mean))
+    truth, est = np.array([t for t, _ in kept]), np.array([x for _, x in kept])
+    print(f"\nOracle, the player's results alone with the event's level and every opponent's FIDE rating known, per "
+          f"player-event ({len(kept)} rows): MAE {np.mean(np.abs(est - truth)):.0f}, r {np.corrcoef(est, truth)[0, 1]:.2f}")
+
+
 def grouped_table(method: str, label: str, key, rows: list[Estimates]) -> None:  # noqa: ANN001
     """The published estimate's accuracy by group (family, time-control class), against the constant guess of the
     whole sample's mean on the same rows."""
@@ -557,6 +582,8 @@ def main() -> None:
     error_split("per player-game", game_rows)
     if len(event_rows) >= 10:
         error_split("per player-event", event_rows)
+        if POOL is not None:
+            results_oracle(event_rows, games, context, POOL)
     (prior, dev_players) = dev_population(data / "pgn" / "rated-dev")
     # the player-disjoint check: juniors and students recur across years, so some held-out players also played in
     # rated-dev, which the models were fitted on; their rows apart from the others show whether that helped
