@@ -152,6 +152,12 @@ class ConfigurationError(KibitzError):
     not there): refused when they are read, naming the setting, before anything connects."""
 
 
+class BrokerRefused(ConfigurationError):
+    """The broker answers but refuses this client's credentials or TLS setup (a wrong password or user, a SASL
+    mechanism it does not enable, a certificate that does not verify): no retry can get past it, so the client stops
+    naming the settings to check rather than wait for the broker as if it were away."""
+
+
 class StateStoreError(KibitzError):
     """A worker's local state store cannot be used (in use by another process, unreadable, missing library)."""
 

@@ -8,6 +8,7 @@ unwrapped when handed to faust or aiokafka.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import ssl
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from analyzers.errors import ConfigurationError, InputError
+from analyzers.errors import BrokerRefused, ConfigurationError, InputError
 from schemas import DeadLetter
 
 from .steps import Route, dead_letter
@@ -264,10 +265,10 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
                           most: float = 10.0) -> float:
     """Wait until the broker answers a metadata request, retrying with exponential backoff (``first`` doubling up to
     ``most`` seconds). Says so in one line on stderr when it has to wait, and once more when the broker answers;
-    aiokafka's own connection errors are kept out of the log meanwhile. Returns the seconds waited; raises
-    TimeoutError after ``timeout`` seconds (None: wait for ever)."""
+    aiokafka's own connection errors are kept out of the log meanwhile (:class:`_ConnectErrors`). Returns the seconds
+    waited; raises TimeoutError after ``timeout`` seconds (None: wait for ever), and
+    :class:`~analyzers.errors.BrokerRefused` at once when the broker refuses the credentials or the TLS setup."""
     import asyncio
-    import logging
     import sys
     import time
 
@@ -276,9 +277,7 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
     started = time.monotonic()
     delay = first
     said = False
-    quiet = logging.getLogger("aiokafka")
-    level = quiet.level
-    try:
+    with _ConnectErrors() as seen:
         while True:
             admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs(), request_timeout_ms=5000)
             try:
@@ -288,20 +287,73 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
                 if said:
                     print(f"kibitz: Kafka broker at {settings.broker} answered after {waited:.0f} s", file=sys.stderr, flush=True)
                 return waited
-            except Exception as e:  # noqa: BLE001 - any failure to connect means: not yet
+            except Exception as e:  # noqa: BLE001 - any failure to connect means: not yet, unless the broker refused
+                refusal = next((r for r in seen.errors if refused(r)), None)
+                if refusal is not None:
+                    raise BrokerRefused(refusal_message(settings, refusal)) from None
                 if timeout is not None and time.monotonic() - started + delay > timeout:
                     raise TimeoutError(f"Kafka broker at {settings.broker} did not answer within {timeout:g} s: {e!r}") from e
-                if not said:
+                if not said:  # one line from kibitz, not one per failed connection from aiokafka
                     print(f"kibitz: waiting for the Kafka broker at {settings.broker} ({type(e).__name__}); retrying "
                           f"with backoff up to {most:g} s", file=sys.stderr, flush=True)
                     said = True
-                    quiet.setLevel(logging.CRITICAL)  # one line from kibitz, not one per failed connection from aiokafka
             finally:
                 await admin.close()
+                seen.errors.clear()
             await asyncio.sleep(delay)
             delay = min(delay * 2, most)
-    finally:
-        quiet.setLevel(level)
+
+
+class _ConnectErrors(logging.Handler):
+    """While the broker is waited for: aiokafka's log records are kept from the log (its bootstrap logs each failed
+    connection at error level, the first of them before kibitz's own line said it waits), and the exceptions they
+    carry are kept in ``errors``: the bootstrap turns every failure, a refused password included, into one
+    "Unable to bootstrap" error, and its log line is where the cause is."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.errors: list[BaseException] = []
+        self._logger = logging.getLogger("aiokafka")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if isinstance(record.args, tuple):
+            self.errors += [a for a in record.args if isinstance(a, BaseException)]
+
+    def __enter__(self) -> _ConnectErrors:
+        self._propagate = self._logger.propagate
+        self._logger.addHandler(self)
+        self._logger.propagate = False
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.propagate = self._propagate
+
+
+def refused(error: BaseException) -> bool:
+    """Whether a connection's error is the broker refusing this client's settings, which no retry gets past: a SASL
+    authentication that failed or a mechanism the broker does not enable, or TLS that does not get through (a
+    certificate that does not verify, TLS against a plaintext listener)."""
+    from aiokafka import errors as kafka_errors
+
+    if isinstance(error, ssl.SSLError):
+        # a connection cut during the handshake (a broker restarting) ends it so too: that is waited for
+        return not isinstance(error, (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError))
+    return isinstance(error, (kafka_errors.SaslAuthenticationFailed, kafka_errors.AuthenticationFailedError,
+                              kafka_errors.AuthenticationMethodNotSupported, kafka_errors.UnsupportedSaslMechanismError,
+                              kafka_errors.IllegalSaslStateError))
+
+
+def refusal_message(settings: KafkaSettings, error: BaseException) -> str:
+    """What :class:`~analyzers.errors.BrokerRefused` says: the broker's refusal and the settings behind it."""
+    check = ("KIBITZ_KAFKA_SSL_CAFILE (the CA that signed the broker's certificate) and KIBITZ_KAFKA_SECURITY_PROTOCOL "
+             "(the listener's)" if isinstance(error, ssl.SSLError) else
+             "KIBITZ_KAFKA_SASL_USERNAME, KIBITZ_KAFKA_SASL_PASSWORD and KIBITZ_KAFKA_SASL_MECHANISM (one the broker "
+             "enables)")
+    text = str(error)[:300]
+    why = text if type(error).__name__ in text else f"{type(error).__name__}: {text}"  # aiokafka's errors name themselves
+    return (f"the Kafka broker at {settings.broker} refused this client ({settings.security_protocol}"
+            f"{', ' + settings.sasl_mechanism if settings.sasl_mechanism else ''}): {why}; check {check}")
 
 
 async def missing_topics(settings: KafkaSettings, names: Sequence[str]) -> tuple[list[str], list[str]]:

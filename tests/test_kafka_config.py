@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import re
+import ssl
 import subprocess
 import sys
 
@@ -75,3 +76,27 @@ def test_settings_that_cannot_work_are_a_configuration_error_naming_the_variable
     r = subprocess.run([sys.executable, "-m", "streamer.cli", "tail", "x", "--broker", "127.0.0.1:1"], capture_output=True,
                        text=True, timeout=60, env={**os.environ, **env})
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_refusal_of_the_credentials_or_tls_is_told_from_a_broker_not_up_yet():
+    """wait_for_broker stops at a refusal no retry gets past (test_kafka_sasl.py shows it on a real SASL broker) and
+    waits for the rest: nothing listening, a connection cut mid-handshake by a broker that restarts."""
+    from aiokafka import errors as kafka_errors
+
+    from streamer.kafka_config import refusal_message, refused
+
+    for error in (kafka_errors.SaslAuthenticationFailed(), kafka_errors.UnsupportedSaslMechanismError(),
+                  ssl.SSLCertVerificationError(1, "certificate verify failed: unable to get local issuer certificate"),
+                  ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")):
+        assert refused(error), error
+    for error in (kafka_errors.KafkaConnectionError("Unable to bootstrap"), ConnectionRefusedError(111, "refused"),
+                  TimeoutError(), ssl.SSLEOFError(8, "EOF occurred in violation of protocol"), ssl.SSLZeroReturnError()):
+        assert not refused(error), error
+    tls = KafkaSettings.from_env(broker="kafka:9093", security_protocol="SSL")
+    said = refusal_message(tls, ssl.SSLCertVerificationError(1, "certificate verify failed"))
+    assert "kafka:9093 refused this client (SSL): SSLCertVerificationError: " in said and "KIBITZ_KAFKA_SSL_CAFILE" in said
+    sasl = KafkaSettings.from_env(broker="kafka:9092", security_protocol="SASL_SSL", sasl_mechanism="PLAIN",
+                                  sasl_username="u", sasl_password="p")
+    said = refusal_message(sasl, kafka_errors.SaslAuthenticationFailed("Authentication failed"))
+    assert "(SASL_SSL, PLAIN): [Error 58] SaslAuthenticationFailed: Authentication failed; check" in said, said
+    assert "KIBITZ_KAFKA_SASL_PASSWORD" in said and "KIBITZ_KAFKA_SSL_CAFILE" not in said

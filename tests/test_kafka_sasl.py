@@ -47,10 +47,29 @@ async def read(settings: KafkaSettings, topic: str, want: int, timeout: float = 
     return out
 
 
-def test_a_worker_at_debug_on_a_sasl_broker_works_and_never_logs_the_password(tmp_path):
+def test_a_worker_at_debug_on_a_sasl_broker_works_and_never_logs_the_password_and_refused_credentials_stop_it(tmp_path):
+    """Refused credentials (a wrong password, a mechanism the broker does not enable) were waited for as an absent
+    broker, for ever: "waiting for the Kafka broker ... (KafkaConnectionError)", the cause nowhere. Now a usage error
+    (exit 2) at once, naming the broker's refusal and the settings to check."""
     broker, prefix = f"127.0.0.1:{PORT}", fresh_prefix()
     kafka_sh("reset")
     kafka_sh("start")
+    wrong = "kbz-" + secrets.token_hex(12)
+    for command, env, said in [
+        (["worker", "--engines", "1", "--store", "memory"], {"KIBITZ_KAFKA_SASL_PASSWORD": wrong},
+         "SaslAuthenticationFailed: Authentication failed: Invalid username or password"),
+        (["produce", str(ROOT / "tests/fixtures/anonymous.pgn"), "--max-speed"], {"KIBITZ_KAFKA_SASL_USERNAME": "nobody"},
+         "SaslAuthenticationFailed"),
+        (["tail", "kibitz.moves"], {"KIBITZ_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512"}, "UnsupportedSaslMechanismError"),
+    ]:
+        started = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "streamer.cli", *command, "--broker", broker, "--topic-prefix", prefix],
+                           cwd=ROOT, env={**CLIENT_ENV, **env}, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2, (command, r.stderr[-2000:])
+        assert f"the Kafka broker at {broker} refused this client" in r.stderr and said in r.stderr, r.stderr
+        assert "KIBITZ_KAFKA_SASL_PASSWORD" in r.stderr and "waiting for the Kafka broker" not in r.stderr, r.stderr
+        assert wrong not in r.stdout + r.stderr and PASSWORD not in r.stdout + r.stderr
+        assert time.monotonic() - started < 60
     log = tmp_path / "worker.log"
     worker = subprocess.Popen([sys.executable, "-m", "streamer.cli", "--log-level", "DEBUG", "worker", "--broker", broker,
                                "--topic-prefix", prefix, "--app-id", prefix, "--depth", "5", "--multipv", "3",
