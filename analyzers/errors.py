@@ -158,6 +158,12 @@ class BrokerRefused(ConfigurationError):
     naming the settings to check rather than wait for the broker as if it were away."""
 
 
+class NotAuthorized(BrokerRefused):
+    """The broker takes the credentials but denies an operation kibitz needs on one of its topics, consumer groups or
+    transactional ids (an ACL missing): the client stops naming what was denied and where the needed ACLs are listed,
+    rather than fail later with a traceback or hang."""
+
+
 class StateStoreError(KibitzError):
     """A worker's local state store cannot be used (in use by another process, unreadable, missing library)."""
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from analyzers.errors import BrokerRefused, ConfigurationError, InputError
+from analyzers.errors import BrokerRefused, ConfigurationError, InputError, NotAuthorized
 from schemas import DeadLetter
 
 from .steps import Route, dead_letter
@@ -344,6 +344,20 @@ def refused(error: BaseException) -> bool:
                               kafka_errors.IllegalSaslStateError))
 
 
+def not_authorized(settings: KafkaSettings, error: BaseException, what: str) -> NotAuthorized | None:
+    """``error`` as :class:`~analyzers.errors.NotAuthorized` when it is the broker denying ``what`` (e.g. "the rate
+    stage's consumer group") to these credentials, else None."""
+    from aiokafka import errors as kafka_errors
+
+    if not isinstance(error, (kafka_errors.TopicAuthorizationFailedError, kafka_errors.GroupAuthorizationFailedError,
+                              kafka_errors.TransactionalIdAuthorizationFailed, kafka_errors.ClusterAuthorizationFailedError)):
+        return None
+    who = f"user {settings.sasl_username}" if settings.sasl_username else "this client"
+    return NotAuthorized(f"the Kafka broker at {settings.broker} denies {who} {what}: {str(error)[:300]}. Grant the "
+                         f"ACLs that README, 'Kafka ACLs', lists (app id {settings.app_id}, topic prefix "
+                         f"{settings.topics.prefix!r})")
+
+
 def refusal_message(settings: KafkaSettings, error: BaseException) -> str:
     """What :class:`~analyzers.errors.BrokerRefused` says: the broker's refusal and the settings behind it."""
     check = ("KIBITZ_KAFKA_SSL_CAFILE (the CA that signed the broker's certificate) and KIBITZ_KAFKA_SECURITY_PROTOCOL "
@@ -390,8 +404,12 @@ async def wait_for_topics(settings: KafkaSettings, names: Sequence[str], *, who:
         if not missing:
             return True
         if not said:
+            # a broker shows a client only the topics its ACLs let it describe: a topic there but not for this user
+            # looks missing (Kafka does not tell the two apart)
+            acls = (f"; or user {settings.sasl_username} may not describe {'it' if len(missing) == 1 else 'them'}: "
+                    f"README, 'Kafka ACLs'" if settings.sasl_username else "")
             print(f"kibitz {who}: no topic {', '.join(missing)} on the broker yet; waiting for "
-                  f"{'it' if len(missing) == 1 else 'them'} (kibitz's topics there: {', '.join(ours) or 'none'})",
+                  f"{'it' if len(missing) == 1 else 'them'} (kibitz's topics there: {', '.join(ours) or 'none'}{acls})",
                   file=sys.stderr, flush=True)
             said = True
         if timeout is not None and time.monotonic() - started >= timeout:

@@ -55,7 +55,7 @@ from aiokafka.errors import InvalidTransactionTimeout, KafkaTimeoutError, Produc
 from analyzers.engine import EnginePool
 from analyzers.errors import AppMismatch, ConfigurationError, DeploymentMismatch, PartitionsChanged, PoisonRecord, RuntimeMismatch, TopicsNotCreated
 
-from .kafka_config import STAGES, KafkaSettings, Topics, running_stages, wait_for_broker
+from .kafka_config import STAGES, KafkaSettings, Topics, not_authorized, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
 from .state_store import RocksState, TrackedState, encode
 from .steps import Output, Steps, dead_letter_output
@@ -149,6 +149,14 @@ class _Listener(ConsumerRebalanceListener):
                 await asyncio.gather(*(self.stage.acquire(tp.partition) for tp in assigned))
             except (DeploymentMismatch, ConfigurationError) as e:  # they stop the worker
                 self.stage.failure = e
+            except Exception as e:
+                # an ACL missing on the changelog the restore reads: aiokafka would log it, drop it and go on without
+                # the partitions, the worker hanging
+                denied = not_authorized(self.stage.settings, e, f"the {self.stage.cfg.name} stage's changelog "
+                                        f"{self.stage.cfg.changelog} (READ and DESCRIBE)")
+                if denied is None:
+                    raise
+                self.stage.failure = denied
 
 
 class Stage:
@@ -203,14 +211,22 @@ class Stage:
         if now and len(now) != self.partitions:
             raise PartitionsChanged(f"{self.cfg.source} went from {self.partitions} to {len(now)} partitions while this "
                                     f"worker ran. {REPARTITION_ADVICE}")
+        transactional_id = f"{self.settings.app_id}.{self.cfg.name}.p{partition}"
         producer = AIOKafkaProducer(
-            transactional_id=f"{self.settings.app_id}.{self.cfg.name}.p{partition}", client_id=f"kibitz-{self.instance_id}",
+            transactional_id=transactional_id, client_id=f"kibitz-{self.instance_id}",
             enable_idempotence=True, acks="all", linger_ms=2, transaction_timeout_ms=self.transaction_timeout_ms,
             **self.settings.aiokafka_kwargs())
         try:
             await producer.start()
-        except InvalidTransactionTimeout:
-            await producer.stop()
+        except Exception as e:
+            with contextlib.suppress(Exception):  # it never started: nothing to flush
+                await producer.stop()
+            denied = not_authorized(self.settings, e, f"the transactional id {transactional_id!r} (the {self.cfg.name} "
+                                    f"stage's for partition {partition}: WRITE and DESCRIBE)")
+            if denied is not None:
+                raise denied from None
+            if not isinstance(e, InvalidTransactionTimeout):
+                raise
             raise ConfigurationError(
                 f"--transaction-timeout {self.transaction_timeout_ms / 1000:g} s: the broker refuses it, as above its "
                 f"transaction.max.timeout.ms (900 s unless its configuration says otherwise). Give a lower one (the "
@@ -328,7 +344,14 @@ class Stage:
                 if self.failure is not None:
                     raise self.failure
                 generation = self.generation
-                batch = await self.consumer.getmany(timeout_ms=100, max_records=self.cfg.max_records)
+                try:
+                    batch = await self.consumer.getmany(timeout_ms=100, max_records=self.cfg.max_records)
+                except Exception as e:
+                    denied = not_authorized(self.settings, e, f"the {self.cfg.name} stage's consumer group "
+                                            f"{self.group!r} or its input topic {self.cfg.source} (READ)")
+                    if denied is None:
+                        raise
+                    raise denied from None
                 if batch:
                     async with self.lock:
                         if generation != self.generation:

@@ -1,10 +1,12 @@
-"""No credential in any log: a worker at DEBUG against a real broker that requires SASL/PLAIN (own ports)."""
+"""A real broker that requires SASL/PLAIN and ACLs (own ports): credentials it refuses and ACLs missing stop the clients
+naming why; the ACLs README lists are enough; no credential in any log of a worker at DEBUG."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -18,16 +20,26 @@ from streamer.kafka_config import KafkaSettings, Topics
 pytestmark = pytest.mark.kafka
 PORT = worker_port(19292)
 PASSWORD = "kbz-" + secrets.token_hex(12)
+FEEDER_PASSWORD = "kbz-" + secrets.token_hex(12)
+#: the first user administers the ACLs (a super user); kibitz runs the worker, feeder produces
 BROKER_ENV = {**os.environ, "KIBITZ_KAFKA_PORT": str(PORT), "KIBITZ_KAFKA_CONTROLLER_PORT": str(PORT + 1),
-              "KIBITZ_KAFKA_SASL_USERS": f"kibitz:{PASSWORD}"}
+              "KIBITZ_KAFKA_SASL_USERS": f"admin:kbz-{secrets.token_hex(12)} kibitz:{PASSWORD} feeder:{FEEDER_PASSWORD}",
+              "KIBITZ_KAFKA_ACLS": "1"}
 CLIENT_ENV = {**os.environ, "KIBITZ_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KIBITZ_KAFKA_SASL_MECHANISM": "PLAIN",
               "KIBITZ_KAFKA_SASL_USERNAME": "kibitz", "KIBITZ_KAFKA_SASL_PASSWORD": PASSWORD}
+FEEDER_ENV = {**CLIENT_ENV, "KIBITZ_KAFKA_SASL_USERNAME": "feeder", "KIBITZ_KAFKA_SASL_PASSWORD": FEEDER_PASSWORD}
 
 
-def kafka_sh(cmd: str) -> None:
-    r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), cmd], env=BROKER_ENV, capture_output=True, text=True,
-                       timeout=600)
+def kafka_sh(cmd: str, *args: str) -> None:
+    r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), cmd, *args], env=BROKER_ENV, capture_output=True,
+                       text=True, timeout=600)
     assert r.returncode == 0, r.stderr
+
+
+def allow(user: str, resource: list[str], *operations: str) -> None:
+    """Add an ACL (kafka.sh acl: Kafka's own kafka-acls tool)."""
+    kafka_sh("acl", "--add", "--allow-principal", f"User:{user}", *[a for op in operations for a in ("--operation", op)],
+             *resource)
 
 
 async def read(settings: KafkaSettings, topic: str, want: int, timeout: float = 180) -> list[dict]:
@@ -47,14 +59,21 @@ async def read(settings: KafkaSettings, topic: str, want: int, timeout: float = 
     return out
 
 
-def test_a_worker_at_debug_on_a_sasl_broker_works_and_never_logs_the_password_and_refused_credentials_stop_it(tmp_path):
+def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_password_and_refusals_stop_it(tmp_path):
     """Refused credentials (a wrong password, a mechanism the broker does not enable) were waited for as an absent
     broker, for ever: "waiting for the Kafka broker ... (KafkaConnectionError)", the cause nowhere. Now a usage error
-    (exit 2) at once, naming the broker's refusal and the settings to check."""
+    (exit 2) at once, naming the broker's refusal and the settings to check. So is an ACL missing (NotAuthorized), and
+    with the ACLs README lists the worker and the producer, each under its own user, rate the games."""
     broker, prefix = f"127.0.0.1:{PORT}", fresh_prefix()
     kafka_sh("reset")
     kafka_sh("start")
     wrong = "kbz-" + secrets.token_hex(12)
+    app = prefix.rstrip(".")
+    # README, "Kafka ACLs": the producer's, and the worker's topic ACLs; its group and transactional ids after the
+    # checks below that each one missing stops the worker naming it
+    allow("feeder", [a for t in ("moves", "games", "deadletter") for a in ("--topic", f"{prefix}kibitz.{t}")],
+          "Create", "Describe", "Write")
+    allow("kibitz", ["--topic", f"{prefix}kibitz.", "--resource-pattern-type", "prefixed"], "Create", "Describe", "Read", "Write")
     for command, env, said in [
         (["worker", "--engines", "1", "--store", "memory"], {"KIBITZ_KAFKA_SASL_PASSWORD": wrong},
          "SaslAuthenticationFailed: Authentication failed: Invalid username or password"),
@@ -70,15 +89,32 @@ def test_a_worker_at_debug_on_a_sasl_broker_works_and_never_logs_the_password_an
         assert "KIBITZ_KAFKA_SASL_PASSWORD" in r.stderr and "waiting for the Kafka broker" not in r.stderr, r.stderr
         assert wrong not in r.stdout + r.stderr and PASSWORD not in r.stdout + r.stderr
         assert time.monotonic() - started < 60
+    stage = "(analyse|pool|rate)"  # the stages run side by side: whichever asks first is denied first
+    for denied, grant in [
+        (rf"denies user kibitz the {stage} stage's consumer group '{app}\.\1' or its input topic {prefix}kibitz\.\S+ "
+         r"\(READ\): \[Error 30\] GroupAuthorizationFailedError",
+         (["--group", app, "--resource-pattern-type", "prefixed"], "Read", "Describe")),
+        (rf"denies user kibitz the transactional id '{app}\.{stage}\.p\d' \(the \1 stage's for partition \d: WRITE and "
+         r"DESCRIBE\): \[Error 53\] TransactionalIdAuthorizationFailed",
+         (["--transactional-id", f"{app}.", "--resource-pattern-type", "prefixed"], "Write", "Describe")),
+    ]:
+        # an ACL missing hung the worker (the transactional id: its producers' errors were dropped by the rebalance
+        # listener) or ended it on a traceback (the group)
+        r = subprocess.run([sys.executable, "-m", "streamer.cli", "worker", "--broker", broker, "--topic-prefix", prefix,
+                            "--app-id", app, "--depth", "5", "--multipv", "3", "--engines", "1", "--store", "memory"],
+                           cwd=ROOT, env=CLIENT_ENV, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and re.search(denied, r.stderr) and "README, 'Kafka ACLs'" in r.stderr, r.stderr[-3000:]
+        assert "Traceback" not in r.stderr and "Unclosed" not in r.stderr, r.stderr[-3000:]
+        allow("kibitz", *grant)
     log = tmp_path / "worker.log"
     worker = subprocess.Popen([sys.executable, "-m", "streamer.cli", "--log-level", "DEBUG", "worker", "--broker", broker,
-                               "--topic-prefix", prefix, "--app-id", prefix, "--depth", "5", "--multipv", "3",
+                               "--topic-prefix", prefix, "--app-id", app, "--depth", "5", "--multipv", "3",
                                "--engines", "1", "--store", "memory"],
                               cwd=ROOT, env=CLIENT_ENV, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         produce = subprocess.run([sys.executable, "-m", "streamer.cli", "--log-level", "DEBUG", "produce",
                                   str(ROOT / "tests/fixtures/anonymous.pgn"), "--broker", broker, "--topic-prefix", prefix,
-                                  "--max-speed"], cwd=ROOT, env=CLIENT_ENV, capture_output=True, text=True, timeout=180)
+                                  "--max-speed"], cwd=ROOT, env=FEEDER_ENV, capture_output=True, text=True, timeout=180)
         assert produce.returncode == 0, produce.stderr[-2000:]
         with pytest.MonkeyPatch.context() as mp:  # the same settings as the worker, from the environment
             for k, v in CLIENT_ENV.items():
@@ -86,11 +122,17 @@ def test_a_worker_at_debug_on_a_sasl_broker_works_and_never_logs_the_password_an
             settings = KafkaSettings.from_env(broker=broker, topics=Topics(prefix=prefix))
         updates = asyncio.run(read(settings, settings.topics.glicko2, 4))
         assert len(updates) == 4, "the worker authenticated and rated both games"
+        # the producer's user may not read the outputs: the broker does not show it the topic, so it looks missing
+        tail = subprocess.run([sys.executable, "-m", "streamer.cli", "tail", "ratings.glicko2", "--broker", broker,
+                               "--topic-prefix", prefix, "--from-beginning", "--idle", "2"],
+                              cwd=ROOT, env=FEEDER_ENV, capture_output=True, text=True, timeout=60)
+        assert tail.returncode == 0 and not tail.stdout, tail.stderr
+        assert "or user feeder may not describe it: README, 'Kafka ACLs'" in tail.stderr, tail.stderr
     finally:
         worker.terminate()
         worker.wait(30)
         kafka_sh("reset")
     text = log.read_text() + produce.stdout + produce.stderr
     assert len(text.splitlines()) > 500, "DEBUG logging was on (aiokafka's request dumps included)"
-    assert PASSWORD not in text
+    assert PASSWORD not in text and FEEDER_PASSWORD not in text
     assert "SASL" in text or "sasl" in text

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # A real single-node Apache Kafka broker (KRaft mode) on 127.0.0.1, for development and tests.
-#   deploy/kafka/kafka.sh fetch|start|stop|status|reset
+#   deploy/kafka/kafka.sh fetch|start|stop|status|reset|acl ARGS...
 # fetch: Kafka's jars from Maven Central into .cache/kafka (once). start: format the storage if it is empty (the data
 # of an earlier start is kept), start the broker, wait until it accepts connections. reset: stop, wipe the data. Env: KIBITZ_KAFKA_PORT (9092), KIBITZ_KAFKA_CONTROLLER_PORT (9093),
 # KIBITZ_CACHE (.cache), KIBITZ_KAFKA_PARTITIONS (4), KIBITZ_KAFKA_SASL_USERS ("user:password ..."; clients then
-# authenticate with SASL/PLAIN on the port, and the broker's own traffic uses a plaintext listener on port + 2).
+# authenticate with SASL/PLAIN on the port, and the broker's own traffic uses a plaintext listener on port + 2),
+# KIBITZ_KAFKA_ACLS (with SASL users: 1 turns the authorizer on, the first user a super user, everyone else allowed only
+# what an ACL grants; `kafka.sh acl --add ...` runs Kafka's kafka-acls tool against the broker as that first user).
 # A cluster (as the fault tests start one, streamer/devkafka.py Cluster): one start per node, each with its own ports
 # and KIBITZ_KAFKA_NODE_ID (1), the same KIBITZ_KAFKA_VOTERS ("1@127.0.0.1:9093,2@...") and KIBITZ_KAFKA_CLUSTER_ID
 # (a base64 UUID; default a new one), and KIBITZ_KAFKA_REPLICATION (1): the replication factor of internal and new
@@ -46,6 +48,21 @@ fetch() {
 
 accepting() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
 
+first_user() { local u="${KIBITZ_KAFKA_SASL_USERS%% *}"; echo "${u%%:*}"; }
+
+acl() {  # Kafka's kafka-acls tool (kafka.admin.AclCommand) against this broker, as the first SASL user
+  [ -n "${KIBITZ_KAFKA_SASL_USERS:-}" ] || die "acl needs KIBITZ_KAFKA_SASL_USERS (its first user administers the ACLs)"
+  local u="${KIBITZ_KAFKA_SASL_USERS%% *}"
+  mkdir -p "$run"
+  cat >"$run/admin.properties" <<PROPS
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=PLAIN
+sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="${u%%:*}" password="${u#*:}";
+PROPS
+  java -Xmx256m -Dlog4j.configuration=file:/dev/null -cp "$libs/*" kafka.admin.AclCommand \
+    --bootstrap-server "127.0.0.1:$port" --command-config "$run/admin.properties" "$@"
+}
+
 start() {
   mkdir -p "$cache"
   fetch
@@ -64,6 +81,12 @@ inter.broker.listener.name=INTERNAL
 listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT
 sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required$users;"
+    if [ "${KIBITZ_KAFKA_ACLS:-0}" = 1 ]; then  # ANONYMOUS: the broker's own plaintext listeners
+      listeners="$listeners
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:$(first_user);User:ANONYMOUS
+allow.everyone.if.no.acl.found=false"
+    fi
   else
     listeners="listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
 advertised.listeners=PLAINTEXT://127.0.0.1:$port
@@ -131,6 +154,7 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   reset) stop; rm -rf "$run"; echo "broker data on port $port wiped" ;;
+  acl) shift; acl "$@" ;;
   status) if [ -f "$run/pid" ] && kill -0 "$(cat "$run/pid")" 2>/dev/null; then echo "running (pid $(cat "$run/pid"))"; else echo "stopped"; exit 1; fi ;;
-  *) echo "usage: $0 fetch|start|stop|status|reset" >&2; exit 2 ;;
+  *) echo "usage: $0 fetch|start|stop|status|reset|acl ARGS..." >&2; exit 2 ;;
 esac
