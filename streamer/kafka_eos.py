@@ -53,7 +53,16 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import InvalidTransactionTimeout, KafkaTimeoutError, ProducerFenced
 
 from analyzers.engine import EnginePool
-from analyzers.errors import AppMismatch, ConfigurationError, DeploymentMismatch, PartitionsChanged, PoisonRecord, RuntimeMismatch, TopicsNotCreated
+from analyzers.errors import (
+    AppMismatch,
+    ConfigurationError,
+    DeploymentMismatch,
+    NotAuthorized,
+    PartitionsChanged,
+    PoisonRecord,
+    RuntimeMismatch,
+    TopicsNotCreated,
+)
 
 from .kafka_config import STAGES, KafkaSettings, Topics, not_authorized, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
@@ -521,6 +530,15 @@ class Stage:
             raise
         results = await asyncio.gather(*(self._commit(tp, nxt.get(tp), outputs.get(tp.partition, [])) for tp in owned),
                                        return_exceptions=True)
+        denied = next((r for r in results if isinstance(r, NotAuthorized)), None)
+        if denied is not None:
+            # an ACL missing is the deployment's, not the records': retried, each record would be dead-lettered as
+            # poison after 3 aborts (every rating of the partition lost). Stop with nothing committed: the worker
+            # started again once the ACL is granted reads the records again.
+            for tp in owned:
+                with contextlib.suppress(Exception):
+                    await self.producers[tp.partition].abort_transaction()
+            raise denied
         dropped: set[TopicPartition] = set()  # undone (read again from the committed offset) or fenced
         for (tp, recs), result in zip(owned.items(), results):
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
@@ -566,7 +584,10 @@ class Stage:
         if failed:
             # once fenced, the producer's sender has stopped: the first record failed with ProducerFenced, later sends
             # with IllegalOperation. Name the fence, so that the caller drops the partition instead of retrying it.
-            raise next((e for e in failed if isinstance(e, ProducerFenced)), failed[0])
+            # Likewise a topic these credentials may not write: the later sends fail with OutOfOrderSequenceNumber.
+            denied = next((d for e in failed if (d := not_authorized(
+                self.settings, e, f"writing the {self.cfg.name} stage's outputs or changelog (WRITE)")) is not None), None)
+            raise next((e for e in failed if isinstance(e, ProducerFenced)), denied or failed[0])
         if offset is not None:
             await producer.send_offsets_to_transaction({tp: offset}, self.group)
         await producer.commit_transaction()
