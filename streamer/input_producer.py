@@ -16,6 +16,7 @@ with :class:`~analyzers.errors.DeliveryFailed`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -24,7 +25,7 @@ from typing import Any
 
 from analyzers.errors import DeliveryFailed
 
-from .kafka_config import KafkaSettings
+from .kafka_config import KafkaSettings, not_authorized
 
 log = logging.getLogger("kibitz.produce")
 
@@ -53,7 +54,16 @@ class InputProducer:
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> InputProducer:
-        await self._producer.start()
+        try:
+            await self._producer.start()
+        except Exception as e:
+            with contextlib.suppress(Exception):  # it never started: nothing to flush
+                await self._producer.stop()
+            # an idempotent producer's id needs WRITE on some topic (Kafka 3.0+): a user granted none is told so
+            denied = not_authorized(self.settings, e, "a producer id (WRITE on the input topics)")
+            if denied is not None:
+                raise denied from None
+            raise
         self._keep_batches()
         self._task = asyncio.create_task(self._hand_over())
         return self
@@ -112,6 +122,9 @@ class InputProducer:
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
+            denied = not_authorized(self.settings, self._failure, "writing the inputs (WRITE)")
+            if denied is not None:  # an ACL missing: a usage error naming what to grant, as the worker's
+                raise denied from None
             raise DeliveryFailed(f"the Kafka broker refused a record: {self._failure!r}") from self._failure
 
     async def _hand_over(self) -> None:

@@ -71,8 +71,21 @@ def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_p
     app = prefix.rstrip(".")
     # README, "Kafka ACLs": the producer's, and the worker's topic ACLs; its group and transactional ids after the
     # checks below that each one missing stops the worker naming it
-    allow("feeder", [a for t in ("moves", "games", "deadletter") for a in ("--topic", f"{prefix}kibitz.{t}")],
-          "Create", "Describe", "Write")
+    inputs = [a for t in ("moves", "games", "deadletter") for a in ("--topic", f"{prefix}kibitz.{t}")]
+    allow("feeder", inputs, "Create", "Describe")
+    for denied, then in [
+        # was aiokafka's traceback, exit 1: with WRITE on no topic the broker gives no idempotent producer id
+        ("a producer id (WRITE on the input topics): [Error 31] ClusterAuthorizationFailedError",
+         ["--topic", f"{prefix}kibitz.deadletter"]),
+        # was exit 1, "the Kafka broker refused a record: TopicAuthorizationFailedError(...)"
+        (f"writing the inputs (WRITE): [Error 29] TopicAuthorizationFailedError: {prefix}kibitz.moves", inputs),
+    ]:
+        r = subprocess.run([sys.executable, "-m", "streamer.cli", "produce", str(ROOT / "tests/fixtures/anonymous.pgn"),
+                            "--max-speed", "--broker", broker, "--topic-prefix", prefix],
+                           cwd=ROOT, env=FEEDER_ENV, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and "Unclosed" not in r.stderr, r.stderr[-3000:]
+        assert f"denies user feeder {denied}. Grant the ACLs that README, 'Kafka ACLs', lists" in r.stderr, r.stderr[-3000:]
+        allow("feeder", then, "Write")
     allow("kibitz", ["--topic", f"{prefix}kibitz.", "--resource-pattern-type", "prefixed"], "Create", "Describe", "Read", "Write")
     for command, env, said in [
         (["worker", "--engines", "1", "--store", "memory"], {"KIBITZ_KAFKA_SASL_PASSWORD": wrong},
