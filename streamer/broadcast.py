@@ -163,7 +163,7 @@ async def read_outputs(settings, store: LiveStore) -> None:  # noqa: ANN001
     """Feed ``store`` from the game lifecycle, assessment and rating topics, from their oldest committed record."""
     from aiokafka import AIOKafkaConsumer
 
-    from .kafka_config import wait_for_topics
+    from .kafka_config import not_authorized, wait_for_topics
 
     parsers = _parsers(settings.topics)
     await wait_for_topics(settings, list(parsers), who="serve")  # a mistyped --topic-prefix, or no worker run yet
@@ -178,6 +178,11 @@ async def read_outputs(settings, store: LiveStore) -> None:  # noqa: ANN001
                 store.apply(parsers[r.topic](r.value), r.timestamp / 1000 if r.timestamp and r.timestamp > 0 else None)
             except (MalformedEvent, ValidationError, ValueError) as e:
                 log.warning("unreadable record skipped", extra={"topic": r.topic, "offset": r.offset, "error": str(e)[:200]})
+    except Exception as e:
+        denied = not_authorized(settings, e, "reading the output topics (READ)")
+        if denied is None:
+            raise
+        raise denied from None
     finally:
         await consumer.stop()
 

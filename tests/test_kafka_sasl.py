@@ -157,6 +157,13 @@ def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_p
                               cwd=ROOT, env=FEEDER_ENV, capture_output=True, text=True, timeout=60)
         assert tail.returncode == 0 and not tail.stdout, tail.stderr
         assert "or user feeder may not describe it: README, 'Kafka ACLs'" in tail.stderr, tail.stderr
+        # a topic it may describe but not read (its own input): was aiokafka's traceback
+        tail = subprocess.run([sys.executable, "-m", "streamer.cli", "tail", "moves", "--broker", broker,
+                               "--topic-prefix", prefix, "--from-beginning", "--idle", "2"],
+                              cwd=ROOT, env=FEEDER_ENV, capture_output=True, text=True, timeout=60)
+        assert tail.returncode == 2 and not tail.stdout, tail.stderr
+        assert (f"denies user feeder reading {prefix}kibitz.moves (READ): [Error 29] TopicAuthorizationFailedError"
+                in tail.stderr and "Traceback" not in tail.stderr), tail.stderr
     finally:
         worker.terminate()
         worker.wait(30)
