@@ -294,8 +294,13 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
                 if timeout is not None and time.monotonic() - started + delay > timeout:
                     raise TimeoutError(f"Kafka broker at {settings.broker} did not answer within {timeout:g} s: {e!r}") from e
                 if not said:  # one line from kibitz, not one per failed connection from aiokafka
-                    print(f"kibitz: waiting for the Kafka broker at {settings.broker} ({type(e).__name__}); retrying "
-                          f"with backoff up to {most:g} s", file=sys.stderr, flush=True)
+                    # a broker that takes the connection and closes it at once may be starting, or expect TLS or SASL
+                    # from the first byte (a plaintext client on a TLS listener waited here with no hint)
+                    closed = any("closed" in str(r) for r in seen.errors)
+                    hint = (f"; it closes each connection: if its listener expects TLS or SASL, set "
+                            f"KIBITZ_KAFKA_SECURITY_PROTOCOL (now {settings.security_protocol})" if closed else "")
+                    print(f"kibitz: waiting for the Kafka broker at {settings.broker} ({type(e).__name__}{hint}); "
+                          f"retrying with backoff up to {most:g} s", file=sys.stderr, flush=True)
                     said = True
             finally:
                 await admin.close()

@@ -6,7 +6,9 @@
 # KIBITZ_CACHE (.cache), KIBITZ_KAFKA_PARTITIONS (4), KIBITZ_KAFKA_SASL_USERS ("user:password ..."; clients then
 # authenticate with SASL/PLAIN on the port, and the broker's own traffic uses a plaintext listener on port + 2),
 # KIBITZ_KAFKA_ACLS (with SASL users: 1 turns the authorizer on, the first user a super user, everyone else allowed only
-# what an ACL grants; `kafka.sh acl --add ...` runs Kafka's kafka-acls tool against the broker as that first user).
+# what an ACL grants; `kafka.sh acl --add ...` runs Kafka's kafka-acls tool against the broker as that first user),
+# KIBITZ_KAFKA_TLS (1: the port speaks TLS, SSL or with SASL users SASL_SSL, with a self-signed certificate for
+# 127.0.0.1 made at the first start: clients take $KIBITZ_CACHE/kafka/run-PORT/tls/ca.pem as their CA file).
 # A cluster (as the fault tests start one, streamer/devkafka.py Cluster): one start per node, each with its own ports
 # and KIBITZ_KAFKA_NODE_ID (1), the same KIBITZ_KAFKA_VOTERS ("1@127.0.0.1:9093,2@...") and KIBITZ_KAFKA_CLUSTER_ID
 # (a base64 UUID; default a new one), and KIBITZ_KAFKA_REPLICATION (1): the replication factor of internal and new
@@ -48,6 +50,16 @@ fetch() {
 
 accepting() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
 
+tls_keys() {  # a self-signed certificate for 127.0.0.1, made once per broker: $run/tls/ca.pem is the clients' CA file
+  [ -f "$run/tls/ca.pem" ] && return 0
+  mkdir -p "$run/tls"
+  keytool -genkeypair -alias broker -keyalg RSA -keysize 2048 -validity 3650 -dname "CN=127.0.0.1" \
+    -ext "SAN=IP:127.0.0.1,DNS:localhost" -keystore "$run/tls/broker.p12" -storetype PKCS12 \
+    -storepass kibitz-dev -keypass kibitz-dev >/dev/null 2>&1 || die "keytool could not make the broker's certificate"
+  keytool -exportcert -rfc -alias broker -keystore "$run/tls/broker.p12" -storepass kibitz-dev \
+    -file "$run/tls/ca.pem" >/dev/null 2>&1 || die "keytool could not export the broker's certificate"
+}
+
 first_user() { local u="${KIBITZ_KAFKA_SASL_USERS%% *}"; echo "${u%%:*}"; }
 
 acl() {  # Kafka's kafka-acls tool (kafka.admin.AclCommand) against this broker, as the first SASL user
@@ -55,10 +67,14 @@ acl() {  # Kafka's kafka-acls tool (kafka.admin.AclCommand) against this broker,
   local u="${KIBITZ_KAFKA_SASL_USERS%% *}"
   mkdir -p "$run"
   cat >"$run/admin.properties" <<PROPS
-security.protocol=SASL_PLAINTEXT
 sasl.mechanism=PLAIN
 sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="${u%%:*}" password="${u#*:}";
 PROPS
+  if [ "${KIBITZ_KAFKA_TLS:-0}" = 1 ]; then
+    printf 'security.protocol=SASL_SSL\nssl.truststore.type=PEM\nssl.truststore.location=%s\n' "$run/tls/ca.pem" >>"$run/admin.properties"
+  else
+    echo "security.protocol=SASL_PLAINTEXT" >>"$run/admin.properties"
+  fi
   java -Xmx256m -Dlog4j.configuration=file:/dev/null -cp "$libs/*" kafka.admin.AclCommand \
     --bootstrap-server "127.0.0.1:$port" --command-config "$run/admin.properties" "$@"
 }
@@ -71,23 +87,36 @@ start() {
   fi
   accepting && die "something else already listens on 127.0.0.1:$port"
   mkdir -p "$run/data"
-  local listeners
-  if [ -n "${KIBITZ_KAFKA_SASL_USERS:-}" ]; then
-    local users="" u
-    for u in $KIBITZ_KAFKA_SASL_USERS; do users="$users user_${u%%:*}=\"${u#*:}\""; done
-    listeners="listeners=SASL_PLAINTEXT://127.0.0.1:$port,INTERNAL://127.0.0.1:$((port + 2)),CONTROLLER://127.0.0.1:$cport
-advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$port,INTERNAL://127.0.0.1:$((port + 2))
+  local listeners proto
+  proto="$( [ -n "${KIBITZ_KAFKA_SASL_USERS:-}" ] && echo SASL_ )$( [ "${KIBITZ_KAFKA_TLS:-0}" = 1 ] && echo SSL || echo PLAINTEXT )"
+  if [ "$proto" != PLAINTEXT ]; then
+    listeners="listeners=$proto://127.0.0.1:$port,INTERNAL://127.0.0.1:$((port + 2)),CONTROLLER://127.0.0.1:$cport
+advertised.listeners=$proto://127.0.0.1:$port,INTERNAL://127.0.0.1:$((port + 2))
 inter.broker.listener.name=INTERNAL
-listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$proto:$proto,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  fi
+  if [ "${KIBITZ_KAFKA_TLS:-0}" = 1 ]; then
+    tls_keys
+    listeners="$listeners
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$run/tls/broker.p12
+ssl.keystore.password=kibitz-dev
+ssl.key.password=kibitz-dev"
+  fi
+  if [ -n "${KIBITZ_KAFKA_SASL_USERS:-}" ]; then
+    local users="" u lname
+    lname="$(echo "$proto" | tr 'A-Z' 'a-z')"
+    for u in $KIBITZ_KAFKA_SASL_USERS; do users="$users user_${u%%:*}=\"${u#*:}\""; done
+    listeners="$listeners
 sasl.enabled.mechanisms=PLAIN
-listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required$users;"
+listener.name.$lname.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required$users;"
     if [ "${KIBITZ_KAFKA_ACLS:-0}" = 1 ]; then  # ANONYMOUS: the broker's own plaintext listeners
       listeners="$listeners
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:$(first_user);User:ANONYMOUS
 allow.everyone.if.no.acl.found=false"
     fi
-  else
+  elif [ "$proto" = PLAINTEXT ]; then
     listeners="listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
 advertised.listeners=PLAINTEXT://127.0.0.1:$port
 inter.broker.listener.name=PLAINTEXT
