@@ -201,6 +201,8 @@ class Stage:
         self.suspects: dict[TopicPartition, int] = {}
         self.aborts: dict[tuple[TopicPartition, int], tuple[int, str]] = {}
         self.poisoned = 0
+        self._lag_reported = 0.0
+        self._lag_series: set[TopicPartition] = set()
         self.last_sweep = time.monotonic()
         self.stragglers = 0  # transactions' partitions cut short by a record still running (see _cut)
         self.repeats: set[tuple[int, int]] = set()  # (partition, offset) of records cut and not yet done
@@ -277,6 +279,27 @@ class Stage:
         if fresh and path.exists():
             shutil.rmtree(path)
         return RocksState(path, self.cfg.codec)
+
+    async def _report_lag(self) -> None:
+        """Set ``kibitz_consumer_lag`` for each assigned input partition (at most every :data:`LAG_SECONDS`), and drop
+        the series of partitions this worker no longer owns."""
+        if self.metrics is None or time.monotonic() - self._lag_reported < LAG_SECONDS:
+            return
+        self._lag_reported = time.monotonic()
+        owned = self.consumer.assignment()
+        for tp in self._lag_series - owned:
+            with contextlib.suppress(KeyError):
+                self.metrics.lag.remove(self.cfg.name, str(tp.partition))
+        self._lag_series = set()
+        for tp in owned:
+            end = self.consumer.last_stable_offset(tp)  # read_committed: what the stage can read; None before a fetch
+            try:
+                position = await self.consumer.position(tp)
+            except Exception:  # noqa: BLE001 - revoked meanwhile, or no position yet: reported at the next round
+                continue
+            if end is not None:
+                self.metrics.lag.labels(self.cfg.name, str(tp.partition)).set(max(0, end - position))
+                self._lag_series.add(tp)
 
     def _beat(self) -> None:
         """The stage goes round (``/healthz`` of the metrics server: a stage that stops doing so is not live)."""
@@ -370,6 +393,7 @@ class Stage:
                             await self._rewind([tp for tp in batch if tp in self.consumer.assignment()])
                             continue
                         await self._process(batch)
+                await self._report_lag()
         finally:
             await self.consumer.stop()
             for partition in list(self.producers.keys() | self.cfg.state.keys()):
@@ -724,6 +748,10 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+#: Seconds between two reports of a stage's consumer lag (``kibitz_consumer_lag``).
+LAG_SECONDS = 1.0
 
 
 #: The state changelogs are compacted, and set so that compaction can run: Kafka compacts only closed segments, and

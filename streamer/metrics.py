@@ -19,7 +19,7 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, make_wsgi_app
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from analyzers.engine import EnginePool
@@ -126,6 +126,10 @@ class Metrics:
         self.reviews = Counter("kibitz_reviews", "fair-play reviews run after a service alert, by outcome (action: "
                                "published; cleared: under the action tier; failed: the engine or the games failed it)",
                                ["outcome"], registry=self.registry)
+        # the Kafka transactional runtime's: how far each stage is behind its input (the other runtimes have no offsets)
+        self.lag = Gauge("kibitz_consumer_lag", "records of a stage's input partition not processed yet: the partition's "
+                         "last stable offset minus the stage's position (transactional Kafka runtime)",
+                         ["stage", "partition"], registry=self.registry)
         if pool_getter is not None:
             self.registry.register(PoolCollector(pool_getter))
         self.health = Health()

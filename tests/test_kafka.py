@@ -1078,6 +1078,22 @@ def test_follow_produce_worker_metrics_prometheus_and_serve(broker, tmp_path):
         for metric in panel_metrics():
             assert metric in names, f"the dashboard queries {metric}, the worker does not export it"
         assert samples["kibitz_move_seconds_count"] == plies  # move latency, recorded by the Kafka worker
+        # every stage caught up: its consumer lag, one series per stage and input partition (4 each), falls to 0 (a
+        # transaction's commit marker takes an offset too: counted as unread, the lag of a stage reading another
+        # stage's output would never reach 0)
+        lag: dict[str, float] = {}
+
+        def caught_up() -> dict[str, float] | None:
+            lag.clear()
+            lag.update({k: v for k, v in scrape(f"http://127.0.0.1:{mport}/metrics").items()
+                        if k.startswith("kibitz_consumer_lag{")})
+            return dict(lag) if len(lag) == 3 * 4 and not any(lag.values()) else None
+
+        try:
+            poll(caught_up, 30, "every stage's lag to fall to 0")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {lag}") from None
+        assert {re.search(r'stage="(\w+)"', k)[1] for k in lag} == {"analyse", "pool", "rate"}, lag
         # the liveness probe of deploy/k8s: the worker's loop and each of its stages watched, all live
         with urllib.request.urlopen(f"http://127.0.0.1:{mport}/healthz", timeout=5) as r:
             health = r.read().decode()
@@ -1095,6 +1111,34 @@ def test_follow_produce_worker_metrics_prometheus_and_serve(broker, tmp_path):
         for p in (prom, serve):
             p.terminate()
             p.wait(20)
+
+
+def test_a_stage_started_on_a_backlog_shows_its_consumer_lag_falling_to_zero(broker, london_rounds_1_to_4):
+    """``kibitz_consumer_lag``: London 2011 rounds 1-4 produced first, then a worker's analyse stage started on them
+    (no analysis cache: it searches every position) reports how far behind it is, by input partition; the sum falls
+    as the moves are rated, to 0 once every one is. (test_follow_produce_worker_metrics_prometheus_and_serve checks
+    that the stages reading other stages' transactional outputs fall to 0 too.)"""
+    prefix, mport = fresh_prefix(), free_port()
+    r = cli("produce", str(london_rounds_1_to_4), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+    assert r.returncode == 0, r.stderr
+    events = int(re.search(r"produced (\d+) events", r.stdout + r.stderr)[1])
+    (worker,) = start_workers(broker, prefix, *LIMITS, "--engines", "1", "--stages", "analyse", "--metrics-port", str(mport))
+    sums: list[float] = []
+
+    def caught_up() -> bool:
+        worker.check()
+        lag = [v for k, v in scrape(f"http://127.0.0.1:{mport}/metrics").items()
+               if k.startswith('kibitz_consumer_lag{partition="') and 'stage="analyse"' in k]
+        if len(lag) == 4:  # every input partition reported
+            sums.append(sum(lag))
+        return bool(sums) and sums[-1] == 0
+
+    try:
+        poll(caught_up, 240, "the analyse stage's lag to fall to 0")
+    finally:
+        worker.stop()
+    assert 0 < sums[0] <= events and max(sums) == sums[0], sums[:10]  # behind by at most the backlog, then less
+    assert len(set(sums)) > 2, sums  # seen falling, not only at its start and end
 
 
 def test_follow_produce_started_again_with_its_state_sends_only_what_is_new(broker, tmp_path):
