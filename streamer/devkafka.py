@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TypeVar
 
-from .kafka_config import STAGES, running_stages
+from .kafka_config import STAGES, KafkaSettings, running_stages
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
@@ -228,6 +228,28 @@ async def produce(broker: str, topic: str, records: list[tuple[bytes | None, byt
         await p.flush()
     finally:
         await p.stop()
+
+
+async def read_records(settings: KafkaSettings, topic: str, want: int, timeout: float = 180.0,
+                       workers: Sequence[WorkerProcess] = ()) -> list[bytes]:
+    """The committed records of ``topic`` from the beginning, over the connection ``settings`` describe (SASL, TLS),
+    until ``want`` of them or ``timeout`` seconds. ``workers`` must stay alive meanwhile."""
+    from aiokafka import AIOKafkaConsumer
+
+    c = AIOKafkaConsumer(topic, group_id=None, auto_offset_reset="earliest", isolation_level="read_committed",
+                         **settings.aiokafka_kwargs())
+    await c.start()
+    out: list[bytes] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(out) < want and time.monotonic() < deadline:
+            for w in workers:
+                w.check()
+            for recs in (await c.getmany(timeout_ms=500)).values():
+                out += [r.value for r in recs]
+    finally:
+        await c.stop()
+    return out
 
 
 async def consume_until(broker: str, topics: list[str], done, timeout: float = 240.0,

@@ -337,8 +337,9 @@ class _ConnectErrors(logging.Handler):
 
 def refused(error: BaseException) -> bool:
     """Whether a connection's error is the broker refusing this client's settings, which no retry gets past: a SASL
-    authentication that failed or a mechanism the broker does not enable, or TLS that does not get through (a
-    certificate that does not verify, TLS against a plaintext listener)."""
+    authentication that failed or a mechanism the broker does not enable, or a TLS handshake that fails (a
+    certificate that does not verify). A TLS client on a plaintext listener is not told apart: the broker closes the
+    connection, as one starting may (:func:`wait_for_broker` says so)."""
     from aiokafka import errors as kafka_errors
 
     if isinstance(error, ssl.SSLError):

@@ -156,16 +156,8 @@ class _Listener(ConsumerRebalanceListener):
             self.stage.fenced.difference_update(tp.partition for tp in assigned)
             try:
                 await asyncio.gather(*(self.stage.acquire(tp.partition) for tp in assigned))
-            except (DeploymentMismatch, ConfigurationError) as e:  # they stop the worker
+            except (DeploymentMismatch, ConfigurationError) as e:  # they stop the worker (an ACL missing among them)
                 self.stage.failure = e
-            except Exception as e:
-                # an ACL missing on the changelog the restore reads: aiokafka would log it, drop it and go on without
-                # the partitions, the worker hanging
-                denied = not_authorized(self.stage.settings, e, f"the {self.stage.cfg.name} stage's changelog "
-                                        f"{self.stage.cfg.changelog} (READ and DESCRIBE)")
-                if denied is None:
-                    raise
-                self.stage.failure = denied
 
 
 class Stage:
@@ -246,9 +238,15 @@ class Stage:
         self._close_state(partition)
         try:
             self.cfg.state[partition] = await self.restore(partition)
-        except BaseException:
+        except BaseException as e:
             # not owned without its state: the next batch of the partition acquires it again (it raised KeyError)
             await self.release(partition)
+            # an ACL missing on the changelog: raised in the rebalance listener, aiokafka would log it, drop it and go
+            # on without the partition, the worker hanging
+            denied = not_authorized(self.settings, e, f"the {self.cfg.name} stage's changelog {self.cfg.changelog} "
+                                    f"(READ and DESCRIBE)") if isinstance(e, Exception) else None
+            if denied is not None:
+                raise denied from None
             raise
 
     async def release(self, partition: int) -> None:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from streamer.devkafka import ROOT, fresh_prefix, worker_port
+from streamer.devkafka import ROOT, fresh_prefix, read_records, worker_port
 from streamer.kafka_config import KafkaSettings, Topics
 
 pytestmark = pytest.mark.kafka
@@ -43,20 +43,7 @@ def allow(user: str, resource: list[str], *operations: str) -> None:
 
 
 async def read(settings: KafkaSettings, topic: str, want: int, timeout: float = 180) -> list[dict]:
-    from aiokafka import AIOKafkaConsumer
-
-    c = AIOKafkaConsumer(topic, group_id=None, auto_offset_reset="earliest", isolation_level="read_committed",
-                         **settings.aiokafka_kwargs())
-    await c.start()
-    out: list[dict] = []
-    try:
-        deadline = time.monotonic() + timeout
-        while len(out) < want and time.monotonic() < deadline:
-            for recs in (await c.getmany(timeout_ms=500)).values():
-                out += [json.loads(r.value) for r in recs]
-    finally:
-        await c.stop()
-    return out
+    return [json.loads(v) for v in await read_records(settings, topic, want, timeout)]
 
 
 def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_password_and_refusals_stop_it(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.devkafka import ROOT, WorkerProcess, fresh_prefix, poll, worker_port
+from streamer.devkafka import ROOT, WorkerProcess, fresh_prefix, poll, read_records, worker_port
 from streamer.kafka_config import KafkaSettings, Topics
 
 pytestmark = pytest.mark.kafka
@@ -28,25 +28,6 @@ def kafka_sh(cmd: str) -> None:
     r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), cmd], env=BROKER_ENV, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr
-
-
-async def read(settings: KafkaSettings, topic: str, want: int, worker: WorkerProcess, timeout: float = 120) -> list[bytes]:
-    """Committed records of ``topic`` over the settings' TLS, until ``want`` of them or ``timeout`` seconds."""
-    from aiokafka import AIOKafkaConsumer
-
-    c = AIOKafkaConsumer(topic, group_id=None, auto_offset_reset="earliest", isolation_level="read_committed",
-                         **settings.aiokafka_kwargs())
-    await c.start()
-    out: list[bytes] = []
-    try:
-        deadline = time.monotonic() + timeout
-        while len(out) < want and time.monotonic() < deadline:
-            worker.check()
-            for recs in (await c.getmany(timeout_ms=500)).values():
-                out += [r.value for r in recs]
-    finally:
-        await c.stop()
-    return out
 
 
 def kibitz(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
@@ -93,7 +74,7 @@ def test_over_tls_the_worker_rates_and_a_certificate_that_does_not_verify_or_a_p
                        "--topic-prefix", prefix, env=TLS_ENV)
             assert r.returncode == 0, r.stderr[-3000:]
             settings = KafkaSettings.from_env(broker=broker, topics=Topics(prefix=prefix))
-            updates = asyncio.run(read(settings, settings.topics.glicko2, 4, worker))
+            updates = asyncio.run(read_records(settings, settings.topics.glicko2, 4, workers=[worker]))
         finally:
             worker.stop()
         assert len(updates) == 4, "the worker rated both games over TLS"
