@@ -4,7 +4,8 @@
 # fetch: Kafka's jars from Maven Central into .cache/kafka (once). start: format the storage if it is empty (the data
 # of an earlier start is kept), start the broker, wait until it accepts connections. reset: stop, wipe the data. Env: KIBITZ_KAFKA_PORT (9092), KIBITZ_KAFKA_CONTROLLER_PORT (9093),
 # KIBITZ_CACHE (.cache), KIBITZ_KAFKA_PARTITIONS (4), KIBITZ_KAFKA_SASL_USERS ("user:password ..."; clients then
-# authenticate with SASL/PLAIN on the port, and the broker's own traffic uses a plaintext listener on port + 2),
+# authenticate with SASL/PLAIN or SCRAM-SHA-512 on the port, and the broker's own traffic uses a plaintext listener on
+# port + 2),
 # KIBITZ_KAFKA_ACLS (with SASL users: 1 turns the authorizer on, the first user a super user, everyone else allowed only
 # what an ACL grants; `kafka.sh acl --add ...` runs Kafka's kafka-acls tool against the broker as that first user),
 # KIBITZ_KAFKA_TLS (1: the port speaks TLS, SSL or with SASL users SASL_SSL, with a self-signed certificate for
@@ -108,8 +109,9 @@ ssl.key.password=kibitz-dev"
     lname="$(echo "$proto" | tr 'A-Z' 'a-z')"
     for u in $KIBITZ_KAFKA_SASL_USERS; do users="$users user_${u%%:*}=\"${u#*:}\""; done
     listeners="$listeners
-sasl.enabled.mechanisms=PLAIN
-listener.name.$lname.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required$users;"
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512
+listener.name.$lname.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required$users;
+listener.name.$lname.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;"
     if [ "${KIBITZ_KAFKA_ACLS:-0}" = 1 ]; then  # ANONYMOUS: the broker's own plaintext listeners
       listeners="$listeners
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
@@ -154,8 +156,12 @@ PROPS
   if [ ! -f "$run/data/meta.properties" ]; then  # format only an empty directory: a restart keeps the topics
     local cluster="${KIBITZ_KAFKA_CLUSTER_ID:-}"
     [ -n "$cluster" ] || cluster="$(java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool random-uuid)"
-    java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool format --cluster-id="$cluster" -c "$run/server.properties" >"$run/format.log" 2>&1 \
-      || { cat "$run/format.log" >&2; die "formatting KRaft storage failed"; }
+    local scram=() u
+    for u in ${KIBITZ_KAFKA_SASL_USERS:-}; do  # each SASL user may also sign in with SCRAM-SHA-512
+      scram+=(--add-scram "SCRAM-SHA-512=[name=${u%%:*},password=${u#*:}]")
+    done
+    java "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool format --cluster-id="$cluster" -c "$run/server.properties" \
+      "${scram[@]}" >"$run/format.log" 2>&1 || { cat "$run/format.log" >&2; die "formatting KRaft storage failed"; }
   fi
   nohup java "${jopts[@]}" -cp "$cp" kafka.Kafka "$run/server.properties" >"$run/broker.log" 2>&1 &
   echo $! >"$run/pid"
