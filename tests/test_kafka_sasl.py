@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from streamer.devbrowser import free_port
 from streamer.devkafka import ROOT, fresh_prefix, read_records, worker_port
 from streamer.kafka_config import KafkaSettings, Topics
 
@@ -155,6 +156,14 @@ def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_p
         assert tail.returncode == 2 and not tail.stdout, tail.stderr
         assert (f"denies user feeder reading {prefix}kibitz.moves (READ): [Error 29] TopicAuthorizationFailedError"
                 in tail.stderr and "Traceback" not in tail.stderr), tail.stderr
+        # the overlay's reader, allowed to describe the outputs but not to read them: was aiokafka's traceback
+        allow("feeder", ["--topic", f"{prefix}kibitz.", "--resource-pattern-type", "prefixed"], "Describe")
+        serve = subprocess.run([sys.executable, "-m", "streamer.cli", "serve", "--broker", broker, "--topic-prefix",
+                                prefix, "--listen", f"127.0.0.1:{free_port()}"],
+                               cwd=ROOT, env=FEEDER_ENV, capture_output=True, text=True, timeout=60)
+        assert serve.returncode == 2, serve.stderr[-3000:]
+        assert ("denies user feeder reading the output topics (READ): [Error 29] TopicAuthorizationFailedError"
+                in serve.stderr and "Traceback" not in serve.stderr), serve.stderr[-3000:]
     finally:
         worker.terminate()
         worker.wait(30)
