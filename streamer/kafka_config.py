@@ -265,7 +265,7 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
                           most: float = 10.0) -> float:
     """Wait until the broker answers a metadata request, retrying with exponential backoff (``first`` doubling up to
     ``most`` seconds). Says so in one line on stderr when it has to wait, and once more when the broker answers;
-    aiokafka's own connection errors are kept out of the log meanwhile (:class:`_ConnectErrors`). Returns the seconds
+    aiokafka's own connection errors are kept out of the log meanwhile (:class:`ClientErrors`). Returns the seconds
     waited; raises TimeoutError after ``timeout`` seconds (None: wait for ever), and
     :class:`~analyzers.errors.BrokerRefused` at once when the broker refuses the credentials or the TLS setup."""
     import asyncio
@@ -277,7 +277,7 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
     started = time.monotonic()
     delay = first
     said = False
-    with _ConnectErrors() as seen:
+    with ClientErrors(quiet=True) as seen:
         while True:
             admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs(), request_timeout_ms=5000)
             try:
@@ -288,9 +288,8 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
                     print(f"kibitz: Kafka broker at {settings.broker} answered after {waited:.0f} s", file=sys.stderr, flush=True)
                 return waited
             except Exception as e:  # noqa: BLE001 - any failure to connect means: not yet, unless the broker refused
-                refusal = next((r for r in seen.errors if refused(r)), None)
-                if refusal is not None:
-                    raise BrokerRefused(refusal_message(settings, refusal)) from None
+                if seen.refusal is not None:
+                    raise BrokerRefused(refusal_message(settings, seen.refusal)) from None
                 if timeout is not None and time.monotonic() - started + delay > timeout:
                     raise TimeoutError(f"Kafka broker at {settings.broker} did not answer within {timeout:g} s: {e!r}") from e
                 if not said:  # one line from kibitz, not one per failed connection from aiokafka
@@ -309,30 +308,50 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
             delay = min(delay * 2, most)
 
 
-class _ConnectErrors(logging.Handler):
-    """While the broker is waited for: aiokafka's log records are kept from the log (its bootstrap logs each failed
-    connection at error level, the first of them before kibitz's own line said it waits), and the exceptions they
-    carry are kept in ``errors``: the bootstrap turns every failure, a refused password included, into one
-    "Unable to bootstrap" error, and its log line is where the cause is."""
+class ClientErrors(logging.Handler):
+    """aiokafka's errors, read from its log records, where the cause of a failed connection is: its bootstrap turns
+    every failure, a refused password included, into one "Unable to bootstrap" error, and a running client retries a
+    refused connection for ever, logging it. ``refusal`` is the first error that is the broker refusing this client
+    (:func:`refused`). With ``quiet`` (while the broker is waited for) the records are kept out of the log, aiokafka
+    logging each failed connection at error level, the first of them before kibitz's own line said it waits, and their
+    exceptions are kept in ``errors``; without, the log is left as it is."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, quiet: bool = False) -> None:
         super().__init__(logging.DEBUG)
+        self.quiet = quiet
         self.errors: list[BaseException] = []
+        self.refusal: BaseException | None = None
         self._logger = logging.getLogger("aiokafka")
 
     def emit(self, record: logging.LogRecord) -> None:
-        if isinstance(record.args, tuple):
-            self.errors += [a for a in record.args if isinstance(a, BaseException)]
+        if not isinstance(record.args, tuple):
+            return
+        for a in record.args:
+            if isinstance(a, BaseException):
+                if self.quiet:
+                    self.errors.append(a)
+                if self.refusal is None and refused(a):
+                    self.refusal = a
 
-    def __enter__(self) -> _ConnectErrors:
+    def __enter__(self) -> ClientErrors:
         self._propagate = self._logger.propagate
         self._logger.addHandler(self)
-        self._logger.propagate = False
+        if self.quiet:
+            self._logger.propagate = False
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._logger.removeHandler(self)
         self._logger.propagate = self._propagate
+
+    async def watch(self, settings: KafkaSettings, every: float = 1.0) -> None:
+        """Raise :class:`~analyzers.errors.BrokerRefused` once the broker refuses this client (its credentials
+        rotated or revoked while it runs: else a worker retried for ever, idle, its liveness probe content)."""
+        import asyncio
+
+        while self.refusal is None:
+            await asyncio.sleep(every)
+        raise BrokerRefused(refusal_message(settings, self.refusal) + " (refused while running)")
 
 
 def refused(error: BaseException) -> bool:

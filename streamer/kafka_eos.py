@@ -64,7 +64,7 @@ from analyzers.errors import (
     TopicsNotCreated,
 )
 
-from .kafka_config import STAGES, KafkaSettings, Topics, not_authorized, running_stages, wait_for_broker
+from .kafka_config import STAGES, ClientErrors, KafkaSettings, Topics, not_authorized, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
 from .state_store import RocksState, TrackedState, encode
 from .steps import Output, Steps, dead_letter_output
@@ -738,6 +738,8 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
                          metrics=metrics)
                    for name in STAGES if name in stages]
         tasks = [asyncio.create_task(s.run(), name=s.cfg.name) for s in runners]
+        refusals = stack.enter_context(ClientErrors())
+        tasks.append(asyncio.create_task(refusals.watch(settings), name="refusals"))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:

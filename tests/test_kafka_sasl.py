@@ -183,3 +183,43 @@ def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_p
     assert len(text.splitlines()) > 500, "DEBUG logging was on (aiokafka's request dumps included)"
     assert PASSWORD not in text and FEEDER_PASSWORD not in text
     assert "SASL" in text or "sasl" in text
+
+
+def test_credentials_the_broker_stops_taking_while_the_worker_runs_stop_it(tmp_path):
+    """The worker's password rotated on the broker (here: the broker restarted with another one for its user). The
+    worker retried for ever, idle, its /healthz "ok" and its lag stale: a game produced meanwhile was never rated and
+    nothing said why. Now it stops, exit 2, naming the refusal: Kubernetes restarts it, and a restart with the old
+    secret stops at once the same way (test above)."""
+    prefix = fresh_prefix()
+    app = prefix.rstrip(".")
+    kafka_sh("reset")
+    kafka_sh("start")
+    try:
+        allow("kibitz", ["--topic", f"{prefix}kibitz.", "--resource-pattern-type", "prefixed"], "Create", "Describe", "Read", "Write")
+        allow("kibitz", ["--group", app, "--resource-pattern-type", "prefixed"], "Read", "Describe")
+        allow("kibitz", ["--transactional-id", f"{app}.", "--resource-pattern-type", "prefixed"], "Write", "Describe")
+        worker = subprocess.Popen([sys.executable, "-m", "streamer.cli", "worker", "--broker", f"127.0.0.1:{PORT}",
+                                   "--topic-prefix", prefix, "--app-id", app, "--depth", "5", "--multipv", "3",
+                                   "--engines", "1", "--store", "memory"],
+                                  # PLAIN: its users are the broker's configuration, which a restart changes (SCRAM's
+                                  # are kept in the cluster's metadata)
+                                  cwd=ROOT, env={**CLIENT_ENV, "KIBITZ_KAFKA_SASL_MECHANISM": "PLAIN"},
+                                  stdout=subprocess.DEVNULL, stderr=(tmp_path / "worker.err").open("w"))
+        try:
+            time.sleep(8)  # up, its stages subscribed
+            assert worker.poll() is None
+            kafka_sh("stop")
+            r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "start"], capture_output=True, text=True,
+                               timeout=600, env={**BROKER_ENV, "KIBITZ_KAFKA_SASL_USERS":
+                                                 BROKER_ENV["KIBITZ_KAFKA_SASL_USERS"].replace(PASSWORD, PASSWORD + "-new")})
+            assert r.returncode == 0, r.stderr
+            rc = worker.wait(90)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+        err = (tmp_path / "worker.err").read_text()
+        assert rc == 2, err[-3000:]
+        assert ("refused this client (SASL_PLAINTEXT, PLAIN): [Error 58] SaslAuthenticationFailed" in err
+                and "(refused while running)" in err), err[-3000:]
+    finally:
+        kafka_sh("reset")
