@@ -163,14 +163,14 @@ async def read_outputs(settings, store: LiveStore) -> None:  # noqa: ANN001
     """Feed ``store`` from the game lifecycle, assessment and rating topics, from their oldest committed record."""
     from aiokafka import AIOKafkaConsumer
 
-    from .kafka_config import not_authorized, wait_for_topics
+    from .kafka_config import ClientErrors, not_authorized, wait_for_topics
 
     parsers = _parsers(settings.topics)
     await wait_for_topics(settings, list(parsers), who="serve")  # a mistyped --topic-prefix, or no worker run yet
     consumer = AIOKafkaConsumer(*parsers, group_id=None, isolation_level="read_committed", auto_offset_reset="earliest",
                                 **settings.aiokafka_kwargs())
-    await consumer.start()
-    try:
+
+    async def read() -> None:
         # the lifecycle topic first: a game must be known before its ratings attach to it
         async for r in consumer:
             try:
@@ -178,13 +178,31 @@ async def read_outputs(settings, store: LiveStore) -> None:  # noqa: ANN001
                 store.apply(parsers[r.topic](r.value), r.timestamp / 1000 if r.timestamp and r.timestamp > 0 else None)
             except (MalformedEvent, ValidationError, ValueError) as e:
                 log.warning("unreadable record skipped", extra={"topic": r.topic, "offset": r.offset, "error": str(e)[:200]})
-    except Exception as e:
-        denied = not_authorized(settings, e, "reading the output topics (READ)")
-        if denied is None:
-            raise
-        raise denied from None
+
+    await consumer.start()
+    failed: BaseException | None = None
+    try:
+        # beside the reading, a refusal of the credentials while it runs (rotated, revoked): else the overlay stood still
+        with ClientErrors() as errors:
+            tasks = [asyncio.create_task(read()), asyncio.create_task(errors.watch(settings))]
+            try:
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()
+            except Exception as e:
+                failed = not_authorized(settings, e, "reading the output topics (READ)") or e
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
     finally:
-        await consumer.stop()
+        if failed is None:
+            await consumer.stop()
+        else:  # a consumer whose fetches the broker refuses: aiokafka's fetch task, cancelled by the stop, re-raises
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await consumer.stop()
+    if failed is not None:
+        raise failed
 
 
 async def serve(args: argparse.Namespace) -> None:

@@ -23,9 +23,9 @@ import time
 from collections import deque
 from typing import Any
 
-from analyzers.errors import DeliveryFailed
+from analyzers.errors import BrokerRefused, DeliveryFailed
 
-from .kafka_config import KafkaSettings, not_authorized
+from .kafka_config import ClientErrors, KafkaSettings, not_authorized, refusal_message
 
 log = logging.getLogger("kibitz.produce")
 
@@ -33,6 +33,8 @@ log = logging.getLogger("kibitz.produce")
 QUEUE_LIMIT = 10_000
 #: Seconds a producer leaving on an error (Ctrl-C, a refused record) waits for the broker to take what it holds.
 STOP_TIMEOUT = 10.0
+#: Seconds between two looks, while records wait for the broker, at whether it has refused this client meanwhile.
+REFUSAL_CHECK_SECONDS = 1.0
 
 
 class InputProducer:
@@ -52,13 +54,16 @@ class InputProducer:
         self._changed = asyncio.Event()  # a record queued, handed over or acknowledged
         self._failure: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
+        self._errors = ClientErrors()  # a refusal of the credentials while it runs (rotated, revoked)
 
     async def __aenter__(self) -> InputProducer:
+        self._errors.__enter__()
         try:
             await self._producer.start()
         except Exception as e:
             with contextlib.suppress(Exception):  # it never started: nothing to flush
                 await self._producer.stop()
+            self._errors.__exit__()
             # an idempotent producer's id needs WRITE on some topic (Kafka 3.0+): a user granted none is told so
             denied = not_authorized(self.settings, e, "a producer id (WRITE on the input topics)")
             if denied is not None:
@@ -85,6 +90,8 @@ class InputProducer:
             except TimeoutError:
                 log.warning("stopped with records the broker has not acknowledged", extra={
                     "broker": self.settings.broker, "records": len(self._queue) + len(self._delivering)})
+            finally:
+                self._errors.__exit__()
 
     def _keep_batches(self) -> None:
         # aiokafka fails a batch that waited its request timeout for a partition leader (MessageAccumulator's batch
@@ -117,10 +124,15 @@ class InputProducer:
     async def _wait_change(self) -> None:
         self._raise_failure()
         self._changed.clear()
-        await self._changed.wait()
+        # back to the caller's loop at a change or after a second at most, to see whether the broker has refused this
+        # client (not a loop on the event here: the hand-over task clears it too)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), REFUSAL_CHECK_SECONDS)
         self._raise_failure()
 
     def _raise_failure(self) -> None:
+        if self._errors.refusal is not None:  # credentials rotated or revoked: else records waited for ever
+            raise BrokerRefused(refusal_message(self.settings, self._errors.refusal) + " (refused while running)")
         if self._failure is not None:
             denied = not_authorized(self.settings, self._failure, "writing the inputs (WRITE)")
             if denied is not None:  # an ACL missing: a usage error naming what to grant, as the worker's

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from streamer.devbrowser import free_port
-from streamer.devkafka import ROOT, fresh_prefix, read_records, worker_port
+from streamer.devkafka import ROOT, fresh_prefix, poll, read_records, worker_port
 from streamer.kafka_config import KafkaSettings, Topics
 
 pytestmark = pytest.mark.kafka
@@ -185,41 +185,53 @@ def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_p
     assert "SASL" in text or "sasl" in text
 
 
-def test_credentials_the_broker_stops_taking_while_the_worker_runs_stop_it(tmp_path):
-    """The worker's password rotated on the broker (here: the broker restarted with another one for its user). The
-    worker retried for ever, idle, its /healthz "ok" and its lag stale: a game produced meanwhile was never rated and
-    nothing said why. Now it stops, exit 2, naming the refusal: Kubernetes restarts it, and a restart with the old
-    secret stops at once the same way (test above)."""
+def test_credentials_the_broker_stops_taking_while_clients_run_stop_them(tmp_path):
+    """The clients' password rotated on the broker (here: the broker restarted with another one for their user) while a
+    worker, a paced producer and the overlay's server run. They retried for ever, idle: the worker's /healthz "ok" and
+    its lag stale, a game produced meanwhile never rated, the producer "waiting" for the broker, the overlay still.
+    Now each stops, exit 2, naming the refusal: Kubernetes restarts the worker, and a restart with the old secret stops
+    at once the same way (test above)."""
     prefix = fresh_prefix()
     app = prefix.rstrip(".")
+    broker = f"127.0.0.1:{PORT}"
     kafka_sh("reset")
     kafka_sh("start")
+    # PLAIN: its users are the broker's configuration, which a restart changes (SCRAM's are kept in its metadata)
+    env = {**CLIENT_ENV, "KIBITZ_KAFKA_SASL_MECHANISM": "PLAIN"}
+    clients = {
+        "worker": ["worker", "--depth", "5", "--multipv", "3", "--engines", "1", "--store", "memory", "--app-id", app],
+        # paced, a record every few seconds: a producer finds the refusal when it next has a record to send
+        "produce": ["produce", str(ROOT / "tests/fixtures/broadcast_game.pgn"), "--speed", "10"],
+        "serve": ["serve", "--listen", f"127.0.0.1:{free_port()}"],
+    }
+    procs: dict[str, subprocess.Popen] = {}
     try:
         allow("kibitz", ["--topic", f"{prefix}kibitz.", "--resource-pattern-type", "prefixed"], "Create", "Describe", "Read", "Write")
         allow("kibitz", ["--group", app, "--resource-pattern-type", "prefixed"], "Read", "Describe")
         allow("kibitz", ["--transactional-id", f"{app}.", "--resource-pattern-type", "prefixed"], "Write", "Describe")
-        worker = subprocess.Popen([sys.executable, "-m", "streamer.cli", "worker", "--broker", f"127.0.0.1:{PORT}",
-                                   "--topic-prefix", prefix, "--app-id", app, "--depth", "5", "--multipv", "3",
-                                   "--engines", "1", "--store", "memory"],
-                                  # PLAIN: its users are the broker's configuration, which a restart changes (SCRAM's
-                                  # are kept in the cluster's metadata)
-                                  cwd=ROOT, env={**CLIENT_ENV, "KIBITZ_KAFKA_SASL_MECHANISM": "PLAIN"},
-                                  stdout=subprocess.DEVNULL, stderr=(tmp_path / "worker.err").open("w"))
-        try:
-            time.sleep(8)  # up, its stages subscribed
-            assert worker.poll() is None
-            kafka_sh("stop")
-            r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "start"], capture_output=True, text=True,
-                               timeout=600, env={**BROKER_ENV, "KIBITZ_KAFKA_SASL_USERS":
-                                                 BROKER_ENV["KIBITZ_KAFKA_SASL_USERS"].replace(PASSWORD, PASSWORD + "-new")})
-            assert r.returncode == 0, r.stderr
-            rc = worker.wait(90)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-        err = (tmp_path / "worker.err").read_text()
-        assert rc == 2, err[-3000:]
-        assert ("refused this client (SASL_PLAINTEXT, PLAIN): [Error 58] SaslAuthenticationFailed" in err
-                and "(refused while running)" in err), err[-3000:]
+        for name, args in clients.items():
+            procs[name] = subprocess.Popen([sys.executable, "-m", "streamer.cli", *args, "--broker", broker,
+                                            "--topic-prefix", prefix], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                           stderr=(tmp_path / f"{name}.err").open("w"))
+        time.sleep(10)  # up: the worker subscribed, the producer sending, serve reading the topics the worker made
+        assert all(p.poll() is None for p in procs.values()), {n: (tmp_path / f"{n}.err").read_text() for n in procs}
+        kafka_sh("stop")
+        r = subprocess.run(["bash", str(ROOT / "deploy/kafka/kafka.sh"), "start"], capture_output=True, text=True,
+                           timeout=600, env={**BROKER_ENV, "KIBITZ_KAFKA_SASL_USERS":
+                                             BROKER_ENV["KIBITZ_KAFKA_SASL_USERS"].replace(PASSWORD, PASSWORD + "-new")})
+        assert r.returncode == 0, r.stderr
+        restarted, took = time.monotonic(), {}
+        poll(lambda: (took.update({n: time.monotonic() - restarted for n, p in procs.items()
+                                   if p.poll() is not None and n not in took}) or len(took) == len(procs)), 60,
+             "every client to stop")
+        for name, p in procs.items():
+            rc = p.returncode
+            err = (tmp_path / f"{name}.err").read_text()
+            assert rc == 2, (name, err[-3000:])
+            assert ("refused this client (SASL_PLAINTEXT, PLAIN): [Error 58] SaslAuthenticationFailed" in err
+                    and "(refused while running)" in err), (name, err[-3000:])
     finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
         kafka_sh("reset")
