@@ -39,6 +39,13 @@ def kafka_sh(cmd: str, *args: str) -> None:
     assert r.returncode == 0, r.stderr
 
 
+def run_worker(broker: str, prefix: str, app: str) -> subprocess.CompletedProcess:
+    """A worker as the kibitz user, until it exits (each use here expects it to stop on a refusal)."""
+    return subprocess.run([sys.executable, "-m", "streamer.cli", "worker", "--broker", broker, "--topic-prefix", prefix,
+                           "--app-id", app, "--depth", "5", "--multipv", "3", "--engines", "1", "--store", "memory"],
+                          cwd=ROOT, env=CLIENT_ENV, capture_output=True, text=True, timeout=180)
+
+
 def allow(user: str, resource: list[str], *operations: str) -> None:
     """Add an ACL (kafka.sh acl: Kafka's own kafka-acls tool)."""
     kafka_sh("acl", "--add", "--allow-principal", f"User:{user}", *[a for op in operations for a in ("--operation", op)],
@@ -105,9 +112,7 @@ def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_p
     ]:
         # an ACL missing hung the worker (the transactional id: its producers' errors were dropped by the rebalance
         # listener) or ended it on a traceback (the group)
-        r = subprocess.run([sys.executable, "-m", "streamer.cli", "worker", "--broker", broker, "--topic-prefix", prefix,
-                            "--app-id", app, "--depth", "5", "--multipv", "3", "--engines", "1", "--store", "memory"],
-                           cwd=ROOT, env=CLIENT_ENV, capture_output=True, text=True, timeout=120)
+        r = run_worker(broker, prefix, app)
         assert r.returncode == 2 and re.search(denied, r.stderr) and "README, 'Kafka ACLs'" in r.stderr, r.stderr[-3000:]
         assert "Traceback" not in r.stderr and "Unclosed" not in r.stderr, r.stderr[-3000:]
         allow("kibitz", *grant)
@@ -124,9 +129,7 @@ def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_p
                               str(ROOT / "tests/fixtures/anonymous.pgn"), "--broker", broker, "--topic-prefix", prefix,
                               "--max-speed"], cwd=ROOT, env=FEEDER_ENV, capture_output=True, text=True, timeout=180)
     assert produce.returncode == 0, produce.stderr[-2000:]
-    r = subprocess.run([sys.executable, "-m", "streamer.cli", "worker", "--broker", broker, "--topic-prefix", prefix,
-                        "--app-id", app, "--depth", "5", "--multipv", "3", "--engines", "1", "--store", "memory"],
-                       cwd=ROOT, env=CLIENT_ENV, capture_output=True, text=True, timeout=180)
+    r = run_worker(broker, prefix, app)
     assert r.returncode == 2, r.stderr[-3000:]
     assert (f"denies user kibitz writing the rate stage's outputs or changelog (WRITE): [Error 29] "
             f"TopicAuthorizationFailedError: {settings.topics.glicko2}") in r.stderr, r.stderr[-3000:]
@@ -171,9 +174,7 @@ def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_p
         # a changelog it may not read (ACLs narrower than README's), now that it holds states the restore reads
         kafka_sh("acl", "--add", "--deny-principal", "User:kibitz", "--operation", "Read", "--topic",
                  settings.topics.state_players)
-        r = subprocess.run([sys.executable, "-m", "streamer.cli", "worker", "--broker", broker, "--topic-prefix", prefix,
-                            "--app-id", app, "--depth", "5", "--multipv", "3", "--engines", "1", "--store", "memory"],
-                           cwd=ROOT, env=CLIENT_ENV, capture_output=True, text=True, timeout=120)
+        r = run_worker(broker, prefix, app)
         assert r.returncode == 2, r.stderr[-3000:]
         assert (f"denies user kibitz the rate stage's changelog {settings.topics.state_players} (READ and DESCRIBE): "
                 f"[Error 29] TopicAuthorizationFailedError") in r.stderr, r.stderr[-3000:]
