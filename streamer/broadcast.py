@@ -163,7 +163,7 @@ async def read_outputs(settings, store: LiveStore) -> None:  # noqa: ANN001
     """Feed ``store`` from the game lifecycle, assessment and rating topics, from their oldest committed record."""
     from aiokafka import AIOKafkaConsumer
 
-    from .kafka_config import ClientErrors, not_authorized, wait_for_topics
+    from .kafka_config import ClientErrors, denied_as, wait_for_topics
 
     parsers = _parsers(settings.topics)
     await wait_for_topics(settings, list(parsers), who="serve")  # a mistyped --topic-prefix, or no worker run yet
@@ -180,29 +180,22 @@ async def read_outputs(settings, store: LiveStore) -> None:  # noqa: ANN001
                 log.warning("unreadable record skipped", extra={"topic": r.topic, "offset": r.offset, "error": str(e)[:200]})
 
     await consumer.start()
-    failed: BaseException | None = None
     try:
-        # beside the reading, a refusal of the credentials while it runs (rotated, revoked): else the overlay stood still
-        with ClientErrors() as errors:
+        with ClientErrors() as errors, denied_as(settings, "reading the output topics (READ)"):
+            # beside the reading, a refusal of the credentials while it runs (rotated, revoked): else the overlay stood still
             tasks = [asyncio.create_task(read()), asyncio.create_task(errors.watch(settings))]
             try:
                 done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     task.result()
-            except Exception as e:
-                failed = not_authorized(settings, e, "reading the output topics (READ)") or e
             finally:
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
     finally:
-        if failed is None:
+        # a consumer whose fetches the broker refuses: aiokafka's fetch task, cancelled by the stop, re-raises there
+        with contextlib.suppress(Exception, asyncio.CancelledError):
             await consumer.stop()
-        else:  # a consumer whose fetches the broker refuses: aiokafka's fetch task, cancelled by the stop, re-raises
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await consumer.stop()
-    if failed is not None:
-        raise failed
 
 
 async def serve(args: argparse.Namespace) -> None:

@@ -48,7 +48,7 @@ from schemas import DeadLetter, FairPlayAlert, GameStarted, PerceivedRating, Rat
 
 from .embedded import MAX_GAMES, MAX_PLAYERS
 from .follow import DEFAULT_INTERVAL, STREAM_PREFIX, url_secrets
-from .kafka_config import STAGES, input_records, not_authorized, rejection_record, topic_prefix, wait_for_broker, wait_for_topics
+from .kafka_config import STAGES, denied_as, input_records, rejection_record, topic_prefix, wait_for_broker, wait_for_topics
 from .logs import setup_logging
 
 EXIT_OK, EXIT_FATAL, EXIT_USAGE, EXIT_REJECTED = 0, 1, 2, 3
@@ -858,13 +858,8 @@ async def _tail(args: argparse.Namespace) -> int:
     try:
         last = time.monotonic()
         while args.max is None or n < args.max:
-            try:
+            with denied_as(settings, f"reading {topic} (READ)"):
                 batch = await consumer.getmany(timeout_ms=500)
-            except Exception as e:
-                denied = not_authorized(settings, e, f"reading {topic} (READ)")
-                if denied is None:
-                    raise
-                raise denied from None
             for records in batch.values():
                 for r in records:
                     # a record without a value (a tombstone) is printed as JSON's null, so every line stays a JSON value

@@ -23,9 +23,9 @@ import time
 from collections import deque
 from typing import Any
 
-from analyzers.errors import BrokerRefused, DeliveryFailed
+from analyzers.errors import DeliveryFailed
 
-from .kafka_config import ClientErrors, KafkaSettings, not_authorized, refusal_message
+from .kafka_config import ClientErrors, KafkaSettings, denied_as, not_authorized
 
 log = logging.getLogger("kibitz.produce")
 
@@ -59,15 +59,13 @@ class InputProducer:
     async def __aenter__(self) -> InputProducer:
         self._errors.__enter__()
         try:
-            await self._producer.start()
-        except Exception as e:
+            # an idempotent producer's id needs WRITE on some topic (Kafka 3.0+): a user granted none is told so
+            with denied_as(self.settings, "a producer id (WRITE on the input topics)"):
+                await self._producer.start()
+        except Exception:
             with contextlib.suppress(Exception):  # it never started: nothing to flush
                 await self._producer.stop()
             self._errors.__exit__()
-            # an idempotent producer's id needs WRITE on some topic (Kafka 3.0+): a user granted none is told so
-            denied = not_authorized(self.settings, e, "a producer id (WRITE on the input topics)")
-            if denied is not None:
-                raise denied from None
             raise
         self._keep_batches()
         self._task = asyncio.create_task(self._hand_over())
@@ -131,8 +129,7 @@ class InputProducer:
         self._raise_failure()
 
     def _raise_failure(self) -> None:
-        if self._errors.refusal is not None:  # credentials rotated or revoked: else records waited for ever
-            raise BrokerRefused(refusal_message(self.settings, self._errors.refusal) + " (refused while running)")
+        self._errors.check(self.settings)  # credentials rotated or revoked: else records waited for ever
         if self._failure is not None:
             denied = not_authorized(self.settings, self._failure, "writing the inputs (WRITE)")
             if denied is not None:  # an ACL missing: a usage error naming what to grant, as the worker's

@@ -8,10 +8,11 @@ unwrapped when handed to faust or aiokafka.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import ssl
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -344,14 +345,32 @@ class ClientErrors(logging.Handler):
         self._logger.removeHandler(self)
         self._logger.propagate = self._propagate
 
+    def check(self, settings: KafkaSettings) -> None:
+        """Raise :class:`~analyzers.errors.BrokerRefused` if the broker has refused this client while it ran (its
+        credentials rotated or revoked: else a client retried for ever, idle)."""
+        if self.refusal is not None:
+            raise BrokerRefused(refusal_message(settings, self.refusal) + " (refused while running)")
+
     async def watch(self, settings: KafkaSettings, every: float = 1.0) -> None:
-        """Raise :class:`~analyzers.errors.BrokerRefused` once the broker refuses this client (its credentials
-        rotated or revoked while it runs: else a worker retried for ever, idle, its liveness probe content)."""
+        """:meth:`check` every ``every`` seconds until it raises (a worker's liveness probe would stay content)."""
         import asyncio
 
-        while self.refusal is None:
+        while True:
+            self.check(settings)
             await asyncio.sleep(every)
-        raise BrokerRefused(refusal_message(settings, self.refusal) + " (refused while running)")
+
+
+@contextlib.contextmanager
+def denied_as(settings: KafkaSettings, what: str) -> Iterator[None]:
+    """Raise the broker's denial of ``what`` to these credentials (an aiokafka authorization error in the block) as
+    :class:`~analyzers.errors.NotAuthorized` (:func:`not_authorized`); other errors pass as they are."""
+    try:
+        yield
+    except Exception as e:
+        denied = not_authorized(settings, e, what)
+        if denied is None:
+            raise
+        raise denied from None
 
 
 def refused(error: BaseException) -> bool:

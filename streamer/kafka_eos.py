@@ -64,7 +64,7 @@ from analyzers.errors import (
     TopicsNotCreated,
 )
 
-from .kafka_config import STAGES, ClientErrors, KafkaSettings, Topics, not_authorized, running_stages, wait_for_broker
+from .kafka_config import STAGES, ClientErrors, KafkaSettings, Topics, denied_as, not_authorized, running_stages, wait_for_broker
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
 from .state_store import RocksState, TrackedState, encode
 from .steps import Output, Steps, dead_letter_output
@@ -220,14 +220,12 @@ class Stage:
             enable_idempotence=True, acks="all", linger_ms=2, transaction_timeout_ms=self.transaction_timeout_ms,
             **self.settings.aiokafka_kwargs())
         try:
-            await producer.start()
+            with denied_as(self.settings, f"the transactional id {transactional_id!r} (the {self.cfg.name} stage's for "
+                                          f"partition {partition}: WRITE and DESCRIBE)"):
+                await producer.start()
         except Exception as e:
             with contextlib.suppress(Exception):  # it never started: nothing to flush
                 await producer.stop()
-            denied = not_authorized(self.settings, e, f"the transactional id {transactional_id!r} (the {self.cfg.name} "
-                                    f"stage's for partition {partition}: WRITE and DESCRIBE)")
-            if denied is not None:
-                raise denied from None
             if not isinstance(e, InvalidTransactionTimeout):
                 raise
             raise ConfigurationError(
@@ -237,16 +235,13 @@ class Stage:
         self.producers[partition] = producer
         self._close_state(partition)
         try:
-            self.cfg.state[partition] = await self.restore(partition)
-        except BaseException as e:
+            # an ACL missing on the changelog: raised as it is in the rebalance listener, aiokafka would log it, drop it
+            # and go on without the partition, the worker hanging
+            with denied_as(self.settings, f"the {self.cfg.name} stage's changelog {self.cfg.changelog} (READ and DESCRIBE)"):
+                self.cfg.state[partition] = await self.restore(partition)
+        except BaseException:
             # not owned without its state: the next batch of the partition acquires it again (it raised KeyError)
             await self.release(partition)
-            # an ACL missing on the changelog: raised in the rebalance listener, aiokafka would log it, drop it and go
-            # on without the partition, the worker hanging
-            denied = not_authorized(self.settings, e, f"the {self.cfg.name} stage's changelog {self.cfg.changelog} "
-                                    f"(READ and DESCRIBE)") if isinstance(e, Exception) else None
-            if denied is not None:
-                raise denied from None
             raise
 
     async def release(self, partition: int) -> None:
@@ -374,14 +369,9 @@ class Stage:
                 if self.failure is not None:
                     raise self.failure
                 generation = self.generation
-                try:
+                with denied_as(self.settings, f"the {self.cfg.name} stage's consumer group {self.group!r} or its input "
+                                              f"topic {self.cfg.source} (READ)"):
                     batch = await self.consumer.getmany(timeout_ms=100, max_records=self.cfg.max_records)
-                except Exception as e:
-                    denied = not_authorized(self.settings, e, f"the {self.cfg.name} stage's consumer group "
-                                            f"{self.group!r} or its input topic {self.cfg.source} (READ)")
-                    if denied is None:
-                        raise
-                    raise denied from None
                 if batch:
                     async with self.lock:
                         if generation != self.generation:
