@@ -369,9 +369,14 @@ class Stage:
                 if self.failure is not None:
                     raise self.failure
                 generation = self.generation
-                with denied_as(self.settings, f"the {self.cfg.name} stage's consumer group {self.group!r} or its input "
-                                              f"topic {self.cfg.source} (READ)"):
+                try:
                     batch = await self.consumer.getmany(timeout_ms=100, max_records=self.cfg.max_records)
+                except Exception as e:  # not denied_as: in the hot loop the denial's message is made only on an error
+                    denied = not_authorized(self.settings, e, f"the {self.cfg.name} stage's consumer group "
+                                            f"{self.group!r} or its input topic {self.cfg.source} (READ)")
+                    if denied is None:
+                        raise
+                    raise denied from None
                 if batch:
                     async with self.lock:
                         if generation != self.generation:
