@@ -50,6 +50,7 @@ from .embedded import MAX_GAMES, MAX_PLAYERS
 from .follow import DEFAULT_INTERVAL, STREAM_PREFIX, url_secrets
 from .kafka_config import STAGES, denied_as, input_records, rejection_record, topic_prefix, wait_for_broker, wait_for_topics
 from .logs import setup_logging
+from .redrive import REDRIVABLE, reason_option, redrive
 
 EXIT_OK, EXIT_FATAL, EXIT_USAGE, EXIT_REJECTED = 0, 1, 2, 3
 #: What --out receives (assessments are internal traffic; add them with --out-assessments).
@@ -873,6 +874,14 @@ async def _tail(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _redrive(args: argparse.Namespace) -> int:
+    reports = await redrive(kafka_settings(args), args.reason, dry_run=args.dry_run)
+    for r in reports:
+        print(json.dumps({"dry_run": args.dry_run} | r.to_dict()), flush=True)
+    # a chosen dead letter left as it is (the report says why) is a rejection, as in the other commands
+    return EXIT_REJECTED if any(r.skipped for r in reports) else EXIT_OK
+
+
 def _schemas(args: argparse.Namespace) -> int:
     for p in export_json_schemas(args.directory):
         print(p)
@@ -1043,6 +1052,21 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--max", type=positive(int), default=None, help="stop after this many records")
     tl.add_argument("--idle", type=positive(float), default=None, help="stop after this many seconds without a record")
     tl.set_defaults(func=lambda a: asyncio.run(_tail(a)))
+
+    rd = sub.add_parser("redrive", help="send dead letters' records back to their topics, once the cause is mended",
+                        description="For each --reason, in the order given: send the record each dead letter of that "
+                        "reason holds back to the topic the worker read it from (under its key), for the dead letters "
+                        "written since that reason's last run (a consumer group APP.redrive.REASON; the records sent and "
+                        "its move are one Kafka transaction, so each is sent once). Prints a JSON line per reason: "
+                        "dead letters read, sent by topic, and the ones left, by why. Re-drivable: "
+                        + "; ".join(f"{k}: {v}" for k, v in REDRIVABLE.items()) + ".")
+    rd.add_argument("--reason", action="append", required=True, type=reason_option, metavar="REASON",
+                    help="a dead-letter reason to re-drive (repeatable; e.g. --reason poison)")
+    rd.add_argument("--dry-run", action="store_true", help="count what would be sent; send nothing, move no cursor")
+    rd.add_argument("--app-id", default=None, help="the deployment's id, which names the cursors (default kibitz, or "
+                    "$KIBITZ_KAFKA_APP_ID)")
+    kafka_options(rd)
+    rd.set_defaults(func=lambda a: asyncio.run(_redrive(a)))
 
     sc = sub.add_parser("schemas", help="message schemas", description="Work with the wire schemas.")
     scs = sc.add_subparsers(dest="action", required=True, metavar="ACTION")

@@ -460,6 +460,91 @@ def test_tail_prints_a_topic(broker):
     assert t.name("ratings.perceivd") not in asyncio.run(topic_names(broker))  # waited for, not created by subscribing
 
 
+def redrive(broker: str, prefix: str, *args: str):
+    """`kibitz redrive` on the deployment of ``prefix`` (whose app id test workers take from it): (exit code, its JSON
+    lines by reason, stderr)."""
+    r = cli("redrive", *args, "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, timeout=120)
+    return r.returncode, {d["reason"]: d for d in map(json.loads, r.stdout.splitlines())}, r.stderr
+
+
+def test_redrive_sends_each_chosen_dead_letter_back_once_and_says_why_not_for_the_rest(broker):
+    """Dead letters of several reasons and sources: the chosen reason's are sent back to the topic they were read from
+    (key and bytes as they were), once however often redrive runs; each reason has its own cursor; a dry run sends and
+    moves nothing; the ones that cannot be sent are counted by why (exit 3)."""
+    from analyzers.errors import EngineTimeout, LimitsMismatch, PoisonRecord
+    from streamer.kafka_config import KafkaSettings
+    from streamer.kafka_eos import ensure_topics
+    from streamer.steps import dead_letter
+
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    asyncio.run(ensure_topics(KafkaSettings(broker=broker, topics=t)))
+    poison = PoisonRecord("aborted 3 times")
+
+    def dl(error, raw, source, key):
+        return (key.encode(), dead_letter(error, raw, source=source, key=key).model_dump_json().encode())
+
+    letters = [
+        dl(poison, b'{"r": 1}', f"{t.assessments}/1@10", "p1"),
+        dl(LimitsMismatch("d6-mpv4"), b'{"m": 1}', f"{t.pool}/0@4", "London 2011"),
+        dl(poison, b"\xff\x00", f"{t.moves}/2@7", "g1"),  # not UTF-8: sent back from its base64 copy
+        dl(poison, b"x", "london.pgn", "g2"),  # a producer's rejection of a file
+        dl(EngineTimeout("hung"), b'{"e": 1}', f"{t.moves}/0@3", "g3"),  # its move was applied, its assessment lost
+        (b"g4", b"not a dead letter"),
+    ]
+    asyncio.run(produce(broker, t.deadletter, letters))
+    targets = [t.assessments, t.pool, t.moves]
+
+    rc, out, err = redrive(broker, prefix, "--reason", "poison", "--dry-run")
+    assert rc == 3 and out["poison"] == {"dry_run": True, "reason": "poison", "read": 3,
+                                         "sent": {t.assessments: 1, t.moves: 1},
+                                         "skipped": {"not read from a Kafka topic": 1}}, (out, err[-2000:])
+    assert asyncio.run(_keyed(broker, targets, 0)) == {name: [] for name in targets}, "a dry run sends nothing"
+    rc, out, err = redrive(broker, prefix, "--reason", "poison")
+    assert rc == 3 and out["poison"]["read"] == 3 and out["poison"]["sent"] == {t.assessments: 1, t.moves: 1}, err[-2000:]
+    got = asyncio.run(_keyed(broker, targets, 2))
+    assert got == {t.assessments: [(b"p1", b'{"r": 1}')], t.pool: [], t.moves: [(b"g1", b"\xff\x00")]}
+    # again: nothing new of that reason since its last run, so nothing is sent twice; the other reasons' cursors are
+    # their own, and a letter written meanwhile is the only one the next run reads
+    asyncio.run(produce(broker, t.deadletter, [dl(poison, b'{"r": 2}', f"{t.assessments}/3@11", "p2")]))
+    rc, out, err = redrive(broker, prefix, "--reason", "poison", "--reason", "limits_mismatch", "--reason", "engine_timeout")
+    assert out["poison"]["read"] == 1 and out["poison"]["sent"] == {t.assessments: 1}, err[-2000:]
+    assert out["limits_mismatch"]["read"] == 1 and out["limits_mismatch"]["sent"] == {t.pool: 1}
+    assert out["engine_timeout"]["sent"] == {} and out["engine_timeout"]["skipped"] == {
+        "a move whose game has been played on (only its assessment was lost)": 1}
+    assert rc == 3  # the engine timeout is left as it is, and says so
+    got = asyncio.run(_keyed(broker, targets, 4))
+    assert got == {t.assessments: [(b"p1", b'{"r": 1}'), (b"p2", b'{"r": 2}')], t.pool: [(b"London 2011", b'{"m": 1}')],
+                   t.moves: [(b"g1", b"\xff\x00")]}
+    rc, out, _ = redrive(broker, prefix, "--reason", "poison", "--reason", "limits_mismatch")
+    assert rc == 0 and out["poison"]["read"] == out["limits_mismatch"]["read"] == 0
+    # a reason whose records would be rejected again is refused before anything is read
+    rc, _, err = redrive(broker, prefix, "--reason", "duplicate_ply")
+    assert rc == 2 and "duplicate_ply dead letters are not re-driven: the ply was already applied" in err
+
+
+async def _keyed(broker: str, topics: list[str], want: int) -> dict[str, list[tuple[bytes, bytes]]]:
+    """The committed records of ``topics`` as (key, value), by topic: ``want`` of them and whatever comes in the second
+    after (so that a record sent twice shows), or all there are after 10 s."""
+    from aiokafka import AIOKafkaConsumer
+
+    c = AIOKafkaConsumer(*topics, bootstrap_servers=broker, group_id=None, auto_offset_reset="earliest",
+                         isolation_level="read_committed")
+    await c.start()
+    out: dict[str, list[tuple[bytes, bytes]]] = {name: [] for name in topics}
+    try:
+        deadline, n = time.monotonic() + 10, 0
+        while time.monotonic() < deadline:
+            for tp, recs in (await c.getmany(timeout_ms=200)).items():
+                out[tp.topic] += [(r.key, r.value) for r in recs]
+                n += len(recs)
+            if n >= want:
+                deadline = min(deadline, time.monotonic() + 1)
+    finally:
+        await c.stop()
+    return out
+
+
 def final_player_scope(msgs):
     """Per player, the player-scope rating after their last move: counted moves, histogram moves, c mean."""
     last = {}
