@@ -566,7 +566,7 @@ class Stage:
             elif isinstance(result, asyncio.CancelledError):
                 raise result
             elif isinstance(result, BaseException):
-                await self._undo(tp, recs, result, single is not None)
+                await self._undo(tp, recs, result, single is not None, sent=True)
         for tp, offset in nxt.items():
             if tp in self.suspects and offset > self.suspects[tp]:
                 del self.suspects[tp]  # every suspect of this partition has committed (or been dead-lettered)
@@ -611,8 +611,14 @@ class Stage:
         offsets = [f.result().offset for f in changelog]
         state.committed(written, max(offsets) + 1 if offsets else None)  # a local store follows only what is committed
 
-    async def _undo(self, tp: TopicPartition, recs: list, error: BaseException, alone: bool) -> None:
-        """A partition's transaction failed: abort it, make its records suspects, restore its state, read it again."""
+    async def _undo(self, tp: TopicPartition, recs: list, error: BaseException, alone: bool, *, sent: bool = False) -> None:
+        """A partition's transaction failed: abort it, make its records suspects, restore its state, read it again.
+        ``sent``: it failed writing or committing (not in a step). A write the broker refused for good (a record over a
+        topic's max.message.bytes, an invalid record) has taken its producer's sequence number for that output
+        partition, which the broker never stored: every later write of the producer there would fail with
+        OutOfOrderSequenceNumber, every record writing there dead-lettered as poison, for as long as the worker runs
+        (aiokafka does not bump the producer's epoch after an abort, as Kafka's Java client does). So the partition's
+        producer is replaced by a new one (a new epoch, its sequences from 0), which also restores its state."""
         log.error("transaction aborted", extra={"stage": self.cfg.name, "partition": tp.partition, "error": repr(error)})
         self.suspects[tp] = max(self.suspects.get(tp, -1), recs[-1].offset)
         # A retriable error (a broker down, a leader moving, a timeout) says nothing about the record: it does not count
@@ -634,6 +640,11 @@ class Stage:
             await self.release(tp.partition)
             await self.acquire(tp.partition)
         else:
+            if sent and not retriable:
+                await self.release(tp.partition)
+                await self.acquire(tp.partition)
+                await self._rewind([tp])
+                return
             self._close_state(tp.partition)
             self.cfg.state[tp.partition] = await self.restore(tp.partition)
         await self._rewind([tp])
