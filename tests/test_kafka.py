@@ -523,6 +523,66 @@ def test_redrive_sends_each_chosen_dead_letter_back_once_and_says_why_not_for_th
     assert rc == 2 and "duplicate_ply dead letters are not re-driven: the ply was already applied" in err
 
 
+async def _topic_limit(broker: str, topic: str, max_bytes: int) -> None:
+    """Set ``topic``'s largest record batch (max.message.bytes), as an operator does with kafka-configs.sh."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+    await admin.start()
+    try:
+        await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"max.message.bytes": str(max_bytes)})])
+    finally:
+        await admin.close()
+
+
+def test_results_refused_by_a_topic_limit_are_rated_once_the_limit_is_raised_and_they_are_redriven(broker, london,
+                                                                                                  london_searches, tmp_path):
+    """The Glicko-2 topic takes no record over 200 bytes (a topic set up by hand): the rate stage's transactions with a
+    game's result abort, and each result is dead-lettered unapplied (poison). With the limit raised, `kibitz redrive
+    --reason poison` sends them back: every player's Glicko-2 update comes out once, nothing else twice.
+    Before the rate stage renewed a partition's producer after such a refusal, the refused write had taken a sequence
+    number the broker never stored, and the re-driven results were poisoned again (OutOfOrderSequenceNumber), as
+    every later result of those partitions would have been while the worker ran."""
+    import chess.pgn
+
+    from streamer.kafka_config import KafkaSettings
+    from streamer.kafka_eos import ensure_topics
+
+    pgn = tmp_path / "two.pgn"
+    with open(london) as f, open(pgn, "w") as w:
+        for _ in range(2):
+            print(chess.pgn.read_game(f), file=w, end="\n\n")
+    games = list(read_pgn_games(pgn))
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    asyncio.run(ensure_topics(KafkaSettings(broker=broker, topics=t)))
+    asyncio.run(_topic_limit(broker, t.glicko2, 200))
+    (worker,) = start_workers(broker, prefix, *LIMITS, "--engines", "1", *cache_args(london_searches))
+    try:
+        r = cli("produce", str(pgn), "--max-speed", "--broker", broker, "--topic-prefix", prefix, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        plies = sum(len(g.moves) for g in games)
+        out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter],
+                                        lambda o: rated_plies(o, t) >= plies and len(o[t.deadletter]) >= 4, timeout=180,
+                                        workers=[worker]))
+        dead = [json.loads(v) for v in out[t.deadletter]]
+        assert out[t.glicko2] == [] and sorted((d["reason"], json.loads(d["raw"])["type"]) for d in dead) == [
+            ("poison", "game_result")] * 4, dead
+        asyncio.run(_topic_limit(broker, t.glicko2, 1048588))  # Kafka's default
+        rc, report, err = redrive(broker, prefix, "--reason", "poison")
+        assert rc == 0 and report["poison"]["sent"] == {t.assessments: 4}, (report, err[-2000:])
+        out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter],
+                                        lambda o: len(o[t.glicko2]) >= 4, timeout=120, workers=[worker]))
+    finally:
+        worker.stop()
+    updates = sorted((u["game_id"], u["player_id"]) for u in map(json.loads, out[t.glicko2]))
+    assert updates == sorted((g.game_id, p) for g in games for p in (g.white.id, g.black.id)), "each result once"
+    assert len(out[t.deadletter]) == 4, "no new dead letter"
+    game_scope = [(m["game_id"], m["ply"]) for m in map(json.loads, out[t.perceived]) if m["scope"] == "game"]
+    assert len(game_scope) == len(set(game_scope)) == plies
+
+
 async def _keyed(broker: str, topics: list[str], want: int) -> dict[str, list[tuple[bytes, bytes]]]:
     """The committed records of ``topics`` as (key, value), by topic: ``want`` of them and whatever comes in the second
     after (so that a record sent twice shows), or all there are after 10 s."""
@@ -723,14 +783,18 @@ async def run_stage(settings, config, records, outputs, done, timeout: float):
     return stage, out
 
 
-def test_a_poison_record_is_dead_lettered_after_max_aborts_and_the_partition_moves_on(broker):
-    """A record whose output the broker refuses (2 MB, over the 1 MB limit) aborts its transaction; after
-    max_aborts tries it is dead-lettered unapplied and every other record's output arrives once."""
+@pytest.mark.parametrize("refused_by", ["client", "topic"])
+def test_a_poison_record_is_dead_lettered_after_max_aborts_and_the_partition_moves_on(broker, refused_by):
+    """A record whose output the broker refuses (2 MB, over the 1 MB limit the producer checks itself; or 200 KB on a
+    topic whose max.message.bytes is 100 KB, which the broker refuses) aborts its transaction; after max_aborts tries
+    it is dead-lettered unapplied and every other record's output arrives once. A refusal by the broker takes a
+    sequence number of the partition's producer that the broker never stored: before the stage renewed the producer
+    then, the dead letter's own write to that partition failed (OutOfOrderSequenceNumber) and the partition was stuck."""
     from analyzers.calibration import load_calibration
     from analyzers.profiles import get_profile
     from schemas import DeadLetter, GameResult, PlayerInfo
     from streamer.kafka_config import KafkaSettings
-    from streamer.kafka_eos import StageConfig
+    from streamer.kafka_eos import StageConfig, ensure_topics
     from streamer.pipeline import PipelineConfig, PlayerState
     from streamer.steps import Output, Steps
 
@@ -738,11 +802,16 @@ def test_a_poison_record_is_dead_lettered_after_max_aborts_and_the_partition_mov
     t = settings.topics
     steps = Steps(PipelineConfig(get_profile("fast"), load_calibration("fast")))
     calls = {"poison": 0}
+    size = 2_000_000
+    if refused_by == "topic":
+        asyncio.run(ensure_topics(settings))
+        asyncio.run(_topic_limit(broker, t.deadletter, 100_000))
+        size = 200_000
 
     async def step(state, key, raw, source):  # noqa: ANN001
         if raw == b"POISON":
             calls["poison"] += 1
-            return [Output(key, DeadLetter(source=source, reason="test", error="huge", raw="x" * 2_000_000))]
+            return [Output(key, DeadLetter(source=source, reason="test", error="huge", raw="x" * size))]
         return steps.player_record(state, key, raw, source)
 
     results = []
