@@ -7,7 +7,8 @@
 - :mod:`.embedded`: the in-process runtime on asyncio queues (no broker): ``kibitz replay`` and ``kibitz stream``;
 - :mod:`.kafka_eos`: the transactional Kafka worker (the default ``kibitz worker``); :mod:`.kafka_app`: the
   faust-streaming app (``--runtime faust``); :mod:`.kafka_config`: broker, topics, security; :mod:`.state_store`:
-  a stage's state in memory or RocksDB;
+  a stage's state in memory or RocksDB; :mod:`.redrive`: dead letters' records sent back once the cause is mended
+  (``kibitz redrive``);
 - :mod:`.batch`: whole PGN games through the game step, for benchmarks and fitting;
 - :mod:`.review`: the fair-play review of a screened player, their games searched deeper (``kibitz review``);
 - :mod:`.ingest`: PGN files and JSON-lines streams into input events (player identity, replay pacing);
