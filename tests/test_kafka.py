@@ -1556,6 +1556,38 @@ def test_a_go_game_runs_through_the_worker_beside_chess_as_through_the_replay(br
     assert sorted(map(go_key, go)) == sorted(map(go_key, replayed))
 
 
+def test_go_games_sent_to_a_worker_without_go_are_rated_once_redriven_to_one_with_it(broker, tmp_path):
+    """A Go game produced to a worker started without --go: its start is dead-lettered `unsupported_game`, its moves and
+    end `unknown_game`. The worker started again with --go, `kibitz redrive --reason unsupported_game --reason
+    unknown_game` sends them back, start first: every move rated once, both Glicko-2 updates, no new dead letter."""
+    root, *nodes = (ROOT / "tests/fixtures/fox_5d_testing.sgf").read_text().strip().removeprefix("(;").removesuffix(")").split(";")
+    fox = tmp_path / "fox_opening.sgf"
+    fox.write_text("(;" + ";".join([root, *nodes[:20]]) + ")\n")
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--store", "memory")
+    try:
+        r = cli("produce", str(fox), "--max-speed", "--broker", broker, "--topic-prefix", prefix)
+        assert r.returncode == 0, r.stderr
+        out = asyncio.run(consume_until(broker, [t.deadletter], lambda o: len(o[t.deadletter]) >= 22, timeout=120,
+                                        workers=[worker]))
+    finally:
+        worker.stop()
+    reasons = sorted(json.loads(v)["reason"] for v in out[t.deadletter])
+    assert reasons == ["unknown_game"] * 21 + ["unsupported_game"], reasons
+    worker = WorkerProcess(broker, prefix, *LIMITS, "--engines", "1", "--store", "memory", "--go", "--go-profile",
+                           "go-fox-gnugo-l1")
+    try:
+        rc, report, err = redrive(broker, prefix, "--reason", "unsupported_game", "--reason", "unknown_game")
+        assert rc == 0 and [report[r]["read"] for r in ("unsupported_game", "unknown_game")] == [1, 21], (report, err)
+        out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter],
+                                        lambda o: len(o[t.glicko2]) >= 2, timeout=180, workers=[worker]))
+    finally:
+        worker.stop()
+    game = [(m["game_id"], m["ply"]) for m in map(json.loads, out[t.perceived]) if m["scope"] == "game"]
+    assert len(game) == len(set(game)) == 20 and len(out[t.glicko2]) == 2 and len(out[t.deadletter]) == 22
+
+
 def test_a_go_game_rated_by_katago_runs_through_the_worker_as_through_the_replay(broker, tmp_path):
     """The worker's Go pool runs the engine the calibration was fitted on: with the KataGo calibration, the opening of a
     held-out Fox game is rated from KataGo's evaluations (``method`` "network"), once per move, as the replay rates it."""
