@@ -14,9 +14,11 @@ import time
 
 import pytest
 
+from analyzers.errors import PoisonRecord
 from streamer.devbrowser import free_port
 from streamer.devkafka import ROOT, fresh_prefix, poll, read_records, worker_port
 from streamer.kafka_config import KafkaSettings, Topics
+from streamer.steps import dead_letter
 
 pytestmark = pytest.mark.kafka
 PORT = worker_port(19292)
@@ -50,6 +52,17 @@ def allow(user: str, resource: list[str], *operations: str) -> None:
     """Add an ACL (kafka.sh acl: Kafka's own kafka-acls tool)."""
     kafka_sh("acl", "--add", "--allow-principal", f"User:{user}", *[a for op in operations for a in ("--operation", op)],
              *resource)
+
+
+async def send(settings: KafkaSettings, topic: str, value: bytes) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    p = AIOKafkaProducer(enable_idempotence=True, acks="all", **settings.aiokafka_kwargs())
+    await p.start()
+    try:
+        await p.send_and_wait(topic, value, key=b"p")
+    finally:
+        await p.stop()
 
 
 async def read(settings: KafkaSettings, topic: str, want: int, timeout: float = 180) -> list[dict]:
@@ -171,6 +184,21 @@ def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_p
         worker.terminate()
         worker.wait(30)
     try:
+        # redrive: the producer's user has no rows for it; under the worker's user (README: its rows cover redrive's)
+        # a dead letter's record goes back to its topic
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in FEEDER_ENV.items():
+                mp.setenv(k, v)
+            feeder = KafkaSettings.from_env(broker=broker, topics=Topics(prefix=prefix))
+        letter = dead_letter(PoisonRecord("test"), b'{"x": 1}', source=f"{settings.topics.assessments}/0@0", key="p")
+        asyncio.run(send(feeder, settings.topics.deadletter, letter.model_dump_json().encode()))
+        for env, rc, said in [(FEEDER_ENV, 2, f"denies user feeder the transactional id '{app}.redrive.poison'"),
+                              (CLIENT_ENV, 0, f'"sent": {{"{settings.topics.assessments}": 1}}')]:
+            r = subprocess.run([sys.executable, "-m", "streamer.cli", "redrive", "--reason", "poison", "--broker", broker,
+                                "--topic-prefix", prefix, "--app-id", app], cwd=ROOT, env=env, capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == rc and said in r.stdout + r.stderr, r.stdout + r.stderr[-3000:]
+        assert {"x": 1} in asyncio.run(read(settings, settings.topics.assessments, 1000, timeout=3))
         # a changelog it may not read (ACLs narrower than README's), now that it holds states the restore reads
         kafka_sh("acl", "--add", "--deny-principal", "User:kibitz", "--operation", "Read", "--topic",
                  settings.topics.state_players)
