@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from analyzers.errors import DeliveryFailed
 from schemas import DeadLetter
 
 from .kafka_config import KafkaSettings, Topics, denied_as, wait_for_broker, wait_for_topics
@@ -227,12 +228,19 @@ async def _send(settings: KafkaSettings, producer: Any, group: str, tp: Any, rec
         for r, _ in resends:
             report.sent[r.topic] += 1
         return
+    from aiokafka.errors import ProducerFenced
+
     written = ", ".join(sorted({r.topic for r, _ in resends})) or "no topic"
-    with denied_as(settings, f"the transactional id {group!r}, the consumer group {group!r} or WRITE on {written}"):
-        async with producer.transaction():
-            futures = [await producer.send(r.topic, r.value, key=r.key) for r, _ in resends]
-            await producer.send_offsets_to_transaction({tp: records[-1].offset + 1}, group)
-        await asyncio.gather(*futures)
+    try:
+        with denied_as(settings, f"the transactional id {group!r}, the consumer group {group!r} or WRITE on {written}"):
+            async with producer.transaction():
+                futures = [await producer.send(r.topic, r.value, key=r.key) for r, _ in resends]
+                await producer.send_offsets_to_transaction({tp: records[-1].offset + 1}, group)
+            await asyncio.gather(*futures)
+    except ProducerFenced:
+        raise DeliveryFailed(f"another `kibitz redrive --reason {report.reason}` of app {settings.app_id!r} started while "
+                             f"this one ran (the transactional id {group!r}) and goes on from the cursor: this one "
+                             f"stopped, its last transaction aborted, nothing of it sent") from None
     for r, source in resends:
         report.sent[r.topic] += 1
         log.info("dead letter re-driven", extra={"reason": report.reason, "source": source, "topic": r.topic})

@@ -523,6 +523,42 @@ def test_redrive_sends_each_chosen_dead_letter_back_once_and_says_why_not_for_th
     assert rc == 2 and "duplicate_ply dead letters are not re-driven: the ply was already applied" in err
 
 
+def test_a_redrive_fenced_by_another_run_of_its_reason_stops_and_sends_nothing_twice(broker, monkeypatch):
+    """Two runs of one reason at once: the later one's transactional id fences the earlier, whose transaction aborts.
+    The earlier stops (DeliveryFailed, naming the other run), nothing of its transaction sent; the cursor is where the
+    last commit left it, so the next run sends the record once."""
+    from aiokafka import AIOKafkaProducer
+
+    import streamer.redrive as rd
+    from analyzers.errors import DeliveryFailed, PoisonRecord
+    from streamer.kafka_config import KafkaSettings
+    from streamer.kafka_eos import ensure_topics
+    from streamer.steps import dead_letter
+
+    prefix = fresh_prefix()
+    settings = KafkaSettings(broker=broker, app_id=prefix, topics=Topics(prefix=prefix))
+    t = settings.topics
+    asyncio.run(ensure_topics(settings))
+    letter = dead_letter(PoisonRecord("x"), b'{"r": 1}', source=f"{t.assessments}/0@1", key="p1")
+    asyncio.run(produce(broker, t.deadletter, [(b"p1", letter.model_dump_json().encode())]))
+    send = rd._send
+
+    async def fenced_first(settings, producer, group, tp, records, report):  # noqa: ANN001
+        other = AIOKafkaProducer(bootstrap_servers=broker, transactional_id=group)
+        await other.start()  # the other run: its InitProducerId bumps the id's epoch
+        await other.stop()
+        await send(settings, producer, group, tp, records, report)
+
+    monkeypatch.setattr(rd, "_send", fenced_first)
+    with pytest.raises(DeliveryFailed, match=f"another `kibitz redrive --reason poison` of app '{prefix}' started"):
+        asyncio.run(rd.redrive(settings, ["poison"]))
+    monkeypatch.setattr(rd, "_send", send)
+    assert asyncio.run(_keyed(broker, [t.assessments], 0)) == {t.assessments: []}
+    (report,) = asyncio.run(rd.redrive(settings, ["poison"]))
+    assert report.sent == {t.assessments: 1}
+    assert asyncio.run(_keyed(broker, [t.assessments], 1)) == {t.assessments: [(b"p1", b'{"r": 1}')]}
+
+
 async def _topic_limit(broker: str, topic: str, max_bytes: int) -> None:
     """Set ``topic``'s largest record batch (max.message.bytes), as an operator does with kafka-configs.sh."""
     from aiokafka.admin import AIOKafkaAdminClient
