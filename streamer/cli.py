@@ -228,6 +228,8 @@ def game_file(text: str) -> Path:
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory: name its files, e.g. {text.rstrip('/')}/*.pgn")
+    if path.exists() and not path.is_file():
+        raise argparse.ArgumentTypeError(not_regular(text))
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"no such file: {text}")
     try:
@@ -238,6 +240,13 @@ def game_file(text: str) -> Path:
     if why is not None:
         raise argparse.ArgumentTypeError(f"{text} is not a PGN or SGF text: {why}")
     return path
+
+
+def not_regular(text: str) -> str:
+    """Why a path that exists but is neither a file nor a directory (a pipe such as ``<(zcat games.pgn.gz)``, a
+    device) is refused: its start is read to check what it holds, and a pipe's bytes can be read only once."""
+    return (f"{text} is not a regular file (a pipe or a device: its bytes can be read only once); save the games to a "
+            f"file first, e.g. zcat games.pgn.gz > games.pgn")
 
 
 def is_sgf(path: Path) -> bool:
@@ -340,6 +349,8 @@ def feed_source(text: str) -> str:
         raise argparse.ArgumentTypeError(f"not an http(s) URL, a stream+http(s) URL or a file: {text}")
     if "://" not in text and Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory: name its PGN files, e.g. {text.rstrip('/')}/*.pgn")
+    if "://" not in text and Path(text).exists() and not Path(text).is_file():
+        raise argparse.ArgumentTypeError(not_regular(text) + " (a feed file is read again at each poll)")
     if "://" not in text and Path(text).is_file() and is_sgf(Path(text)):
         # a feed URL serving SGF is unavailable until it serves PGN; a file here is Go games, which follow does not read
         raise argparse.ArgumentTypeError(f"{text} is an SGF record (Go games): follow reads PGN feeds; "

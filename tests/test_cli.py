@@ -1,6 +1,7 @@
 """The kibitz command as a user runs it (subprocess, real Stockfish, shallow limits)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -204,7 +205,7 @@ def test_replay_reads_an_sgf_record_as_go_whatever_its_name(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["replay", "pool", "review", "produce", "follow"])
-def test_a_directory_or_a_missing_file_named_as_games_is_a_usage_error(command, tmp_path, capsys):
+def test_a_directory_a_pipe_or_a_missing_file_named_as_games_is_a_usage_error(command, tmp_path, capsys):
     """A directory was retried for ever by ``follow`` ("Is a directory" at every poll), reported as "no such file" by
     ``replay`` and as an OSError by the others; the files in it are not read: the user names them."""
     from streamer.cli import build_parser
@@ -213,6 +214,13 @@ def test_a_directory_or_a_missing_file_named_as_games_is_a_usage_error(command, 
     with pytest.raises(SystemExit) as e:
         build_parser().parse_args([command, str(tmp_path), *extra])
     assert e.value.code == 2 and f"{tmp_path} is a directory: name its" in capsys.readouterr().err
+    # a pipe (`<(zcat games.pgn.gz)`) or a device was "no such file": its start is sniffed, so it could not be read whole
+    pipe = tmp_path / "games.pgn"
+    os.mkfifo(pipe)
+    for path in (str(pipe), "/dev/null"):
+        with pytest.raises(SystemExit) as e:
+            build_parser().parse_args([command, path, *extra])
+        assert e.value.code == 2 and f"{path} is not a regular file (a pipe or a device" in capsys.readouterr().err
     missing = str(tmp_path / "later.pgn")
     if command == "follow":  # a feed file a relay has not written yet is polled until it appears
         assert build_parser().parse_args([command, missing]).sources == [missing]

@@ -4,12 +4,12 @@ and its parts go round, 503 naming what stopped; the metrics stay on every other
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 import urllib.error
 import urllib.request
 
+from streamer.devbrowser import free_port
 from streamer.metrics import Health, Metrics
 
 
@@ -19,12 +19,6 @@ def get(url: str) -> tuple[int, str]:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_health_names_the_loop_or_the_part_that_went_silent():
