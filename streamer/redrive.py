@@ -4,8 +4,8 @@ A dead letter (:class:`~schemas.DeadLetter`) keeps the record a step rejected: i
 read it (``source``, ``topic/partition@offset``). Some rejections are the record's own (a move that is illegal, JSON
 that does not parse): sent again, the same bytes are rejected again. Others are the deployment's, and once it is
 mended the record can be processed: an output the broker refused (``poison``: a record or topic size limit), a step's
-bug (``error``) fixed by an upgrade, a profile that did not match the analyse stage's (``limits_mismatch``), Go events
-at a worker started without ``--go`` (``unsupported_game``, and the moves of those games, ``unknown_game``). Which
+bug (``error``) fixed by an upgrade, Go events at a worker started without ``--go`` (``unsupported_game``, and the
+moves of those games, ``unknown_game``). Which
 reasons may be re-driven, and why the others may not, is :data:`REDRIVABLE` and :data:`NOT_REDRIVABLE`.
 
 :func:`plan` decides for one dead letter (pure: no I/O); :func:`redrive` is the Kafka shell. Each reason has its own
@@ -42,8 +42,6 @@ REDRIVABLE: dict[str, str] = {
     "poison": "the broker refused the record's outputs (a record or topic size limit; its transaction aborted three "
               "times): the record was not applied. Raise the limit first",
     "error": "a step failed on it (a bug; the log has the traceback): re-drive after the upgrade that fixes it",
-    "limits_mismatch": "a pool or rate stage's profile did not match the limits the assessment was searched at: "
-                       "re-drive once every stage runs the same --profile",
     "unsupported_game": "a Go event at a worker started without --go: re-drive once it runs with --go (with "
                         "unknown_game after it, for the moves of those games)",
     "unknown_game": "a move of a game the worker did not know (its start dead-lettered, e.g. unsupported_game): "
@@ -65,6 +63,9 @@ NOT_REDRIVABLE: dict[str, str] = {
     "out_of_order_ply": "later plies of its game were applied: it can no longer be applied",
     "duplicate_game": "the game id was already used",
     "malformed_record": "a kept game in it does not replay: it fails again",
+    "limits_mismatch": "its game went on without it (the later moves of a mismatched deployment are dead-lettered "
+                       "alike, the result rated), and a player's moves count once, in order: sent again after them it "
+                       "would not be counted. Start every stage with the same --profile; those moves stay unrated",
 }
 
 #: engine failures are re-drivable only for review requests: a move's game has been played on in the game's state

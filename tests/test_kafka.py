@@ -471,7 +471,7 @@ def test_redrive_sends_each_chosen_dead_letter_back_once_and_says_why_not_for_th
     """Dead letters of several reasons and sources: the chosen reason's are sent back to the topic they were read from
     (key and bytes as they were), once however often redrive runs; each reason has its own cursor; a dry run sends and
     moves nothing; the ones that cannot be sent are counted by why (exit 3)."""
-    from analyzers.errors import EngineTimeout, LimitsMismatch, PoisonRecord
+    from analyzers.errors import EngineTimeout, KibitzError, PoisonRecord
     from streamer.kafka_config import KafkaSettings
     from streamer.kafka_eos import ensure_topics
     from streamer.steps import dead_letter
@@ -486,7 +486,7 @@ def test_redrive_sends_each_chosen_dead_letter_back_once_and_says_why_not_for_th
 
     letters = [
         dl(poison, b'{"r": 1}', f"{t.assessments}/1@10", "p1"),
-        dl(LimitsMismatch("d6-mpv4"), b'{"m": 1}', f"{t.pool}/0@4", "London 2011"),
+        dl(KibitzError("a step's bug"), b'{"m": 1}', f"{t.pool}/0@4", "London 2011"),  # reason "error"
         dl(poison, b"\xff\x00", f"{t.moves}/2@7", "g1"),  # not UTF-8: sent back from its base64 copy
         dl(poison, b"x", "london.pgn", "g2"),  # a producer's rejection of a file
         dl(EngineTimeout("hung"), b'{"e": 1}', f"{t.moves}/0@3", "g3"),  # its move was applied, its assessment lost
@@ -507,17 +507,17 @@ def test_redrive_sends_each_chosen_dead_letter_back_once_and_says_why_not_for_th
     # again: nothing new of that reason since its last run, so nothing is sent twice; the other reasons' cursors are
     # their own, and a letter written meanwhile is the only one the next run reads
     asyncio.run(produce(broker, t.deadletter, [dl(poison, b'{"r": 2}', f"{t.assessments}/3@11", "p2")]))
-    rc, out, err = redrive(broker, prefix, "--reason", "poison", "--reason", "limits_mismatch", "--reason", "engine_timeout")
+    rc, out, err = redrive(broker, prefix, "--reason", "poison", "--reason", "error", "--reason", "engine_timeout")
     assert out["poison"]["read"] == 1 and out["poison"]["sent"] == {t.assessments: 1}, err[-2000:]
-    assert out["limits_mismatch"]["read"] == 1 and out["limits_mismatch"]["sent"] == {t.pool: 1}
+    assert out["error"]["read"] == 1 and out["error"]["sent"] == {t.pool: 1}
     assert out["engine_timeout"]["sent"] == {} and out["engine_timeout"]["skipped"] == {
         "a move whose game has been played on (only its assessment was lost)": 1}
     assert rc == 3  # the engine timeout is left as it is, and says so
     got = asyncio.run(_keyed(broker, targets, 4))
     assert got == {t.assessments: [(b"p1", b'{"r": 1}'), (b"p2", b'{"r": 2}')], t.pool: [(b"London 2011", b'{"m": 1}')],
                    t.moves: [(b"g1", b"\xff\x00")]}
-    rc, out, _ = redrive(broker, prefix, "--reason", "poison", "--reason", "limits_mismatch")
-    assert rc == 0 and out["poison"]["read"] == out["limits_mismatch"]["read"] == 0
+    rc, out, _ = redrive(broker, prefix, "--reason", "poison", "--reason", "error")
+    assert rc == 0 and out["poison"]["read"] == out["error"]["read"] == 0
     # a reason whose records would be rejected again is refused before anything is read
     rc, _, err = redrive(broker, prefix, "--reason", "duplicate_ply")
     assert rc == 2 and "duplicate_ply dead letters are not re-driven: the ply was already applied" in err

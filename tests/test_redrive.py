@@ -27,13 +27,15 @@ def test_every_reason_is_either_redrivable_or_refused_with_its_why():
     assert reason_option("poison") == "poison"
     with pytest.raises(argparse.ArgumentTypeError, match="illegal_move dead letters are not re-driven: the move is illegal"):
         reason_option("illegal_move")
+    with pytest.raises(argparse.ArgumentTypeError, match="limits_mismatch dead letters are not re-driven: its game went on"):
+        reason_option("limits_mismatch")
     with pytest.raises(argparse.ArgumentTypeError, match="not a dead-letter reason: 'posion'"):
         reason_option("posion")
 
 
 def test_a_dead_letter_is_sent_back_to_the_topic_it_was_read_from_under_its_key():
     assert plan(letter(), T) == Resend("t.kibitz.assessments", b"p1", b'{"a": 1}')
-    assert plan(letter("limits_mismatch", "t.kibitz.assessments.events/0@3", key="London 2011"), T) == Resend(
+    assert plan(letter("error", "t.kibitz.assessments.events/0@3", key="London 2011"), T) == Resend(
         "t.kibitz.assessments.events", b"London 2011", b'{"a": 1}')
     # bytes that were not UTF-8 come back from their base64 copy, not from the text with replacement characters
     raw = b"\xff\x00{"
