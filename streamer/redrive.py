@@ -5,8 +5,8 @@ read it (``source``, ``topic/partition@offset``). Some rejections are the record
 that does not parse): sent again, the same bytes are rejected again. Others are the deployment's, and once it is
 mended the record can be processed: an output the broker refused (``poison``: a record or topic size limit), a step's
 bug (``error``) fixed by an upgrade, Go events at a worker started without ``--go`` (``unsupported_game``, and the
-moves of those games, ``unknown_game``). Which
-reasons may be re-driven, and why the others may not, is :data:`REDRIVABLE` and :data:`NOT_REDRIVABLE`.
+moves of those games, ``unknown_game``). Which reasons may be re-driven, and why the others may not, is
+:data:`REDRIVABLE` and :data:`NOT_REDRIVABLE`.
 
 :func:`plan` decides for one dead letter (pure: no I/O); :func:`redrive` is the Kafka shell. Each reason has its own
 cursor over the dead-letter topic, a consumer group ``APP.redrive.REASON``: each run re-drives the dead letters of
@@ -34,6 +34,7 @@ from analyzers.errors import DeliveryFailed
 from schemas import DeadLetter
 
 from .kafka_config import KafkaSettings, Topics, denied_as, wait_for_broker, wait_for_topics
+from .steps import MAX_DEAD_LETTER_KEY
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,8 @@ def plan(dl: DeadLetter, topics: Topics) -> Resend | str:
         return "a move whose game has been played on (only its assessment was lost)"
     if dl.raw_size is not None:
         return "only the start of the record was kept"
+    if dl.key is not None and len(dl.key) > MAX_DEAD_LETTER_KEY:  # dead_letter() keeps a long key's start, says its length
+        return "only the start of the record's key was kept"
     value = base64.b64decode(dl.raw_base64) if dl.raw_base64 is not None else dl.raw.encode("utf-8")
     return Resend(topic, None if dl.key is None else dl.key.encode("utf-8"), value)
 

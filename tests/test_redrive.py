@@ -8,10 +8,11 @@ import base64
 
 import pytest
 
-from analyzers.errors import reasons
+from analyzers.errors import PoisonRecord, reasons
 from schemas import DeadLetter
 from streamer.kafka_config import Topics
 from streamer.redrive import NOT_REDRIVABLE, REDRIVABLE, Resend, plan, reason_option
+from streamer.steps import dead_letter
 
 T = Topics(prefix="t.")
 
@@ -50,6 +51,7 @@ def test_a_dead_letter_is_sent_back_to_the_topic_it_was_read_from_under_its_key(
     (letter(source="kibitz.assessments/0@1"), "not a stage's input here"),  # another deployment's (no prefix)
     (letter(source="t.kibitz.ratings.perceived/0@1"), "not a stage's input here"),
     (letter(raw_size=2_000_000), "only the start of the record was kept"),
+    (dead_letter(PoisonRecord("x"), b"{}", source="t.kibitz.moves/0@1", key="k" * 5000), "only the start of the record's key"),
     (letter("engine_timeout", "t.kibitz.moves/0@9"), "a move whose game has been played on"),
 ])
 def test_a_dead_letter_that_cannot_be_sent_back_says_why(dl, why):
