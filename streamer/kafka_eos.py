@@ -65,6 +65,7 @@ from analyzers.errors import (
 )
 
 from .kafka_config import STAGES, ClientErrors, KafkaSettings, Topics, denied_as, not_authorized, running_stages, wait_for_broker
+from .metrics import PROGRESS_STALE_SECONDS
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
 from .state_store import RocksState, TrackedState, encode
 from .steps import Output, Steps, dead_letter_output
@@ -198,6 +199,10 @@ class Stage:
         self.last_sweep = time.monotonic()
         self.stragglers = 0  # transactions' partitions cut short by a record still running (see _cut)
         self.repeats: set[tuple[int, int]] = set()  # (partition, offset) of records cut and not yet done
+        # progress: per input partition, (when its records were first read without its offset advancing since, when
+        # they were last read); see _judge_progress
+        self.unprogressed: dict[TopicPartition, tuple[float, float]] = {}
+        self.progress_stale = PROGRESS_STALE_SECONDS
 
     async def acquire(self, partition: int) -> None:
         """Own one input partition: start its transactional producer, then restore its state.
@@ -247,6 +252,7 @@ class Stage:
     async def release(self, partition: int) -> None:
         """Give one input partition up: drop its state and stop its producer."""
         self._close_state(partition)
+        self.unprogressed.pop(TopicPartition(self.cfg.source, partition), None)
         producer = self.producers.pop(partition, None)
         if producer is not None:
             with contextlib.suppress(Exception):  # a fenced producer's sender has died; there is nothing to flush
@@ -576,6 +582,31 @@ class Stage:
                 self.consumer.seek(tp, offset)
         for tp in fetched.keys() - nxt.keys() - dropped:  # none of its records ran (a suspect ran alone, or time ran out)
             self.consumer.seek(tp, fetched[tp][0].offset)
+        self._judge_progress({tp: recs[0].offset for tp, recs in fetched.items()}, nxt)
+
+    def _judge_progress(self, first: dict[TopicPartition, int], nxt: dict[TopicPartition, int]) -> None:
+        """``/healthz``: an input partition whose records have been read for :data:`PROGRESS_STALE_SECONDS` without its
+        committed offset moving, and read within the last minute (a broker away returns none: waited for, not judged),
+        makes the stage not live. The loop went round all the while, so only this tells such a stage from a busy one:
+        a partition stuck this way held its games for as long as the worker ran (a producer whose writes all failed).
+        ``first``: each fetched partition's first offset read; ``nxt``: the offsets this batch committed."""
+        now = time.monotonic()
+        for tp, offset in first.items():
+            if nxt.get(tp, offset) > offset:
+                self.unprogressed.pop(tp, None)
+            else:
+                since, _ = self.unprogressed.get(tp, (now, now))
+                self.unprogressed[tp] = (since, now)
+        if self.metrics is None:
+            return
+        stuck = sorted(tp.partition for tp, (since, last) in self.unprogressed.items()
+                       if last - since > self.progress_stale and now - last < PROGRESS_RECENT_SECONDS)
+        why = None
+        if stuck:
+            since = min(self.unprogressed[TopicPartition(self.cfg.source, p)][0] for p in stuck)
+            why = (f"{self.cfg.source} partition(s) {', '.join(map(str, stuck))} read again and again, nothing "
+                   f"committed for {now - since:.0f} s")
+        self.metrics.health.stall(f"stage {self.cfg.name}", why)
 
     async def _commit(self, tp: TopicPartition, offset: int | None, outputs: list[Output]) -> None:
         """One input partition's transaction: its records' outputs, its state changes (to the changelog partition of the
@@ -758,6 +789,9 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
 
 #: Seconds between two reports of a stage's consumer lag (``kibitz_consumer_lag``).
 LAG_SECONDS = 1.0
+#: A partition not progressing is judged only while its records are read (within this many seconds): a broker away
+#: answers no fetch, and is waited for (Stage._judge_progress).
+PROGRESS_RECENT_SECONDS = 60.0
 
 
 #: The state changelogs are compacted, and set so that compaction can run: Kafka compacts only closed segments, and

@@ -58,6 +58,10 @@ LOOP_STALE_SECONDS = 30.0
 #: ... or once one of its parts has not gone round its loop for this long: a worker's stage goes round at least every
 #: poll (0.1 s) and commit (a transaction is bounded by the broker's 30 s timeout), so ten times that is stuck.
 PART_STALE_SECONDS = 300.0
+#: ... or once one of its parts has had work and done none of it for this long (a worker's input partition whose
+#: records were read again and again and none committed: a record whose processing never ends, a producer that every
+#: write fails): :meth:`Health.stall`. A record's longest work, a review's searches, takes about a minute.
+PROGRESS_STALE_SECONDS = 600.0
 
 
 class Health:
@@ -69,6 +73,7 @@ class Health:
         self.loop_stale, self.part_stale = loop_stale, part_stale
         self.loop_beat: float | None = None  # None: no heartbeat runs (a runtime that serves metrics without a loop)
         self.parts: dict[str, float] = {}
+        self.stalls: dict[str, str] = {}  # part -> what it has not done (set and cleared by the part: stall)
 
     def beat(self, part: str | None = None) -> None:
         """The loop beats (``part`` None), or ``part`` has gone round its loop."""
@@ -77,6 +82,13 @@ class Health:
             self.loop_beat = now
         else:
             self.parts[part] = now
+
+    def stall(self, part: str, why: str | None) -> None:
+        """``part`` goes round but makes no progress (``why`` says on what), or does again (None)."""
+        if why is None:
+            self.stalls.pop(part, None)
+        else:
+            self.stalls[part] = why
 
     def check(self, now: float | None = None) -> tuple[bool, str]:
         """(live, why): not live when the loop or a part is stale, naming it and for how long; live, naming what is
@@ -87,6 +99,7 @@ class Health:
             stale.append(f"event loop silent for {now - self.loop_beat:.0f} s")
         parts = dict(self.parts)  # a copy: the loop may add a part while this thread reads
         stale += [f"{part} stuck for {now - t:.0f} s" for part, t in parts.items() if now - t > self.part_stale]
+        stale += [f"{part}: {why}" for part, why in sorted(dict(self.stalls).items())]
         if stale:
             return False, "; ".join(stale)
         watched = (["event loop"] if self.loop_beat is not None else []) + sorted(parts)

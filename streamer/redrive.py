@@ -64,6 +64,7 @@ NOT_REDRIVABLE: dict[str, str] = {
     "out_of_order_ply": "later plies of its game were applied: it can no longer be applied",
     "duplicate_game": "the game id was already used",
     "malformed_record": "a kept game in it does not replay: it fails again",
+    "truncated": "a producer's: the games file ended in the middle of the game; sent again it is the same part game",
     "limits_mismatch": "its game went on without it (the later moves of a mismatched deployment are dead-lettered "
                        "alike, the result rated), and a player's moves count once, in order: sent again after them it "
                        "would not be counted. Start every stage with the same --profile; those moves stay unrated",

@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import chess
@@ -867,6 +868,74 @@ def test_a_poison_record_is_dead_lettered_after_max_aborts_and_the_partition_mov
     assert "MessageSizeTooLarge" in dl["error"]
     # once inside the batch that first aborted (which makes its records suspects), then 3 times alone
     assert stage.poisoned == 1 and calls["poison"] == 1 + 3
+
+
+def test_a_partition_whose_record_never_finishes_makes_the_stage_not_live_while_the_others_go_on(broker):
+    """A record whose step never ends (fault injected: a bug, a search no deadline stops) in a stage that runs records
+    side by side (the analyse stage's way) is cut from every transaction and its partition's offset stays at it; the
+    stage goes round all the while. /healthz said ok for as long as the worker ran; now, once that partition's records
+    have been read for the progress limit without its offset moving, the stage is not live, naming the partition.
+    Every record of other keys is processed meanwhile."""
+    from schemas import DeadLetter
+    from streamer.kafka_config import KafkaSettings
+    from streamer.kafka_eos import Stage, StageConfig, check_layout, ensure_topics
+    from streamer.metrics import Metrics
+    from streamer.steps import Output
+
+    settings = KafkaSettings(broker=broker, partitions=2, topics=Topics(prefix=fresh_prefix()))
+    t = settings.topics
+
+    @dataclass
+    class Seen:  # a key's state as the stage keeps a game's: what it has applied up to (input_offset)
+        n: int = 0
+        input_offset: int = -1
+
+        def copy(self) -> Seen:
+            return Seen(self.n, self.input_offset)
+
+        def to_dict(self) -> dict:
+            return {"n": self.n, "input_offset": self.input_offset}
+
+        @classmethod
+        def from_dict(cls, d: dict) -> Seen:
+            return cls(d["n"], d["input_offset"])
+
+    async def step(state, key, raw, source):  # noqa: ANN001 - one output per record
+        if raw == b"HANG":
+            await asyncio.Event().wait()  # never set
+        k = key.decode()
+        state[k] = Seen((state.get(k) or Seen()).n + 1)
+        return [Output(key, DeadLetter(source=source, reason="test", error="-", raw=raw.decode()))]
+
+    records = [(f"g{i % 4}".encode(), f"r{i}".encode()) for i in range(12)]
+    records = records[:5] + [(b"g1", b"HANG")] + records[5:]
+    metrics = Metrics()
+    config = StageConfig("analyse", t.moves, t.state_games, step, Seen, window=4)
+
+    async def run():
+        await ensure_topics(settings)
+        partitions = await check_layout(settings, [(config.source, config.changelog)])
+        await produce(broker, config.source, records)
+        stage = Stage(settings, config, "analyse-test", partitions=partitions[config.source], metrics=metrics)
+        stage.progress_stale = 3.0
+        task = asyncio.create_task(stage.run())
+        try:
+            # g1's records after the hung one wait for it (a key's records run in order); the rest are processed
+            out = await consume_until(broker, [t.deadletter], lambda o: len(o[t.deadletter]) >= 10, timeout=60)
+            deadline, said = time.monotonic() + 30, metrics.health.check()
+            while said[0] and time.monotonic() < deadline:
+                await asyncio.sleep(0.5)
+                said = metrics.health.check()
+            return out, said, list(stage.unprogressed)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    out, (live, why), stuck = asyncio.run(run())
+    assert sorted(json.loads(v)["raw"] for v in out[t.deadletter]) == sorted(f"r{i}" for i in range(12) if i not in (5, 9))
+    (tp,) = stuck
+    assert not live and f"stage analyse: {t.moves} partition(s) {tp.partition} read again and again, nothing" in why, why
+    assert "stuck for" not in why  # the loop went round all the while
 
 
 @pytest.mark.solo

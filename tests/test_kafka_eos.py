@@ -16,7 +16,7 @@ from streamer.pipeline import GameState
 
 def stage(step, *, window: int, commit_seconds: float) -> Stage:
     s = Stage.__new__(Stage)  # no Kafka clients: only the batch logic is under test
-    s.repeats, s.metrics, s.failure = set(), None, None
+    s.repeats, s.metrics, s.failure, s.unprogressed = set(), None, None, {}
     s.cfg = StageConfig("t", "in", "log", step, GameState, window=window, commit_seconds=commit_seconds,
                         state={0: TrackedState(), 1: TrackedState()})
     return s

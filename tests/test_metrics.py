@@ -37,6 +37,13 @@ def test_health_names_the_loop_or_the_part_that_went_silent():
     h.loop_beat = t
     live, why = h.check(now=t + 301)
     assert not live and why == "event loop silent for 301 s; stage rate stuck for 301 s"
+    # a part that goes round but makes no progress says so itself (the transactional stage's stalled partitions)
+    h.loop_beat = h.parts["stage rate"] = t + 300
+    h.stall("stage rate", "kibitz.assessments partition(s) 1 read again and again, nothing committed for 601 s")
+    assert h.check(now=t + 301) == (False, "stage rate: kibitz.assessments partition(s) 1 read again and again, "
+                                           "nothing committed for 601 s")
+    h.stall("stage rate", None)
+    assert h.check(now=t + 301) == (True, "ok (event loop, stage rate)")
 
 
 async def test_healthz_answers_503_while_the_event_loop_is_blocked_and_200_once_it_beats_again():
