@@ -22,6 +22,7 @@ import asyncio
 import base64
 import logging
 import re
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -144,6 +145,8 @@ async def redrive(settings: KafkaSettings, reasons: Sequence[str], *, dry_run: b
     (no worker has run) gives empty reports."""
     await wait_for_broker(settings)
     if not await wait_for_topics(settings, [settings.topics.deadletter], who="redrive", timeout=wait):
+        print(f"kibitz redrive: {settings.topics.deadletter} is not on the broker after {wait:g} s: no dead letter to "
+              f"re-drive (is --topic-prefix {settings.topics.prefix!r} the deployment's?)", file=sys.stderr, flush=True)
         return [PassReport(r) for r in reasons]
     return [await _pass(settings, reason, dry_run) for reason in reasons]
 

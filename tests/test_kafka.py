@@ -519,6 +519,9 @@ def test_redrive_sends_each_chosen_dead_letter_back_once_and_says_why_not_for_th
                    t.moves: [(b"g1", b"\xff\x00")]}
     rc, out, _ = redrive(broker, prefix, "--reason", "poison", "--reason", "error")
     assert rc == 0 and out["poison"]["read"] == out["error"]["read"] == 0
+    # a deployment without a dead-letter topic (a mistyped prefix): said, nothing read
+    rc, out, err = redrive(broker, prefix + "x", "--reason", "poison")
+    assert rc == 0 and out["poison"]["read"] == 0 and f"{prefix}xkibitz.deadletter is not on the broker after" in err
     # a reason whose records would be rejected again is refused before anything is read
     rc, _, err = redrive(broker, prefix, "--reason", "duplicate_ply")
     assert rc == 2 and "duplicate_ply dead letters are not re-driven: the ply was already applied" in err
