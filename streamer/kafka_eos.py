@@ -805,6 +805,12 @@ CHANGELOG_CONFIG = {
 }
 
 
+#: The dead letters are kept 30 days, not the broker's default 7: they are what is left of a record a bug or a
+#: deployment's fault rejected, for `kibitz redrive` once it is mended (README, "Dead letters and re-driving them").
+DEADLETTER_RETENTION_DAYS = 30
+DEADLETTER_CONFIG = {"retention.ms": str(DEADLETTER_RETENTION_DAYS * 24 * 60 * 60 * 1000)}
+
+
 #: Seconds ensure_topics waits for topics it created to show in the broker's metadata with a leader per partition.
 TOPICS_SHOWN_TIMEOUT = 30.0
 
@@ -960,7 +966,8 @@ async def ensure_topics(settings: KafkaSettings, names: Sequence[str] | None = N
         ours = list(names) if names is not None else settings.topics.all() + settings.topics.changelogs()
         existing = set(await admin.list_topics())
         compacted = set(settings.topics.changelogs())
-        new = [NewTopic(n, settings.partitions, settings.replication_factor, topic_configs=CHANGELOG_CONFIG if n in compacted else {})
+        configs = {**{n: CHANGELOG_CONFIG for n in compacted}, settings.topics.deadletter: DEADLETTER_CONFIG}
+        new = [NewTopic(n, settings.partitions, settings.replication_factor, topic_configs=configs.get(n, {}))
                for n in ours if n not in existing]
         if new:
             _created(settings, await admin.create_topics(new))

@@ -240,6 +240,32 @@ def test_changelogs_are_created_so_that_compaction_runs(broker):
                                                                      for k in range(9)}, "every key's last state kept"
 
 
+def test_the_dead_letters_are_kept_30_days_and_the_other_topics_as_the_broker_keeps_them(broker):
+    """kibitz.deadletter, made by the worker or a producer, keeps its records 30 days (Kafka's default is 7): time to
+    mend a fault and re-drive them."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from streamer.kafka_config import KafkaSettings
+    from streamer.kafka_eos import ensure_topics
+
+    async def retention(settings: KafkaSettings, names: list[str]) -> dict[str, str]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker)
+        await admin.start()
+        try:
+            (response,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, n) for n in names])
+        finally:
+            await admin.close()
+        return {r[3]: next(c[1] for c in r[4] if c[0] == "retention.ms") for r in response.resources}
+
+    for names in (None, ["moves", "games", "deadletter"]):  # the worker's, a producer's
+        settings = KafkaSettings(broker=broker, topics=Topics(prefix=fresh_prefix()))
+        t = settings.topics
+        asyncio.run(ensure_topics(settings, None if names is None else [t.name(n) for n in names]))
+        assert asyncio.run(retention(settings, [t.deadletter, t.moves])) == {t.deadletter: str(30 * 86_400_000),
+                                                                            t.moves: str(7 * 86_400_000)}
+
+
 def garbage_stream(seed: int = 7):
     """London round 1 as wire records, with about 5 % bad records of every kind mixed in; returns (records, bad)."""
     rng = random.Random(seed)
