@@ -236,19 +236,24 @@ async def _send(settings: KafkaSettings, producer: Any, group: str, tp: Any, rec
         for r, _ in resends:
             report.sent[r.topic] += 1
         return
-    from aiokafka.errors import ProducerFenced
+    from aiokafka.errors import KafkaError, ProducerFenced
 
     written = ", ".join(sorted({r.topic for r, _ in resends})) or "no topic"
     try:
         with denied_as(settings, f"the transactional id {group!r}, the consumer group {group!r} or WRITE on {written}"):
             async with producer.transaction():
                 futures = [await producer.send(r.topic, r.value, key=r.key) for r, _ in resends]
+                # every record acknowledged before the cursor moves: one the broker refuses raises here, and the
+                # transaction aborts (committed, it would move the cursor past a record that was never written)
+                await asyncio.gather(*futures)
                 await producer.send_offsets_to_transaction({tp: records[-1].offset + 1}, group)
-            await asyncio.gather(*futures)
     except ProducerFenced:
         raise DeliveryFailed(f"another `kibitz redrive --reason {report.reason}` of app {settings.app_id!r} started while "
                              f"this one ran (the transactional id {group!r}) and goes on from the cursor: this one "
                              f"stopped, its last transaction aborted, nothing of it sent") from None
+    except KafkaError as e:  # a record the broker refuses (a topic's limit lowered since), or a broker gone too long
+        raise DeliveryFailed(f"the Kafka broker did not take a re-driven record ({written}): {e!r}. Nothing of that "
+                             f"transaction was sent and the cursor stays before it: run again once it is mended") from None
     for r, source in resends:
         report.sent[r.topic] += 1
         log.info("dead letter re-driven", extra={"reason": report.reason, "source": source, "topic": r.topic})

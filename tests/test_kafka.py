@@ -553,10 +553,11 @@ def test_redrive_sends_each_chosen_dead_letter_back_once_and_says_why_not_for_th
     assert rc == 2 and "duplicate_ply dead letters are not re-driven: the ply was already applied" in err
 
 
-def test_a_redrive_fenced_by_another_run_of_its_reason_stops_and_sends_nothing_twice(broker, monkeypatch):
+def test_a_redrive_fenced_by_another_run_or_refused_by_the_broker_stops_and_sends_nothing_twice(broker, monkeypatch):
     """Two runs of one reason at once: the later one's transactional id fences the earlier, whose transaction aborts.
     The earlier stops (DeliveryFailed, naming the other run), nothing of its transaction sent; the cursor is where the
-    last commit left it, so the next run sends the record once."""
+    last commit left it, so the next run sends the record once. Likewise a record the broker refuses (was aiokafka's
+    traceback)."""
     from aiokafka import AIOKafkaProducer
 
     import streamer.redrive as rd
@@ -584,9 +585,18 @@ def test_a_redrive_fenced_by_another_run_of_its_reason_stops_and_sends_nothing_t
         asyncio.run(rd.redrive(settings, ["poison"]))
     monkeypatch.setattr(rd, "_send", send)
     assert asyncio.run(_keyed(broker, [t.assessments], 0)) == {t.assessments: []}
+    # a record the broker refuses (its topic's limit lowered since): said, nothing sent, the cursor left before it
+    asyncio.run(_topic_limit(broker, t.assessments, 100))
+    letter = dead_letter(PoisonRecord("x"), b'{"r": 1}'.ljust(300), source=f"{t.assessments}/0@2", key="p2")
+    # (under p1's key, so that both dead letters are in one partition, one transaction)
+    asyncio.run(produce(broker, t.deadletter, [(b"p1", letter.model_dump_json().encode())]))
+    with pytest.raises(DeliveryFailed, match=f"the Kafka broker did not take a re-driven record \\({t.assessments}\\)"):
+        asyncio.run(rd.redrive(settings, ["poison"]))
+    asyncio.run(_topic_limit(broker, t.assessments, 1048588))
     (report,) = asyncio.run(rd.redrive(settings, ["poison"]))
-    assert report.sent == {t.assessments: 1}
-    assert asyncio.run(_keyed(broker, [t.assessments], 1)) == {t.assessments: [(b"p1", b'{"r": 1}')]}
+    assert report.sent == {t.assessments: 2}
+    got = asyncio.run(_keyed(broker, [t.assessments], 2))[t.assessments]
+    assert sorted(got) == [(b"p1", b'{"r": 1}'), (b"p2", b'{"r": 1}'.ljust(300))]
 
 
 async def _topic_limit(broker: str, topic: str, max_bytes: int) -> None:
