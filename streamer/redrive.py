@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 REDRIVABLE: dict[str, str] = {
     "poison": "the broker refused the record's outputs (a record or topic size limit; its transaction aborted three "
               "times): the record was not applied. Raise the limit first",
-    "error": "a step failed on it (a bug; the log has the traceback): re-drive after the upgrade that fixes it",
+    "error": "a step failed on it (a bug; the log has the traceback): re-drive after the upgrade that fixes it. What "
+             "the step had changed in its state before it failed stays: a record the state already counts is skipped",
     "unsupported_game": "a Go event at a worker started without --go: re-drive once it runs with --go (with "
                         "unknown_game after it, for the moves of those games)",
     "unknown_game": "a move of a game the worker did not know (its start dead-lettered, e.g. unsupported_game): "
