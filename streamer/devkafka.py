@@ -217,10 +217,13 @@ def start_workers(broker: str, prefix: str, *extra: str, split: bool = False) ->
     return [WorkerProcess(broker, prefix, *extra)]
 
 
-async def produce(broker: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
+async def produce(broker: str | KafkaSettings, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
+    """Send ``records`` (key, value) to ``topic`` in order, at ``broker`` (an address, or the settings of a secured
+    connection)."""
     from aiokafka import AIOKafkaProducer
 
-    p = AIOKafkaProducer(bootstrap_servers=broker, enable_idempotence=True, acks="all", max_request_size=2 * 1024 * 1024)
+    kw = broker.aiokafka_kwargs() if isinstance(broker, KafkaSettings) else {"bootstrap_servers": broker}
+    p = AIOKafkaProducer(enable_idempotence=True, acks="all", max_request_size=2 * 1024 * 1024, **kw)
     await p.start()
     try:
         for key, value in records:

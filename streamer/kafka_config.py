@@ -144,6 +144,23 @@ class Topics(BaseModel):
                 self.deadletter]
 
 
+def stage_topics(t: Topics) -> dict[str, tuple[str, str]]:
+    """Each stage's input topic and its state changelog."""
+    analyse, pool_, rate, review = STAGES
+    return {analyse: (t.moves, t.state_games), pool_: (t.pool, t.state_events), rate: (t.assessments, t.state_players),
+            review: (t.reviews, t.state_reviews)}
+
+
+async def seek_committed(consumer: Any, tps: Sequence[Any]) -> None:
+    """Set each partition of ``tps`` to its consumer group's committed offset, or its beginning when none is."""
+    for tp in tps:
+        committed = await consumer.committed(tp)
+        if committed is None:
+            await consumer.seek_to_beginning(tp)
+        else:
+            consumer.seek(tp, committed)
+
+
 class KafkaSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     broker: str = Field(default_factory=lambda: os.environ.get("KIBITZ_KAFKA", DEFAULT_BROKER), validate_default=True)

@@ -64,7 +64,17 @@ from analyzers.errors import (
     TopicsNotCreated,
 )
 
-from .kafka_config import STAGES, ClientErrors, KafkaSettings, Topics, denied_as, not_authorized, running_stages, wait_for_broker
+from .kafka_config import (
+    STAGES,
+    ClientErrors,
+    KafkaSettings,
+    denied_as,
+    not_authorized,
+    running_stages,
+    seek_committed,
+    stage_topics,
+    wait_for_broker,
+)
 from .metrics import PROGRESS_STALE_SECONDS
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
 from .state_store import RocksState, TrackedState, encode
@@ -599,13 +609,10 @@ class Stage:
                 self.unprogressed[tp] = (since, now)
         if self.metrics is None:
             return
-        stuck = sorted(tp.partition for tp, (since, last) in self.unprogressed.items()
-                       if last - since > self.progress_stale and now - last < PROGRESS_RECENT_SECONDS)
-        why = None
-        if stuck:
-            since = min(self.unprogressed[TopicPartition(self.cfg.source, p)][0] for p in stuck)
-            why = (f"{self.cfg.source} partition(s) {', '.join(map(str, stuck))} read again and again, nothing "
-                   f"committed for {now - since:.0f} s")
+        stuck = {tp.partition: since for tp, (since, last) in self.unprogressed.items()
+                 if last - since > self.progress_stale and now - last < PROGRESS_RECENT_SECONDS}
+        why = (f"{self.cfg.source} partition(s) {', '.join(map(str, sorted(stuck)))} read again and again, nothing "
+               f"committed for {now - min(stuck.values()):.0f} s") if stuck else None
         self.metrics.health.stall(f"stage {self.cfg.name}", why)
 
     async def _commit(self, tp: TopicPartition, offset: int | None, outputs: list[Output]) -> None:
@@ -660,22 +667,19 @@ class Stage:
             self.aborts[(tp, recs[0].offset)] = (n + 1, repr(error))
         if retriable:
             await asyncio.sleep(RETRIABLE_BACKOFF_SECONDS)
-        producer = self.producers[tp.partition]
+        renew = sent and not retriable
         try:
-            await producer.abort_transaction()
+            await self.producers[tp.partition].abort_transaction()
         except ProducerFenced:
             await self._fenced(tp.partition)
             return
         except Exception:  # noqa: BLE001 - the producer may be unusable: start a new one, which also aborts
             log.exception("abort failed", extra={"stage": self.cfg.name, "partition": tp.partition})
+            renew = True
+        if renew:  # a new producer; acquiring the partition again restores its state too
             await self.release(tp.partition)
             await self.acquire(tp.partition)
         else:
-            if sent and not retriable:
-                await self.release(tp.partition)
-                await self.acquire(tp.partition)
-                await self._rewind([tp])
-                return
             self._close_state(tp.partition)
             self.cfg.state[tp.partition] = await self.restore(tp.partition)
         await self._rewind([tp])
@@ -704,12 +708,7 @@ class Stage:
 
     async def _rewind(self, tps: list[TopicPartition]) -> None:
         """Read these partitions again from their committed offsets."""
-        for tp in tps:
-            committed = await self.consumer.committed(tp)
-            if committed is None:
-                await self.consumer.seek_to_beginning(tp)
-            else:
-                self.consumer.seek(tp, committed)
+        await seek_committed(self.consumer, tps)
 
 
 
@@ -834,13 +833,6 @@ async def _until_led(admin: Any, names: list[str]) -> dict[str, int]:
             log.warning("topics not yet in the broker's metadata: going on", extra={"topics": waiting})
             return counts
         await asyncio.sleep(0.1)
-
-
-def stage_topics(t: Topics) -> dict[str, tuple[str, str]]:
-    """Each stage's input topic and its state changelog."""
-    analyse, pool_, rate, review = STAGES
-    return {analyse: (t.moves, t.state_games), pool_: (t.pool, t.state_events), rate: (t.assessments, t.state_players),
-            review: (t.reviews, t.state_reviews)}
 
 
 async def check_runtime(settings: KafkaSettings, runtime: str) -> None:

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from analyzers.errors import DeliveryFailed
 from schemas import DeadLetter
 
-from .kafka_config import KafkaSettings, Topics, denied_as, wait_for_broker, wait_for_topics
+from .kafka_config import KafkaSettings, Topics, denied_as, seek_committed, stage_topics, wait_for_broker, wait_for_topics
 from .steps import MAX_DEAD_LETTER_KEY
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def plan(dl: DeadLetter, topics: Topics) -> Resend | str:
     if m is None:
         return "not read from a Kafka topic"  # a producer's rejection of a file or feed (README, Broadcast)
     topic = m["topic"]
-    if topic not in (topics.moves, topics.assessments, topics.pool, topics.reviews):
+    if topic not in {source for source, _ in stage_topics(topics).values()}:
         return "from a topic that is not a stage's input here"
     if dl.reason in ENGINE_REASONS and topic != topics.reviews:
         return "a move whose game has been played on (only its assessment was lost)"
@@ -170,12 +170,7 @@ async def _pass(settings: KafkaSettings, reason: str, dry_run: bool) -> PassRepo
         consumer.assign(parts)
         with denied_as(settings, f"the consumer group {group!r} (READ) or {topic} (READ, DESCRIBE)"):
             ends = await consumer.end_offsets(parts)
-            for tp in parts:
-                committed = await consumer.committed(tp)
-                if committed is None:
-                    await consumer.seek_to_beginning(tp)
-                else:
-                    consumer.seek(tp, committed)
+            await seek_committed(consumer, parts)
         todo = {tp for tp in parts if await consumer.position(tp) < ends[tp]}
         last_record = time.monotonic()
         while todo:
@@ -233,28 +228,32 @@ async def _send(settings: KafkaSettings, producer: Any, group: str, tp: Any, rec
                                                          "game_id": dl.game_id, "ply": dl.ply})
             continue
         resends.append((choice, dl.source))
-    if producer is None:  # a dry run
-        for r, _ in resends:
-            report.sent[r.topic] += 1
-        return
+    if producer is not None:  # not a dry run
+        await _commit(settings, producer, group, tp, records[-1].offset + 1, [r for r, _ in resends], report.reason)
+    for r, source in resends:
+        report.sent[r.topic] += 1
+        if producer is not None:
+            log.info("dead letter re-driven", extra={"reason": report.reason, "source": source, "topic": r.topic})
+
+
+async def _commit(settings: KafkaSettings, producer: Any, group: str, tp: Any, offset: int, resends: list[Resend],
+                  reason: str) -> None:
+    """Send ``resends`` and move the cursor of ``tp`` to ``offset``, in one transaction."""
     from aiokafka.errors import KafkaError, ProducerFenced
 
-    written = ", ".join(sorted({r.topic for r, _ in resends})) or "no topic"
+    written = ", ".join(sorted({r.topic for r in resends})) or "no topic"
     try:
         with denied_as(settings, f"the transactional id {group!r}, the consumer group {group!r} or WRITE on {written}"):
             async with producer.transaction():
-                futures = [await producer.send(r.topic, r.value, key=r.key) for r, _ in resends]
+                futures = [await producer.send(r.topic, r.value, key=r.key) for r in resends]
                 # every record acknowledged before the cursor moves: one the broker refuses raises here, and the
                 # transaction aborts (committed, it would move the cursor past a record that was never written)
                 await asyncio.gather(*futures)
-                await producer.send_offsets_to_transaction({tp: records[-1].offset + 1}, group)
+                await producer.send_offsets_to_transaction({tp: offset}, group)
     except ProducerFenced:
-        raise DeliveryFailed(f"another `kibitz redrive --reason {report.reason}` of app {settings.app_id!r} started while "
+        raise DeliveryFailed(f"another `kibitz redrive --reason {reason}` of app {settings.app_id!r} started while "
                              f"this one ran (the transactional id {group!r}) and goes on from the cursor: this one "
                              f"stopped, its last transaction aborted, nothing of it sent") from None
     except KafkaError as e:  # a record the broker refuses (a topic's limit lowered since), or a broker gone too long
         raise DeliveryFailed(f"the Kafka broker did not take a re-driven record ({written}): {e!r}. Nothing of that "
                              f"transaction was sent and the cursor stays before it: run again once it is mended") from None
-    for r, source in resends:
-        report.sent[r.topic] += 1
-        log.info("dead letter re-driven", extra={"reason": report.reason, "source": source, "topic": r.topic})

@@ -526,10 +526,10 @@ def test_redrive_sends_each_chosen_dead_letter_back_once_and_says_why_not_for_th
     assert rc == 3 and out["poison"] == {"dry_run": True, "reason": "poison", "read": 3,
                                          "sent": {t.assessments: 1, t.moves: 1},
                                          "skipped": {"not read from a Kafka topic": 1}}, (out, err[-2000:])
-    assert asyncio.run(_keyed(broker, targets, 0)) == {name: [] for name in targets}, "a dry run sends nothing"
+    assert asyncio.run(_keyed(broker, targets)) == {name: [] for name in targets}, "a dry run sends nothing"
     rc, out, err = redrive(broker, prefix, "--reason", "poison")
     assert rc == 3 and out["poison"]["read"] == 3 and out["poison"]["sent"] == {t.assessments: 1, t.moves: 1}, err[-2000:]
-    got = asyncio.run(_keyed(broker, targets, 2))
+    got = asyncio.run(_keyed(broker, targets))
     assert got == {t.assessments: [(b"p1", b'{"r": 1}')], t.pool: [], t.moves: [(b"g1", b"\xff\x00")]}
     # again: nothing new of that reason since its last run, so nothing is sent twice; the other reasons' cursors are
     # their own, and a letter written meanwhile is the only one the next run reads
@@ -540,7 +540,7 @@ def test_redrive_sends_each_chosen_dead_letter_back_once_and_says_why_not_for_th
     assert out["engine_timeout"]["sent"] == {} and out["engine_timeout"]["skipped"] == {
         "a move whose game has been played on (only its assessment was lost)": 1}
     assert rc == 3  # the engine timeout is left as it is, and says so
-    got = asyncio.run(_keyed(broker, targets, 4))
+    got = asyncio.run(_keyed(broker, targets))
     assert got == {t.assessments: [(b"p1", b'{"r": 1}'), (b"p2", b'{"r": 2}')], t.pool: [(b"London 2011", b'{"m": 1}')],
                    t.moves: [(b"g1", b"\xff\x00")]}
     rc, out, _ = redrive(broker, prefix, "--reason", "poison", "--reason", "error")
@@ -584,7 +584,7 @@ def test_a_redrive_fenced_by_another_run_or_refused_by_the_broker_stops_and_send
     with pytest.raises(DeliveryFailed, match=f"another `kibitz redrive --reason poison` of app '{prefix}' started"):
         asyncio.run(rd.redrive(settings, ["poison"]))
     monkeypatch.setattr(rd, "_send", send)
-    assert asyncio.run(_keyed(broker, [t.assessments], 0)) == {t.assessments: []}
+    assert asyncio.run(_keyed(broker, [t.assessments])) == {t.assessments: []}
     # a record the broker refuses (its topic's limit lowered since): said, nothing sent, the cursor left before it
     asyncio.run(_topic_limit(broker, t.assessments, 100))
     letter = dead_letter(PoisonRecord("x"), b'{"r": 1}'.ljust(300), source=f"{t.assessments}/0@2", key="p2")
@@ -595,7 +595,7 @@ def test_a_redrive_fenced_by_another_run_or_refused_by_the_broker_stops_and_send
     asyncio.run(_topic_limit(broker, t.assessments, 1048588))
     (report,) = asyncio.run(rd.redrive(settings, ["poison"]))
     assert report.sent == {t.assessments: 2}
-    got = asyncio.run(_keyed(broker, [t.assessments], 2))[t.assessments]
+    got = asyncio.run(_keyed(broker, [t.assessments]))[t.assessments]
     assert sorted(got) == [(b"p1", b'{"r": 1}'), (b"p2", b'{"r": 1}'.ljust(300))]
 
 
@@ -659,26 +659,9 @@ def test_results_refused_by_a_topic_limit_are_rated_once_the_limit_is_raised_and
     assert len(game_scope) == len(set(game_scope)) == plies
 
 
-async def _keyed(broker: str, topics: list[str], want: int) -> dict[str, list[tuple[bytes, bytes]]]:
-    """The committed records of ``topics`` as (key, value), by topic: ``want`` of them and whatever comes in the second
-    after (so that a record sent twice shows), or all there are after 10 s."""
-    from aiokafka import AIOKafkaConsumer
-
-    c = AIOKafkaConsumer(*topics, bootstrap_servers=broker, group_id=None, auto_offset_reset="earliest",
-                         isolation_level="read_committed")
-    await c.start()
-    out: dict[str, list[tuple[bytes, bytes]]] = {name: [] for name in topics}
-    try:
-        deadline, n = time.monotonic() + 10, 0
-        while time.monotonic() < deadline:
-            for tp, recs in (await c.getmany(timeout_ms=200)).items():
-                out[tp.topic] += [(r.key, r.value) for r in recs]
-                n += len(recs)
-            if n >= want:
-                deadline = min(deadline, time.monotonic() + 1)
-    finally:
-        await c.stop()
-    return out
+async def _keyed(broker: str, topics: list[str]) -> dict[str, list[tuple[bytes, bytes]]]:
+    """Every committed record of ``topics`` as (key, value), by topic, sorted (read_topic: up to the end offsets)."""
+    return {t: sorted((k, v) for k, vs in (await read_topic(broker, t)).items() for v in vs) for t in topics}
 
 
 def final_player_scope(msgs):

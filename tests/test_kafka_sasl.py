@@ -17,6 +17,7 @@ import pytest
 from analyzers.errors import PoisonRecord
 from streamer.devbrowser import free_port
 from streamer.devkafka import ROOT, fresh_prefix, poll, read_records, worker_port
+from streamer.devkafka import produce as send_records
 from streamer.kafka_config import KafkaSettings, Topics
 from streamer.steps import dead_letter
 
@@ -52,17 +53,6 @@ def allow(user: str, resource: list[str], *operations: str) -> None:
     """Add an ACL (kafka.sh acl: Kafka's own kafka-acls tool)."""
     kafka_sh("acl", "--add", "--allow-principal", f"User:{user}", *[a for op in operations for a in ("--operation", op)],
              *resource)
-
-
-async def send(settings: KafkaSettings, topic: str, value: bytes) -> None:
-    from aiokafka import AIOKafkaProducer
-
-    p = AIOKafkaProducer(enable_idempotence=True, acks="all", **settings.aiokafka_kwargs())
-    await p.start()
-    try:
-        await p.send_and_wait(topic, value, key=b"p")
-    finally:
-        await p.stop()
 
 
 async def read(settings: KafkaSettings, topic: str, want: int, timeout: float = 180) -> list[dict]:
@@ -191,7 +181,7 @@ def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_p
                 mp.setenv(k, v)
             feeder = KafkaSettings.from_env(broker=broker, topics=Topics(prefix=prefix))
         letter = dead_letter(PoisonRecord("test"), b'{"x": 1}', source=f"{settings.topics.assessments}/0@0", key="p")
-        asyncio.run(send(feeder, settings.topics.deadletter, letter.model_dump_json().encode()))
+        asyncio.run(send_records(feeder, settings.topics.deadletter, [(b"p", letter.model_dump_json().encode())]))
         for env, rc, said in [(FEEDER_ENV, 2, f"denies user feeder the transactional id '{app}.redrive.poison'"),
                               (CLIENT_ENV, 0, f'"sent": {{"{settings.topics.assessments}": 1}}')]:
             r = subprocess.run([sys.executable, "-m", "streamer.cli", "redrive", "--reason", "poison", "--broker", broker,
