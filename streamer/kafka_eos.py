@@ -250,10 +250,7 @@ class Stage:
         self.producers[partition] = producer
         self._close_state(partition)
         try:
-            # an ACL missing on the changelog: raised as it is in the rebalance listener, aiokafka would log it, drop it
-            # and go on without the partition, the worker hanging
-            with denied_as(self.settings, f"the {self.cfg.name} stage's changelog {self.cfg.changelog} (READ and DESCRIBE)"):
-                self.cfg.state[partition] = await self.restore(partition)
+            self.cfg.state[partition] = await self.restore(partition)
         except BaseException:
             # not owned without its state: the next batch of the partition acquires it again (it raised KeyError)
             await self.release(partition)
@@ -317,7 +314,14 @@ class Stage:
 
     async def restore(self, partition: int) -> TrackedState:
         """The state of one input partition: its changelog partition (committed records only) read to the end, from
-        the offset the local store is caught up to (the beginning for a memory store)."""
+        the offset the local store is caught up to (the beginning for a memory store). An ACL missing on the changelog
+        is NotAuthorized, wherever the restore runs (acquiring a partition, undoing an aborted transaction): raised as
+        it is in the rebalance listener, aiokafka would log it, drop it and go on without the partition, the worker
+        hanging; in an undo it ended the worker on aiokafka's traceback."""
+        with denied_as(self.settings, f"the {self.cfg.name} stage's changelog {self.cfg.changelog} (READ and DESCRIBE)"):
+            return await self._restore(partition)
+
+    async def _restore(self, partition: int) -> TrackedState:
         tp = TopicPartition(self.cfg.changelog, partition)
         c = AIOKafkaConsumer(group_id=None, enable_auto_commit=False, isolation_level="read_committed",
                              auto_offset_reset="earliest", **self.settings.aiokafka_kwargs())
