@@ -29,6 +29,7 @@ from pathlib import Path
 import chess
 
 from analyzers.engine import EnginePool, Limits
+from analyzers.ratingmodel import win_probability
 from schemas import MoveAssessment
 from streamer.batch import assess_games, sample_player_events, sample_rated_games
 from streamer.ingest import PgnGame, read_pgn_games
@@ -190,3 +191,20 @@ async def review_move_values(pool: EnginePool, units: Sequence[tuple[PgnGame, st
     await asyncio.gather(*(one(*t) for t in todo))
     print(file=sys.stderr)
     return out
+
+
+async def review_first_values(pool: EnginePool, units: Sequence[tuple[PgnGame, str]],
+                              firsts: dict[tuple[str, str], dict[int, str]], limits: Limits) -> dict[tuple[str, str, int], int]:
+    """(game id, color, ply) -> the value at ``limits`` of the first choice of each position in ``firsts`` (centipawns
+    for the mover): the searches :func:`~streamer.review.first_choices` made, read back from the pool's cache."""
+    return {(g.game_id, color, ply): (await pool.analyse_limits(board, limits)).best_cp
+            for g, color in units for ply, board in positions(g, color) if ply in firsts.get((g.game_id, color), {})}
+
+
+def review_loss(a: MoveAssessment, first: str, first_values: dict[tuple[str, str, int], int],
+                values: dict[tuple[str, str], dict[int, dict[str, int]]]) -> float:
+    """What ``a``'s move gives up against the review's first choice ``first`` at the review's depth, in win
+    probability (0 for the first choice itself), from :func:`review_first_values` and :func:`review_move_values`."""
+    v1 = first_values[(a.game_id, a.color, a.ply)]
+    vp = v1 if a.uci == first else values[(a.game_id, a.color)][a.ply][a.uci]
+    return max(0.0, float(win_probability(v1) - win_probability(vp)))

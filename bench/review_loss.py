@@ -26,15 +26,15 @@ import random
 import numpy as np
 from common import ANALYSIS_CACHE, add_data_argument, data_dir
 from fairplay_calibration import event_moves
-from fairplay_data import MIN_EVENT_GAMES, analyse, load_samples, review_move_values, whole_player_events
+from fairplay_data import MIN_EVENT_GAMES, analyse, load_samples, review_first_values, review_loss, review_move_values, whole_player_events
 
 from analyzers.engine import EnginePool, Limits
 from analyzers.fairplay import DEFAULT_MIN_MOVES, DEFAULT_REVIEW_Z, FairPlayMove, ReviewCalibration, z_score
 from analyzers.profiles import get_profile
-from analyzers.ratingmodel import load_move_model, win_probability
+from analyzers.ratingmodel import load_move_model
 from schemas import MoveAssessment
 from streamer.pipeline import PipelineConfig
-from streamer.review import REVIEW_PROFILE, first_choices, positions, review_move
+from streamer.review import REVIEW_PROFILE, first_choices, review_move
 
 #: Quantile bins of the service's expected loss in which the honest depth-12 loss is read.
 BINS = 20
@@ -85,9 +85,7 @@ def main() -> None:
                                               assist=Limits(depth=14, multipv=1))
             firsts = await first_choices(pool, units, results, limits)
             values = await review_move_values(pool, units, assisted, firsts, limits)
-            first_values = {(g.game_id, color, ply): (await pool.analyse_limits(board, limits)).best_cp
-                            for g, color in units for ply, board in positions(g, color)
-                            if ply in firsts.get((g.game_id, color), {})}
+            first_values = await review_first_values(pool, units, firsts, limits)
             print(f"{pool.stats.searches} searches, {pool.stats.cache_hits} from the cache")
             return results, assisted, firsts, values, first_values
 
@@ -100,9 +98,7 @@ def main() -> None:
             m = review_move(a, first, model, calibration) if first else None
             if m is None:
                 continue
-            v1 = first_values[(a.game_id, a.color, a.ply)]
-            vp = v1 if a.uci == first else values[(a.game_id, a.color)][a.ply][a.uci]
-            out.append((m, max(0.0, float(win_probability(v1) - win_probability(vp)))))
+            out.append((m, review_loss(a, first, first_values, values)))
         return out
 
     scored = []  # (event, games, {share: rows})
