@@ -268,6 +268,28 @@ def warn_once(key: tuple[str, ...], message: str, **extra: Any) -> None:
 
 
 # == game step ===========================================================================================
+#: How far ahead of its game's next ply a move may arrive and still wait for the plies before it (:func:`hold_move`):
+#: a producer's retry, or two producers of one game, can swap a few of its records, and a move rejected for coming
+#: early would leave every later move of its game out of order. A move further ahead is rejected (out_of_order_ply).
+REORDER_PLIES = 16
+
+
+@dataclass(frozen=True, slots=True)
+class HeldMove:
+    """A move that came before the plies ahead of it, kept in its game's state until they come, with where it came
+    from (the source its dead letter names if they never do)."""
+
+    event: MoveEvent
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": self.event.model_dump(mode="json", exclude_none=True), "source": self.source}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> HeldMove:
+        return cls(MoveEvent.model_validate(d["event"]), str(d.get("source", "")))
+
+
 @dataclass
 class GameState:
     game_id: str
@@ -296,6 +318,8 @@ class GameState:
     repeats_before: int = 0
     #: of such a game, the sides whose player is another than in that game (GameStarted.renamed): theirs were not
     renamed: tuple[str, ...] = ()
+    #: moves that came before the plies ahead of them (:func:`hold_move`), by ply, each with where it came from
+    held: dict[int, HeldMove] = field(default_factory=dict)
     _position: Any = field(default=None, repr=False, compare=False)
     clock_warned: bool = field(default=False, repr=False, compare=False)  # an implausible clock was logged (not stored)
 
@@ -328,7 +352,8 @@ class GameState:
         """An independent copy (its own move and clock lists; the position is rebuilt from the moves if it is
         needed), for a stage that may have to put a game back as it was before a record: a few us, where to_dict
         costs 30."""
-        return replace(self, moves=list(self.moves), clocks=list(self.clocks), last_clock=list(self.last_clock), _position=None)
+        return replace(self, moves=list(self.moves), clocks=list(self.clocks), last_clock=list(self.last_clock),
+                       held=dict(self.held), _position=None)
 
     def to_dict(self) -> dict[str, Any]:
         if self.ended:  # an end marker: enough to reject a late event or a re-used id, a few hundred bytes
@@ -345,6 +370,7 @@ class GameState:
             **({"time_control": self.time_control} if self.time_control else {}),
             **({"repeats_before": self.repeats_before} if self.repeats_before else {}),
             **({"renamed": list(self.renamed)} if self.renamed else {}),
+            **({"held": [h.to_dict() for _, h in sorted(self.held.items())]} if self.held else {}),
             # the current position, so a stored game is restored in O(1) instead of replaying every move
             "position": self.adapter.snapshot(self.position()),
             **({"game": self.game} if self.game != "chess" else {}),  # chess states keep their earlier form
@@ -365,6 +391,7 @@ class GameState:
         state.time_control = d.get("time_control", "")
         state.repeats_before = int(d.get("repeats_before", 0))
         state.renamed = tuple(d.get("renamed", ()))
+        state.held = {h.event.ply: h for h in map(HeldMove.from_dict, d.get("held", ()))}
         stored = d.get("position") or d.get("fen")  # "fen": chess states stored before the adapter
         if stored:
             # the engine sees positions without history (see analyzers.engine.analysis), so this is all it needs
@@ -431,8 +458,40 @@ def _check_ply(state: GameState | None, ev: MoveEvent) -> GameState:
         raise DuplicatePly("ply already applied" + ("" if same else f" with a different move ({state.moves[ev.ply]})"),
                            game_id=ev.game_id, ply=ev.ply)
     if ev.ply > n:
-        raise OutOfOrderPly(f"expected ply {n}", game_id=ev.game_id, ply=ev.ply)
+        raise OutOfOrderPly(f"expected ply {n}; a move up to {REORDER_PLIES} plies ahead waits for the plies before it, "
+                            "one further ahead is rejected", game_id=ev.game_id, ply=ev.ply)
     return state
+
+
+def hold_move(state: GameState | None, ev: MoveEvent, source: str = "") -> bool:
+    """Keep ``ev`` in its game's state when it came before the plies ahead of it, at most :data:`REORDER_PLIES`
+    ahead of the next one; True when held (:func:`next_held` gives it back once its turn comes). Any other move is
+    for :func:`apply_move` to apply or reject. A ply that is held already is a duplicate."""
+    if state is None or state.ended or ev.game != state.game:
+        return False
+    n = len(state.moves)
+    if not n < ev.ply <= n + REORDER_PLIES:
+        return False
+    held = state.held.get(ev.ply)
+    if held is not None:
+        raise DuplicatePly("ply already held, waiting for the plies before it" + (
+            "" if held.event.uci == ev.uci else f", with a different move ({held.event.uci})"), game_id=ev.game_id, ply=ev.ply)
+    state.held[ev.ply] = HeldMove(ev, source)
+    return True
+
+
+def next_held(state: GameState) -> HeldMove | None:
+    """The held move whose turn has come (the game's next ply), taken out of the state; None if there is none."""
+    return None if state.ended or not state.held else state.held.pop(len(state.moves), None)
+
+
+def orphaned_held(state: GameState) -> list[HeldMove]:
+    """The held moves of an ended game, taken out of its state: the plies before them never came."""
+    if not state.ended or not state.held:
+        return []
+    out = [h for _, h in sorted(state.held.items())]
+    state.held.clear()
+    return out
 
 
 def _first_view(a: PositionAnalysis, side: int) -> int:

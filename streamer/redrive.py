@@ -35,6 +35,7 @@ from analyzers.errors import DeliveryFailed
 from schemas import DeadLetter
 
 from .kafka_config import KafkaSettings, Topics, denied_as, seek_committed, stage_topics, wait_for_broker, wait_for_topics
+from .pipeline import REORDER_PLIES
 from .steps import MAX_DEAD_LETTER_KEY
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,8 @@ NOT_REDRIVABLE: dict[str, str] = {
     "key_mismatch": "the record's key is not its game's id: sent again under the same key it fails again",
     "illegal_move": "the move is illegal in its game: it stays illegal",
     "duplicate_ply": "the ply was already applied",
-    "out_of_order_ply": "later plies of its game were applied: it can no longer be applied",
+    "out_of_order_ply": f"it came more than {REORDER_PLIES} plies ahead of its game (which went on without it, the moves "
+                        "after it waiting for it at most that far), or its game ended while it waited",
     "duplicate_game": "the game id was already used",
     "malformed_record": "a kept game in it does not replay: it fails again",
     "truncated": "a producer's: the games file ended in the middle of the game; sent again it is the same part game",

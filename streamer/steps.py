@@ -48,6 +48,7 @@ from analyzers.errors import (
     KeyMismatch,
     KibitzError,
     MalformedEvent,
+    OutOfOrderPly,
     UnsupportedGame,
     reasons,
 )
@@ -81,6 +82,9 @@ from .pipeline import (
     apply_player_event,
     assess_move,
     end_game,
+    hold_move,
+    next_held,
+    orphaned_held,
     pool_event,
     start_game,
 )
@@ -296,25 +300,41 @@ class Steps:
                 state = start_game(state, ev, pool.prefetch, self.config)
             elif isinstance(ev, GameEnded):
                 out += [self._to_player(r) for r in end_game(state, ev)]
-            else:
-                applied = apply_move(state, ev)
-                state = applied.state
-                pool = self._pool(state.game, ev.game_id, ev.ply)
-                try:
-                    a = await assess_move(applied, pool.analyse_limits, self.config, pool.prefetch)
-                    out.append(self._to_player(a))
-                    self.metrics.step_seconds.observe(time.monotonic() - started)
-                except EngineError as e:
-                    out.append(self.reject(e, _raw(raw, ev), source, key))  # the move is applied; only its assessment is lost
-                # after the move's assessment, so the player step sees the last move before the result
-                out += [self._to_player(r) for r in applied.results]
+            elif not hold_move(state, ev, source):  # a move that came early waits in the state for the plies before it
+                state = await self._move(state, ev, raw, source, key, out, started)
+                while (held := next_held(state)) is not None:  # the moves that waited for this one, in ply order
+                    try:
+                        await self._move(state, held.event, None, held.source, key, out)
+                    except InputError as e:
+                        out.append(self.reject(e, _raw(None, held.event), held.source, key))
         except InputError as e:
             return [self.reject(e, _raw(raw, ev), source, key)]
         if state is not None:
+            for held in orphaned_held(state):  # its game ended first
+                out.append(self.reject(OutOfOrderPly(f"the game ended at ply {len(state.moves)} while this move waited "
+                                                     "for the plies before it", game_id=gid, ply=held.event.ply),
+                                       _raw(None, held.event), held.source, key))
             # an ended game stays as a small end marker (GameState.to_dict) until swept: see sweep_games
             state.touched = time.time()
             games[gid] = state
         return out
+
+    async def _move(self, state: GameState | None, ev: MoveEvent, raw: bytes | str | None, source: str, key: Key,
+                    out: list[Output], started: float | None = None) -> GameState:
+        """Apply one move and add its assessment (or its engine failure's dead letter) and any results it completed
+        to ``out``; an input error is raised with the game untouched. ``started``: when the move's record arrived,
+        for ``kibitz_move_seconds`` (a held move's wait for the plies before it is not the service's time)."""
+        applied = apply_move(state, ev)
+        pool = self._pool(applied.state.game, ev.game_id, ev.ply)
+        try:
+            out.append(self._to_player(await assess_move(applied, pool.analyse_limits, self.config, pool.prefetch)))
+            if started is not None:
+                self.metrics.step_seconds.observe(time.monotonic() - started)
+        except EngineError as e:
+            out.append(self.reject(e, _raw(raw, ev), source, key))  # the move is applied; only its assessment is lost
+        # after the move's assessment, so the player step sees the last move before the result
+        out += [self._to_player(r) for r in applied.results]
+        return applied.state
 
     def _pool(self, game: str, game_id: str, ply: int | None = None) -> EnginePool:
         """The engine pool of ``game``'s searches; a game this runtime has no engines for is refused."""

@@ -85,6 +85,54 @@ async def test_bad_input_is_dead_lettered_and_the_rest_is_unchanged(stockfish):
     assert summary(out) == summary(out_clean)  # nothing valid was lost or counted twice
 
 
+async def test_moves_that_come_early_wait_for_the_plies_before_them_and_change_nothing(stockfish):
+    """A producer's retry (or two producers of one game) can swap a game's records. A move up to REORDER_PLIES ahead
+    of its game waits in the game's state for the plies before it; before, it was rejected and every later move of its
+    game was then out of order: one swap of two plies lost the rest of the game (86 dead letters, no result)."""
+    clean = demo_lines(1)
+    out_clean, _, _ = await run(clean)
+    moves = clean[1:-1]  # game_started, the moves by ply, game_ended
+    # ply 11 before 10; plies 30 and 25 (10 and 5 ahead) before 20; plies 40-56 before 39: 56 is 17 ahead, past the
+    # window, and is rejected (the stream stops there: the game would wait for it in vain)
+    shuffled = [*moves[:10], moves[11], moves[10], *moves[12:20], moves[30], moves[25],
+                *(moves[p] for p in range(20, 39) if p not in (25, 30)), *moves[40:57], moves[39]]
+    assert sorted(json.loads(m)["ply"] for m in shuffled) == list(range(57))
+    out, dead, _ = await run([clean[0], *shuffled])
+    assert [d.reason for d in dead] == ["out_of_order_ply"] and json.loads(dead[0].raw)["ply"] == 56
+    assert "up to 16 plies ahead waits" in dead[0].error
+    rated = {(m.game_id, m.ply): m.rating for m in out if isinstance(m, PerceivedRating) and m.scope == "game"}
+    ratings, _ = summary(out_clean)
+    assert rated == {k: v for k, v in ratings.items() if k[1] < 56}  # the same ratings, in the same order of plies
+
+    in_order = [clean[0], *moves[:10], moves[11], moves[10], *moves[12:], clean[-1]]  # one swap, then to the end
+    out, dead, _ = await run(in_order)
+    assert dead == [] and summary(out) == summary(out_clean)
+
+
+async def test_a_held_move_sent_again_is_a_duplicate_and_one_its_game_ends_without_is_dead_lettered(stockfish):
+    from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
+    from streamer.pipeline import GameState
+    from streamer.steps import Steps
+
+    async with EnginePool(stockfish, size=1) as pool:
+        steps, games = Steps(CONFIG, pool), {}
+        start = GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"))
+        await steps.game(games, start)
+        for ply, uci in enumerate(("e2e4", "e7e5")):
+            assert [o.message.ply for o in await steps.game(games, MoveEvent(game_id="g", ply=ply, uci=uci))] == [ply]
+        assert await steps.game(games, MoveEvent(game_id="g", ply=3, uci="b8c6"), source="moves/0@7") == []
+        again = await steps.game(games, MoveEvent(game_id="g", ply=3, uci="g8f6"))
+        assert again[0].message.reason == "duplicate_ply" and "held, waiting for the plies before it, with a different move (b8c6)" in again[0].message.error
+        # the game's state keeps it across a restart (the transactional runtime's changelog)
+        games["g"] = GameState.from_dict(json.loads(json.dumps(games["g"].to_dict())))
+        assert list(games["g"].held) == [3] and games["g"].held[3].source == "moves/0@7"
+        ended = await steps.game(games, GameEnded(game_id="g", result="1-0"))
+        dead = [o.message for o in ended if o.message.type == "deadletter"]
+        assert [(d.reason, d.source, json.loads(d.raw)["uci"]) for d in dead] == [("out_of_order_ply", "moves/0@7", "b8c6")]
+        assert "game ended at ply 2 while this move waited" in dead[0].error
+        assert [o.message.score for o in ended if o.message.type == "game_result"] == [1.0, 0.0]
+
+
 async def test_engine_crash_dead_letters_moves_but_the_game_goes_on(tmp_path):
     lines = demo_lines(1)[:12] + [
         '{{"type": "game_ended", "game_id": "{}", "result": "1-0"}}'.format(json.loads(demo_lines(1)[0])["game_id"])

@@ -12,7 +12,7 @@ review and the Go calibration. The suite runs 200 examples, the same ones each r
 reproducible); to hunt further, raise ``max_examples`` and drop ``derandomize`` for random draws.
 
 All three steps, end to end in the embedded runtime with the real Stockfish: a stream of input events in which one
-game is played cleanly while another receives its legal moves mixed with illegal ones, repeated and future plies,
+game is played cleanly while another receives its legal moves mixed with illegal ones, repeated, swapped and far plies,
 restarts, moves of an unknown game, garbage and an early end. Every record is either processed or dead-lettered with
 its own reason (never an internal error), no ply is assessed twice, the noisy game's legal moves are each assessed
 once, and the clean game loses nothing."""
@@ -51,7 +51,7 @@ from schemas import (
 )
 from schemas.messages import MAX_PLIES
 from streamer.embedded import EmbeddedRuntime
-from streamer.pipeline import PipelineConfig, PlayerState
+from streamer.pipeline import REORDER_PLIES, PipelineConfig, PlayerState
 from streamer.steps import Steps
 
 CONFIG = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=load_move_model("fast"),
@@ -137,7 +137,7 @@ def test_no_well_formed_record_stops_the_pool_or_player_step(records: list[dict]
         assert back.to_dict() == ev.to_dict(), name
 
 
-NOISE = ("legal", "legal", "legal", "illegal", "repeat", "future", "restart", "unknown", "garbage", "end")
+NOISE = ("legal", "legal", "legal", "illegal", "repeat", "future", "swap", "restart", "unknown", "garbage", "end")
 
 
 def _stream(ops: list[str], seed: int) -> tuple[list[str], list[int], int]:
@@ -167,8 +167,19 @@ def _stream(ops: list[str], seed: int) -> tuple[list[str], list[int], int]:
             lines.append(MoveEvent(game_id="n", ply=ply, uci=illegal).model_dump_json())
         elif op == "repeat" and noisy.move_stack:
             lines.append(MoveEvent(game_id="n", ply=ply - 1, uci=noisy.peek().uci()).model_dump_json())
-        elif op == "future":
-            lines.append(MoveEvent(game_id="n", ply=ply + rng.randint(1, 5), uci="e2e4").model_dump_json())
+        elif op == "swap" and not noisy.is_game_over():  # the next two legal moves, the later first: both count
+            sent = []
+            for _ in range(2):
+                if noisy.is_game_over():
+                    break
+                move = rng.choice(list(noisy.legal_moves))
+                sent.append(MoveEvent(game_id="n", ply=noisy.ply(), uci=move.uci()).model_dump_json())
+                noisy.push(move)
+                if not ended:
+                    legal.append(noisy.ply() - 1)
+            lines += reversed(sent)
+        elif op == "future":  # further ahead than a move may wait for the plies before it
+            lines.append(MoveEvent(game_id="n", ply=ply + REORDER_PLIES + rng.randint(1, 5), uci="e2e4").model_dump_json())
         elif op == "restart":
             lines.append(GameStarted(game_id="n", white=black, black=white).model_dump_json())
         elif op == "unknown":

@@ -267,9 +267,13 @@ def test_the_dead_letters_are_kept_30_days_and_the_other_topics_as_the_broker_ke
 
 
 def garbage_stream(seed: int = 7):
-    """London round 1 as wire records, with about 5 % bad records of every kind mixed in; returns (records, bad)."""
+    """London round 1 as wire records, with about 5 % bad records of every kind mixed in, and some pairs of a game's
+    consecutive moves swapped (a producer's retry): the later ply comes first, waits for the earlier one and changes
+    nothing; returns (records, bad)."""
     rng = random.Random(seed)
     records: list[tuple[bytes | None, bytes | None]] = []
+    valid: dict[int, int] = {}  # index of each valid move record -> its ply
+    swaps: list[int] = []  # valid move records drawn to change places with the record after them
     bad: dict[str, int] = {"malformed": 0, "illegal_move": 0, "unknown_game": 0, "key_mismatch": 0}
     for g in read_pgn_games(DEMO_PGN):
         board = chess.Board()
@@ -282,6 +286,9 @@ def garbage_stream(seed: int = 7):
                 bad["illegal_move"] += 1
             if ev.type == "move":
                 board.push_uci(ev.uci)
+                valid[len(records)] = ev.ply
+                if rng.random() < 0.03:
+                    swaps.append(len(records))
             records.append((key, ev.model_dump_json().encode()))
             if ev.type == "game_started":
                 records.append((key, None))  # a record without a value: a tombstone written by hand or by a tool
@@ -308,6 +315,12 @@ def garbage_stream(seed: int = 7):
                 # game's state and the exactly-once bookkeeping kept under its key
                 records.append((rng.choice([None, b"round1"]), ev.model_dump_json().encode()))
                 bad["key_mismatch"] += 1
+    swapped = 0
+    for i in swaps:  # when the record after it is its game's next move (not a bad record, not moved already)
+        if valid.get(i + 1) == valid[i] + 1 and records[i + 1][0] == records[i][0] and i - 1 not in swaps:
+            records[i], records[i + 1] = records[i + 1], records[i]
+            swapped += 1
+    assert swapped >= 3
     return records, bad
 
 
