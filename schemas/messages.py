@@ -160,7 +160,8 @@ class MoveEvent(Message):
     def _move_syntax(cls, v: str, info: ValidationInfo) -> str:
         game = info.data.get("game", "chess")
         if not _MOVE_PATTERNS[game].match(v):
-            raise ValueError(f"not a {'UCI' if game == 'chess' else 'GTP'} move: {v!r}")
+            raise ValueError(f"not a UCI move (from-square, to-square, promotion piece: e2e4, e7e8q): {v!r}"
+                             if game == "chess" else f"not a GTP move (a point such as D4, or pass): {v!r}")
         return v
 
 

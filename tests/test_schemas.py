@@ -47,6 +47,9 @@ def test_parse_event_discriminates_and_validates():
     ('{"type": "game_started", "game_id": "g", "white": {"id": "a"}, "black": {"id": "b"}, "event": "\\u0000changelog-offset"}',
      "event"),
     ('{"type": "move", "game_id": "' + 'g' * 70000 + '", "ply": 1, "uci": "e2e4"}', "bytes"),
+    # a producer that sends SAN or another notation hears which one is wanted
+    ('{"type": "move", "game_id": "g", "ply": 0, "uci": "Nf3"}', "not a UCI move (from-square, to-square, promotion piece: e2e4"),
+    ('{"type": "move", "game": "go", "game_id": "g", "ply": 0, "uci": "I9"}', "not a GTP move (a point such as D4, or pass)"),
 ])
 def test_strict_validation_names_the_field(bad, where):
     with pytest.raises(MalformedEvent) as e:
