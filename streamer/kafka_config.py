@@ -287,6 +287,7 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
     waited; raises TimeoutError after ``timeout`` seconds (None: wait for ever), and
     :class:`~analyzers.errors.BrokerRefused` at once when the broker refuses the credentials or the TLS setup."""
     import asyncio
+    import ssl
     import sys
     import time
 
@@ -314,8 +315,15 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
                     # a broker that takes the connection and closes it at once may be starting, or expect TLS or SASL
                     # from the first byte (a plaintext client on a TLS listener waited here with no hint)
                     closed = any("closed" in str(r) for r in seen.errors)
+                    # a TLS client on a plaintext listener: the broker reads the TLS hello as a request too large and
+                    # resets the connection in the handshake, as a broker going down may (this client waited unhinted)
+                    reset = settings.security_protocol.endswith("SSL") and any(
+                        isinstance(r, ConnectionResetError | ssl.SSLEOFError) for r in seen.errors)
                     hint = (f"; it closes each connection: if its listener expects TLS or SASL, set "
-                            f"KIBITZ_KAFKA_SECURITY_PROTOCOL (now {settings.security_protocol})" if closed else "")
+                            f"KIBITZ_KAFKA_SECURITY_PROTOCOL (now {settings.security_protocol})" if closed else
+                            f"; it resets each TLS handshake: if its listener is not TLS, set KIBITZ_KAFKA_SECURITY_PROTOCOL "
+                            f"(now {settings.security_protocol}) to {settings.security_protocol.replace('SSL', 'PLAINTEXT')}"
+                            if reset else "")
                     print(f"kibitz: waiting for the Kafka broker at {settings.broker} ({type(e).__name__}{hint}); "
                           f"retrying with backoff up to {most:g} s", file=sys.stderr, flush=True)
                     said = True

@@ -1,6 +1,7 @@
 """A real broker whose listener speaks TLS (own ports; kafka.sh's self-signed certificate for 127.0.0.1): with the
 certificate's CA file the worker and the producer rate games over it; a client whose CAs did not sign it stops at once
-naming the setting; a plaintext client waiting for it is told the broker closes its connections."""
+naming the setting; a plaintext client waiting for it is told the broker closes its connections (the other way round,
+a TLS client waiting for a plaintext listener: test_kafka.py -k resets_its_handshakes)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,4 @@ def test_over_tls_the_worker_rates_and_a_certificate_that_does_not_verify_or_a_p
         assert len(updates) == 4, "the worker rated both games over TLS"
     finally:
         kafka_sh("reset")
+
