@@ -36,7 +36,7 @@ from scipy.optimize import minimize
 
 from analyzers.engine import EnginePool
 from analyzers.profiles import get_profile
-from analyzers.ratingmodel import RATING_GRID, UNKNOWN_CLASS, MoveModel, choice_loglik, load_move_model, log_s_and_c
+from analyzers.ratingmodel import RATING_GRID, UNKNOWN_CLASS, MoveModel, choice_loglik, load_move_model, log_s_and_c, rating_z
 from schemas import MoveAssessment
 from streamer.pipeline import PipelineConfig, move_clock_inputs
 from streamer.review import REVIEW_PROFILE, first_choices, review_terms
@@ -75,7 +75,7 @@ class Moves:
         """log P(played) per move (rows) at ``ratings`` (one per move, or a grid: moves x grid)."""
         offset = self.offset if ratings.ndim == 1 else self.offset[:, None]
         log_s, c = log_s_and_c(model.a, model.b, ratings, offset)
-        bonus = beta[0] + beta[1] * (ratings - 1800.0) / 400.0
+        bonus = beta[0] + beta[1] * rating_z(ratings)
         log_d = self.log_d if ratings.ndim == 1 else self.log_d[:, None, :]
         # the bonus enters as a shift of the target's log delta would not (it is additive in the exponent), so it is
         # added to choice_loglik's terms: log P = x_played + beta [played is target] - log sum_i exp(x_i + beta [i])
