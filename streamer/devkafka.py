@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TypeVar
 
@@ -193,6 +193,22 @@ class WorkerProcess:
                 self.proc.wait(10)
         if not isinstance(self.log, int):
             self.log.close()
+
+
+def waiting_line(broker: str, prefix: str, stderr: Path, env: Mapping[str, str] | None = None, timeout: float = 30) -> str:
+    """What ``kibitz tail`` prints to stderr (kept in the file ``stderr``) by the time it says it waits for the broker
+    at ``broker``, with ``env`` over the environment (the settings of a connection that broker does not take); the
+    client is killed then."""
+    with stderr.open("w") as f:
+        client = subprocess.Popen([sys.executable, "-m", "streamer.cli", "tail", "moves", "--broker", broker,
+                                   "--topic-prefix", prefix], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=f,
+                                  env={**os.environ, **(env or {})})
+    try:
+        poll(lambda: "waiting for the Kafka broker" in stderr.read_text(), timeout, "the client to wait for the broker")
+    finally:
+        client.kill()
+        client.wait(10)
+    return stderr.read_text()
 
 
 def poll(fn: Callable[[], T], timeout: float, what: str) -> T:

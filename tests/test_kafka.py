@@ -23,7 +23,7 @@ from conftest import made_once
 
 from analyzers.fairplay import DEFAULT_REVIEW_Z
 from streamer.devbrowser import free_port
-from streamer.devkafka import ROOT, Broker, Cluster, WorkerProcess, consume_until, fresh_prefix, poll, produce, read_topic, start_workers
+from streamer.devkafka import ROOT, Broker, Cluster, WorkerProcess, consume_until, fresh_prefix, poll, produce, read_topic, start_workers, waiting_line
 from streamer.ingest import DEMO_PGN, read_pgn_games
 from streamer.kafka_config import STAGES, Topics, running_stages
 
@@ -488,21 +488,12 @@ def test_topics_made_by_ensure_topics_are_in_the_metadata_a_client_reads_next(br
 def test_a_tls_client_waiting_for_a_plaintext_listener_is_told_the_broker_resets_its_handshakes(broker, tmp_path):
     """The plaintext broker reads the TLS hello as an oversized request and resets the connection: the client waited
     as for an absent broker (a broker going down may do the same), without a word of TLS."""
-    err = tmp_path / "tls.err"
-    with err.open("w") as f:
-        client = subprocess.Popen([sys.executable, "-m", "streamer.cli", "tail", "moves", "--broker", broker,
-                                   "--topic-prefix", fresh_prefix()], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=f,
-                                  env={**os.environ, "KIBITZ_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-                                       "KIBITZ_KAFKA_SASL_MECHANISM": "PLAIN", "KIBITZ_KAFKA_SASL_USERNAME": "kibitz",
-                                       "KIBITZ_KAFKA_SASL_PASSWORD": "secret"})
-    try:
-        poll(lambda: "waiting for the Kafka broker" in err.read_text(), 30, "the TLS client to wait")
-    finally:
-        client.kill()
-        client.wait(10)
+    said = waiting_line(broker, fresh_prefix(), tmp_path / "tls.err", {
+        "KIBITZ_KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KIBITZ_KAFKA_SASL_MECHANISM": "PLAIN",
+        "KIBITZ_KAFKA_SASL_USERNAME": "kibitz", "KIBITZ_KAFKA_SASL_PASSWORD": "secret"})
     assert ("(KafkaConnectionError; it resets each TLS handshake: if its listener is not TLS, set "
-            "KIBITZ_KAFKA_SECURITY_PROTOCOL (now SASL_SSL) to SASL_PLAINTEXT)") in err.read_text(), err.read_text()
-    assert "secret" not in err.read_text()
+            "KIBITZ_KAFKA_SECURITY_PROTOCOL (now SASL_SSL) to SASL_PLAINTEXT)") in said, said
+    assert "secret" not in said
 
 
 def test_tail_prints_a_topic(broker):

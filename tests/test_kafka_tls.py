@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from streamer.devkafka import ROOT, WorkerProcess, fresh_prefix, poll, read_records, worker_port
+from streamer.devkafka import ROOT, WorkerProcess, fresh_prefix, read_records, waiting_line, worker_port
 from streamer.kafka_config import KafkaSettings, Topics
 
 pytestmark = pytest.mark.kafka
@@ -54,17 +54,9 @@ def test_over_tls_the_worker_rates_and_a_certificate_that_does_not_verify_or_a_p
 
         # a plaintext client: the broker takes each connection and closes it; still waited for (a broker starting
         # does so too), with the hint
-        err = tmp_path / "plain.err"
-        with err.open("w") as f:
-            plain = subprocess.Popen([sys.executable, "-m", "streamer.cli", "tail", "moves", "--broker", broker,
-                                      "--topic-prefix", prefix], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=f)
-        try:
-            poll(lambda: "waiting for the Kafka broker" in err.read_text(), 30, "the plaintext client to wait")
-        finally:
-            plain.kill()
-            plain.wait(10)
+        said = waiting_line(broker, prefix, tmp_path / "plain.err")
         assert ("(KafkaConnectionError; it closes each connection: if its listener expects TLS or SASL, set "
-                "KIBITZ_KAFKA_SECURITY_PROTOCOL (now PLAINTEXT))") in err.read_text(), err.read_text()
+                "KIBITZ_KAFKA_SECURITY_PROTOCOL (now PLAINTEXT))") in said, said
 
         # with the CA file: the worker and the producer over TLS
         for k, v in TLS_ENV.items():
