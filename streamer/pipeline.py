@@ -477,6 +477,9 @@ def hold_move(state: GameState | None, ev: MoveEvent, source: str = "") -> bool:
         raise DuplicatePly("ply already held, waiting for the plies before it" + (
             "" if held.event.uci == ev.uci else f", with a different move ({held.event.uci})"), game_id=ev.game_id, ply=ev.ply)
     state.held[ev.ply] = HeldMove(ev, source)
+    # rare in a healthy stream; a producer that numbers plies from 1 shows here first (its moves wait for a ply 0)
+    log.info("move held for the plies before it", extra={"game_id": ev.game_id, "ply": ev.ply, "expected_ply": n,
+                                                          "held": len(state.held), "source": source})
     return True
 
 

@@ -109,7 +109,9 @@ async def test_moves_that_come_early_wait_for_the_plies_before_them_and_change_n
     assert dead == [] and summary(out) == summary(out_clean)
 
 
-async def test_a_held_move_sent_again_is_a_duplicate_and_one_its_game_ends_without_is_dead_lettered(stockfish):
+async def test_a_held_move_sent_again_is_a_duplicate_and_one_its_game_ends_without_is_dead_lettered(stockfish, caplog):
+    import logging
+
     from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
     from streamer.pipeline import GameState
     from streamer.steps import Steps
@@ -120,7 +122,10 @@ async def test_a_held_move_sent_again_is_a_duplicate_and_one_its_game_ends_witho
         await steps.game(games, start)
         for ply, uci in enumerate(("e2e4", "e7e5")):
             assert [o.message.ply for o in await steps.game(games, MoveEvent(game_id="g", ply=ply, uci=uci))] == [ply]
-        assert await steps.game(games, MoveEvent(game_id="g", ply=3, uci="b8c6"), source="moves/0@7") == []
+        with caplog.at_level(logging.INFO, logger="kibitz.pipeline"):
+            assert await steps.game(games, MoveEvent(game_id="g", ply=3, uci="b8c6"), source="moves/0@7") == []
+        assert [(r.ply, r.expected_ply, r.source) for r in caplog.records if r.message == "move held for the plies before it"] \
+            == [(3, 2, "moves/0@7")]
         again = await steps.game(games, MoveEvent(game_id="g", ply=3, uci="g8f6"))
         assert again[0].message.reason == "duplicate_ply" and "held, waiting for the plies before it, with a different move (b8c6)" in again[0].message.error
         # the game's state keeps it across a restart (the transactional runtime's changelog)
