@@ -287,7 +287,6 @@ async def wait_for_broker(settings: KafkaSettings, *, timeout: float | None = No
     waited; raises TimeoutError after ``timeout`` seconds (None: wait for ever), and
     :class:`~analyzers.errors.BrokerRefused` at once when the broker refuses the credentials or the TLS setup."""
     import asyncio
-    import ssl
     import sys
     import time
 

@@ -901,10 +901,12 @@ async def check_layout(settings: KafkaSettings, pairs: Sequence[tuple[str, str]]
             if await _holds_records(settings, changelog, counts[changelog]):
                 raise PartitionsChanged(f"{source} has {counts[source]} partitions and its state changelog {changelog} "
                                         f"{counts[changelog]}. {REPARTITION_ADVICE}")
+            # the refusal of a worker starting beside this one, which grew it first, is the count wanted: checked below
+            with denied_as(settings, f"growing the state changelog {changelog} to its input {source}'s {counts[source]} "
+                                     f"partitions (ALTER on {changelog})"):
+                await admin.create_partitions({changelog: NewPartitions(total_count=counts[source])})
             log.warning("state changelog given its input topic's partition count (it holds no state yet)", extra={
                 "changelog": changelog, "from": counts[changelog], "to": counts[source], "input": source})
-            # the refusal of a worker starting beside this one, which grew it first, is the count wanted: checked below
-            await admin.create_partitions({changelog: NewPartitions(total_count=counts[source])})
         deadline = time.monotonic() + TOPICS_SHOWN_TIMEOUT
         while still := [c for c, src in short.items() if counts.get(c, 0) < counts[src]]:
             if time.monotonic() > deadline:

@@ -19,6 +19,7 @@ from streamer.devbrowser import free_port
 from streamer.devkafka import ROOT, fresh_prefix, poll, read_records, worker_port
 from streamer.devkafka import produce as send_records
 from streamer.kafka_config import KafkaSettings, Topics
+from streamer.kafka_eos import ensure_topics
 from streamer.steps import dead_letter
 
 pytestmark = pytest.mark.kafka
@@ -104,6 +105,21 @@ def test_a_worker_at_debug_on_a_sasl_broker_with_acls_works_and_never_logs_the_p
         assert "KIBITZ_KAFKA_SASL_PASSWORD" in r.stderr and "waiting for the Kafka broker" not in r.stderr, r.stderr
         assert wrong not in r.stdout + r.stderr and PASSWORD not in r.stdout + r.stderr
         assert time.monotonic() - started < 60
+    # an input topic a producer made with more partitions than the worker's changelogs: growing an empty changelog to
+    # its input's count needs ALTER, which README's rows leave to the operator (was aiokafka's traceback, exit 1)
+    grown = fresh_prefix()
+    allow("kibitz", ["--topic", f"{grown}kibitz.", "--resource-pattern-type", "prefixed"], "Create", "Describe", "Read", "Write")
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in {**CLIENT_ENV, "KIBITZ_KAFKA_PARTITIONS": "6"}.items():
+            mp.setenv(k, v)
+        made = KafkaSettings.from_env(broker=broker, topics=Topics(prefix=grown))
+    asyncio.run(ensure_topics(made, [made.topics.moves]))
+    r = subprocess.run([sys.executable, "-m", "streamer.cli", "worker", "--broker", broker, "--topic-prefix", grown,
+                        "--stages", "analyse", "--engines", "1", "--store", "memory"], cwd=ROOT,
+                       env={**CLIENT_ENV, "KIBITZ_KAFKA_PARTITIONS": "4"}, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert (f"denies user kibitz growing the state changelog {grown}kibitz.state.games to its input {grown}kibitz.moves's "
+            f"6 partitions (ALTER on {grown}kibitz.state.games): [Error 29] TopicAuthorizationFailedError") in r.stderr, r.stderr
     stage = "(analyse|pool|rate)"  # the stages run side by side: whichever asks first is denied first
     for denied, grant in [
         (rf"denies user kibitz the {stage} stage's consumer group '{app}\.\1' or its input topic {prefix}kibitz\.\S+ "
