@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import re
@@ -190,6 +191,12 @@ def _parse(adapter: TypeAdapter, raw: bytes | str | None, max_bytes: int = MAX_E
         raise MalformedEvent("message: a record without a value (null, a tombstone?)")
     if len(raw) > max_bytes:
         raise MalformedEvent(f"message: {len(raw)} bytes, more than the {max_bytes} accepted")
+    # a byte order mark, which Windows tools write before UTF-8 text (RFC 8259 s. 8.1 lets a parser ignore it): a
+    # JSON-lines file's first line, its game's start, was malformed, and every move of that game unknown
+    if isinstance(raw, bytes):
+        raw = raw.removeprefix(codecs.BOM_UTF8)
+    else:
+        raw = raw.removeprefix("\ufeff")
     try:
         return adapter.validate_json(raw)
     except ValidationError as e:

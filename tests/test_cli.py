@@ -76,7 +76,8 @@ def test_stream_reads_json_lines_from_stdin(stockfish):
         {"type": "move", "game_id": "s1", "ply": 1, "uci": "e7e5"},
         {"type": "game_ended", "game_id": "s1", "result": "1-0", "plies": 2},
     ]
-    stdin = "\n".join(json.dumps(e) for e in events) + "\n{broken\n"
+    # with a byte order mark first, as Windows tools write UTF-8 (the game's start was malformed, its moves unknown)
+    stdin = "\ufeff" + "\n".join(json.dumps(e) for e in events) + "\n{broken\n"
     r = kibitz("stream", *FAST, stdin=stdin)
     assert r.returncode == 3
     assert "duplicate_ply" in r.stderr and "stdin:6" in r.stderr

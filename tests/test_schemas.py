@@ -1,3 +1,4 @@
+import codecs
 import json
 
 import pytest
@@ -55,6 +56,15 @@ def test_strict_validation_names_the_field(bad, where):
     with pytest.raises(MalformedEvent) as e:
         parse_event(bad)
     assert where in str(e.value)
+
+
+def test_a_byte_order_mark_before_an_event_is_ignored():
+    """Windows tools write one before UTF-8 text (RFC 8259 s. 8.1 lets a parser ignore it): a JSON-lines file's first
+    line, its game's start, was malformed, and every move of that game then unknown."""
+    start = '{"type": "game_started", "game_id": "g", "white": {"id": "a"}, "black": {"id": "b"}}'
+    assert parse_event(codecs.BOM_UTF8 + start.encode()) == parse_event(start) == parse_event("\ufeff" + start)
+    with pytest.raises(MalformedEvent):
+        parse_event(codecs.BOM_UTF8 * 2 + start.encode())  # one mark, at the start: not any number of them
 
 
 def test_malformed_keeps_game_and_ply_when_it_can():
