@@ -93,8 +93,18 @@ class Message(BaseModel):
 
 
 # -- inputs ---------------------------------------------------------------------------------------------
+def unrated(value: Any) -> bool:
+    """Whether a declared rating says "no rating": 0, as PGN's Elo tags and many platforms write it, or a text that is
+    empty, "0", "-" or "?"."""
+    if isinstance(value, str):
+        return value.strip() in ("", "0", "-", "?")
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == 0
+
+
 class PlayerInfo(BaseModel):
-    """A player as the producer knows them at the start of a game."""
+    """A player as the producer knows them at the start of a game. A rating of 0 (or "", "-", "?") is no rating
+    (:func:`unrated`): read as a rating it started the player's Glicko-2 at 0, and their opponent lost points for
+    every game against them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: Id
@@ -102,6 +112,11 @@ class PlayerInfo(BaseModel):
     rating: Rating | None = None
     rd: RD | None = None
     volatility: float | None = Field(default=None, gt=0, le=1)
+
+    @field_validator("rating", mode="before")
+    @classmethod
+    def _unrated(cls, v: Any) -> Any:
+        return None if unrated(v) else v
 
 
 class GameStarted(Message):

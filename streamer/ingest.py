@@ -26,6 +26,7 @@ import chess.pgn
 from analyzers import chessboard
 from analyzers.errors import IllegalMove, InputError, MalformedEvent, UnsupportedGame
 from schemas import MAX_PLIES, RESULT_SCORES, GameEnded, GameStarted, MoveEvent, PlayerInfo, as_id
+from schemas.messages import unrated
 
 from .pipeline import SELF_PLAY
 
@@ -89,11 +90,15 @@ class PgnGame:
 
 
 def rating_from_tag(value: str | None) -> float | None:
+    """A PGN Elo tag's rating; None where it says unrated (:func:`~schemas.messages.unrated`) and for any text that
+    is no rating (an archive's junk is not worth a game)."""
+    if value is None or unrated(value):
+        return None
     try:
-        r = float(value) if value else None
+        r = float(value)
     except ValueError:
         return None
-    return r if r and 0 < r <= 4000 else None  # 0 or junk means unrated
+    return r if 0 < r <= 4000 else None
 
 
 #: Names that stand for "unknown player" in public PGN files; each gets an id of its own per game and side.

@@ -93,6 +93,21 @@ def test_an_assessment_whose_candidates_do_not_hold_its_move_is_malformed(kw, wh
     assert where in str(e.value)
 
 
+@pytest.mark.parametrize("declared", [0, 0.0, "0", "", " - ", "?"])
+def test_a_rating_of_0_or_a_placeholder_is_no_rating(declared):
+    """As PGN's Elo tags say it (streamer.ingest.rating_from_tag) and many platforms send it: read as a rating of 0 it
+    started the player's Glicko-2 at 0 (a draw with Anand took 60 points off his 2811)."""
+    assert PlayerInfo(id="p", rating=declared).rating is None
+    assert parse_event('{"type": "game_started", "game_id": "g", "white": {"id": "a", "rating": %s}, "black": {"id": "b"}}'
+                       % json.dumps(declared)).white.rating is None
+
+
+def test_a_real_rating_is_kept_and_a_negative_one_refused():
+    assert PlayerInfo(id="p", rating="2100").rating == 2100 and PlayerInfo(id="p", rating=0.5).rating == 0.5
+    with pytest.raises(ValidationError):
+        PlayerInfo(id="p", rating=-5)
+
+
 def test_player_info_is_frozen_and_strict():
     with pytest.raises(ValidationError):
         PlayerInfo(id="a", nickname="x")
