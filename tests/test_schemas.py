@@ -98,8 +98,8 @@ def test_a_rating_of_0_or_a_placeholder_is_no_rating(declared):
     """As PGN's Elo tags say it (streamer.ingest.rating_from_tag) and many platforms send it: read as a rating of 0 it
     started the player's Glicko-2 at 0 (a draw with Anand took 60 points off his 2811)."""
     assert PlayerInfo(id="p", rating=declared).rating is None
-    assert parse_event('{"type": "game_started", "game_id": "g", "white": {"id": "a", "rating": %s}, "black": {"id": "b"}}'
-                       % json.dumps(declared)).white.rating is None
+    start = {"type": "game_started", "game_id": "g", "white": {"id": "a", "rating": declared}, "black": {"id": "b"}}
+    assert parse_event(json.dumps(start)).white.rating is None
 
 
 def test_a_real_rating_is_kept_and_a_negative_one_refused():
