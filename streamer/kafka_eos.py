@@ -887,6 +887,7 @@ async def check_layout(settings: KafkaSettings, pairs: Sequence[tuple[str, str]]
     partition with a leader: on a cluster, a broker that had not yet taken in topics just created described them with
     no partitions, and the worker took the input's count for 0."""
     from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+    from aiokafka.errors import InvalidPartitionsError
 
     names = [name for pair in pairs for name in pair]
     admin = AIOKafkaAdminClient(**settings.aiokafka_kwargs())
@@ -901,10 +902,14 @@ async def check_layout(settings: KafkaSettings, pairs: Sequence[tuple[str, str]]
             if await _holds_records(settings, changelog, counts[changelog]):
                 raise PartitionsChanged(f"{source} has {counts[source]} partitions and its state changelog {changelog} "
                                         f"{counts[changelog]}. {REPARTITION_ADVICE}")
-            # the refusal of a worker starting beside this one, which grew it first, is the count wanted: checked below
-            with denied_as(settings, f"growing the state changelog {changelog} to its input {source}'s {counts[source]} "
-                                     f"partitions (ALTER on {changelog})"):
-                await admin.create_partitions({changelog: NewPartitions(total_count=counts[source])})
+            try:
+                with denied_as(settings, f"growing the state changelog {changelog} to its input {source}'s "
+                                         f"{counts[source]} partitions (ALTER on {changelog})"):
+                    await admin.create_partitions({changelog: NewPartitions(total_count=counts[source])})
+            except InvalidPartitionsError:
+                # a worker starting beside this one grew it first: the count wanted, checked below (aiokafka raises the
+                # broker's refusal, which ended this worker on a traceback)
+                continue
             log.warning("state changelog given its input topic's partition count (it holds no state yet)", extra={
                 "changelog": changelog, "from": counts[changelog], "to": counts[source], "input": source})
         deadline = time.monotonic() + TOPICS_SHOWN_TIMEOUT

@@ -1633,6 +1633,27 @@ def test_an_input_topic_a_producer_made_with_another_partition_count_is_rated_on
     assert asyncio.run(partition_counts(broker, [t.moves, t.state_games])) == [made_with, max(made_with, 4)]
 
 
+def test_workers_starting_together_on_an_input_with_more_partitions_both_grow_its_empty_changelog(broker):
+    """Two workers of one stage starting at once on a fresh deployment whose input a producer made with 6 partitions:
+    both find the changelog short and ask the broker to grow it; the second request is refused (InvalidPartitions: it
+    has 6 already), which ended that worker on aiokafka's traceback though the count it wanted was there."""
+    from streamer.kafka_config import KafkaSettings, stage_topics
+    from streamer.kafka_eos import check_layout, ensure_topics
+
+    prefix = fresh_prefix()
+    made = KafkaSettings(broker=broker, topics=Topics(prefix=prefix), partitions=6)
+    asyncio.run(ensure_topics(made, [made.topics.moves]))
+    settings = KafkaSettings(broker=broker, topics=Topics(prefix=prefix))
+    asyncio.run(ensure_topics(settings))
+    pair = stage_topics(settings.topics)["analyse"]
+
+    async def both():  # noqa: ANN202
+        return await asyncio.gather(*(check_layout(settings, [pair]) for _ in range(3)))
+
+    assert asyncio.run(both()) == [{settings.topics.moves: 6}] * 3
+    assert asyncio.run(partition_counts(broker, [settings.topics.moves, settings.topics.state_games])) == [6, 6]
+
+
 def test_a_transaction_timeout_the_broker_refuses_is_a_usage_error_naming_its_limit(broker):
     """``--transaction-timeout`` above the broker's ``transaction.max.timeout.ms`` (900 s by default): exit 2 with what
     to do, where the worker ended on aiokafka's traceback and a dozen "Unclosed AIOKafkaProducer" lines."""
