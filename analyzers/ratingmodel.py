@@ -166,15 +166,19 @@ def log_s_and_c(a: Sequence[float], b: Sequence[float], ratings: np.ndarray | fl
     return a[0] + a[1] * z + a[2] * z * z + offset, np.exp(b[0] + b[1] * z)
 
 
-def choice_loglik(log_d: np.ndarray, played: int | np.ndarray, log_s: np.ndarray, c: np.ndarray) -> np.ndarray:
+def choice_loglik(log_d: np.ndarray, played: int | np.ndarray, log_s: np.ndarray, c: np.ndarray,
+                  extra: np.ndarray | None = None) -> np.ndarray:
     """log P(played) under P(i) proportional to exp(-(delta_i / s)^c), for any broadcastable batch: ``log_d``
     (..., candidates) holds log delta (-inf for the best move's 0; +inf pads a missing candidate), ``log_s`` and ``c``
-    the batch's parameters, ``played`` one index for all or one per row."""
+    the batch's parameters, ``played`` one index for all or one per row. ``extra`` (broadcast to the batch x
+    candidates) adds a term of a candidate's own to its exponent (bench/depth_signal.py's bonus for a deeper choice)."""
     # (delta / s)^c = exp(c (log delta - log s)): one exp over the batch x candidates
     with np.errstate(over="ignore"):
         x = -np.exp(c[..., None] * (log_d - log_s[..., None]))
+    if extra is not None:
+        x = x + extra
     chosen = x[..., played] if isinstance(played, int) else np.take_along_axis(x, played[..., None], axis=-1)[..., 0]
-    # every x <= 0 and the best move's is 0, so the log-sum-exp needs no shift
+    # every x <= 0 and the best move's is 0, so the log-sum-exp needs no shift (an ``extra`` of a few units keeps it so)
     # einsum sums the short candidate axis ~3x faster than .sum(axis=-1)
     return chosen - np.log(np.einsum("...j->...", np.exp(x)))
 

@@ -39,7 +39,7 @@ from analyzers.profiles import get_profile
 from analyzers.ratingmodel import RATING_GRID, UNKNOWN_CLASS, MoveModel, choice_loglik, load_move_model, log_s_and_c, rating_z
 from schemas import MoveAssessment
 from streamer.pipeline import PipelineConfig, move_clock_inputs
-from streamer.review import REVIEW_PROFILE, first_choices, review_terms
+from streamer.review import REVIEW_PROFILE, first_choices, review_terms, with_deep_choice
 
 #: Counted moves a player-event needs to be scored (the fair-play alerts' minimum).
 MIN_MOVES = 40
@@ -59,34 +59,23 @@ class Moves:
         self.rating = np.zeros(n)
         self.offset = np.zeros(n)
         for i, (a, first, row, idx) in enumerate(rows):
-            ucis = [c.uci for c in a.candidates] + ([a.uci] if a.played_rank is None else [])
-            if first in ucis:
-                target = ucis.index(first)
-            else:  # as the review reads an unlisted first choice: the worst listed value
-                row, target = [*row, max(row)], len(row)
+            row, self.target[i] = with_deep_choice(a, row, first)  # as the review reads an unlisted first choice
             losses[i, :len(row)] = row
-            self.played[i], self.target[i] = idx, target
+            self.played[i] = idx
             self.rating[i] = float(a.reference_rating or 0)
             self.offset[i] = model.class_offsets.get(a.time_class or UNKNOWN_CLASS, 0.0) + model.clock_shift(move_clock_inputs(a))
         with np.errstate(divide="ignore"):
             self.log_d = np.log(losses)
 
     def loglik(self, model: MoveModel, ratings: np.ndarray, beta: tuple[float, float]) -> np.ndarray:
-        """log P(played) per move (rows) at ``ratings`` (one per move, or a grid: moves x grid)."""
-        offset = self.offset if ratings.ndim == 1 else self.offset[:, None]
-        log_s, c = log_s_and_c(model.a, model.b, ratings, offset)
-        bonus = beta[0] + beta[1] * rating_z(ratings)
-        log_d = self.log_d if ratings.ndim == 1 else self.log_d[:, None, :]
-        # the bonus enters as a shift of the target's log delta would not (it is additive in the exponent), so it is
-        # added to choice_loglik's terms: log P = x_played + beta [played is target] - log sum_i exp(x_i + beta [i])
-        with np.errstate(over="ignore", divide="ignore"):
-            x = -np.exp(c[..., None] * (log_d - log_s[..., None]))
+        """log P(played) per move (rows) at ``ratings`` (one per move, or a grid: moves x grid): the move model's
+        choice with the bonus beta(R) added to the depth-12 first choice's exponent."""
+        grid = ratings.ndim > 1
+        log_s, c = log_s_and_c(model.a, model.b, ratings, self.offset[:, None] if grid else self.offset)
         hit = np.arange(WIDTH) == self.target[:, None]
-        x = x + (bonus[..., None] * (hit if ratings.ndim == 1 else hit[:, None, :]))
-        played = self.played if ratings.ndim == 1 else np.broadcast_to(self.played[:, None], ratings.shape)
-        chosen = np.take_along_axis(x, played[..., None], axis=-1)[..., 0]
-        top = x.max(axis=-1)
-        return chosen - top - np.log(np.exp(x - top[..., None]).sum(axis=-1))
+        bonus = (beta[0] + beta[1] * rating_z(ratings))[..., None] * (hit[:, None, :] if grid else hit)
+        played = np.broadcast_to(self.played[:, None], ratings.shape) if grid else self.played
+        return choice_loglik(self.log_d[:, None, :] if grid else self.log_d, played, log_s, c, bonus)
 
 
 def fit_bonus(moves: Moves, model: MoveModel) -> tuple[float, float]:
@@ -156,9 +145,6 @@ def main() -> None:
         fit_on = Moves([row for e, _, rows, _ in scored if e not in test for row in rows], model)
         beta = fit_bonus(fit_on, model)
         held = Moves([row for e, _, rows, _ in scored if e in test for row in rows], model)
-        # a guard on the padded layout: without the bonus it is the shipped model's choice log-likelihood
-        log_s, c = log_s_and_c(model.a, model.b, held.rating, held.offset)
-        assert np.allclose(held.loglik(model, held.rating, (0.0, 0.0)), choice_loglik(held.log_d, held.played, log_s, c))
         gain = (held.loglik(model, held.rating, beta) - held.loglik(model, held.rating, (0.0, 0.0))).mean()
         print(f"| {k} ({len(test)}) | {beta[0]:+.3f}, {beta[1]:+.3f} | {gain:+.4f} |")
         for e, r, rows, _ in scored:

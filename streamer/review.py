@@ -89,6 +89,16 @@ def counts_for_review(a: MoveAssessment, profile: EngineProfile | None = None) -
     return review_terms(a, profile) is not None
 
 
+def with_deep_choice(a: MoveAssessment, losses: list[float], deep_uci: str) -> tuple[list[float], int]:
+    """(``losses`` of :func:`review_terms`, the index of the deeper search's first choice ``deep_uci`` among them): an
+    unlisted one that the player did not play is appended with the worst listed value (:func:`review_move` says
+    why)."""
+    ucis = [c.uci for c in a.candidates] + ([a.uci] if a.played_rank is None else [])
+    if deep_uci in ucis:
+        return losses, ucis.index(deep_uci)
+    return [*losses, max(losses)], len(losses)  # the worst listed value loses the most
+
+
 def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel, calibration: ReviewCalibration | None = None,
                 profile: EngineProfile | None = None, known_left: float | None = None) -> FairPlayMove | None:
     """One move's fair-play terms with the deeper search's first choice ``deep_uci`` as the reference move: matched
@@ -109,11 +119,7 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel, calibration:
     idx, losses, ahead = terms
     if ahead is not None and calibration is not None and not calibration.counts_decided:
         return None
-    ucis = [c.uci for c in a.candidates] + ([a.uci] if a.played_rank is None else [])
-    if deep_uci in ucis:
-        target = ucis.index(deep_uci)
-    else:  # the worst listed value loses the most
-        losses, target = [*losses, max(losses)], len(losses)
+    losses, target = with_deep_choice(a, losses, deep_uci)
     clock = clock_of(a, known_left)
     shift = model.clock_shift(clock or move_clock_inputs(a))
     sens, cons = model.params(float(a.reference_rating or 0), a.time_class or UNKNOWN_CLASS)
