@@ -697,6 +697,10 @@ def _worker(args: argparse.Namespace) -> int:
     if config.review is not None and args.runtime != "transactional":
         print("kibitz: --review needs the transactional runtime (its review stage)", file=sys.stderr)
         return EXIT_USAGE
+    if args.idle_game_seconds is not None and args.runtime != "transactional":
+        print("kibitz: --idle-game-seconds needs the transactional runtime (its analyse stage sweeps the games)",
+              file=sys.stderr)
+        return EXIT_USAGE
     if args.go:
         if args.runtime != "transactional":
             print("kibitz: --go needs the transactional runtime", file=sys.stderr)
@@ -1009,6 +1013,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory of the rocksdb store (default $KIBITZ_DATA_DIR or ./kibitz-data)")
     w.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="at_least_once",
                    help="faust processing guarantee (default %(default)s; see README: exactly_once lost data in our tests)")
+    w.add_argument("--idle-game-seconds", type=positive(float), default=None, help="evict an open game with no event for "
+                   "this long (transactional runtime; default 6 h); what it still waited with (moves held for plies that "
+                   "never came, an end waiting for them) is dead-lettered, out_of_order_ply")
     add_engine_options(w)
     add_review_option(w)
     go = add_go_options(w, "Go (transactional runtime)")

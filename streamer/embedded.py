@@ -159,7 +159,8 @@ class EmbeddedRuntime:
                     self._route(out)
                 if time.monotonic() - self._last_sweep > SWEEP_SECONDS:
                     self._last_sweep = time.monotonic()
-                    self.steps.sweep_games(self.games)
+                    for out in self.steps.sweep_games(self.games).dead_letters:
+                        self._route(out)
                     self.steps.sweep_events(self.events)
             except Exception as e:  # noqa: BLE001 - the sink's or on_reject's (an output that is gone): kept, raised by drain
                 self.failure = self.failure or e

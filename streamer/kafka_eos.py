@@ -78,7 +78,7 @@ from .kafka_config import (
 from .metrics import PROGRESS_STALE_SECONDS
 from .pipeline import EventEvidence, GameState, PipelineConfig, PlayerState, ReviewState
 from .state_store import RocksState, TrackedState, encode
-from .steps import Output, Steps, dead_letter_output
+from .steps import Output, Steps, Swept, dead_letter_output
 
 log = logging.getLogger("kibitz.eos")
 #: How long the broker may hold a fetch for more data. aiokafka's default 500 ms shows as latency here: records of a
@@ -143,7 +143,9 @@ class StageConfig:
     max_records: int = 1000
     commit_seconds: float = 0.25     # a transaction closes after this long even if the batch is not done
     max_aborts: int = 3              # a record whose transaction aborts this often is dead-lettered unapplied
-    sweep: Callable[[TrackedState], Any] | None = None  # run on each partition's state every sweep_seconds
+    #: run on each partition's state every sweep_seconds, in the partition's transaction: its deletions go to the
+    #: changelog and its dead letters to their topic with the batch's outputs
+    sweep: Callable[[TrackedState], Swept] | None = None
     sweep_seconds: float = 300.0
     #: window > 1: how long after ``commit_seconds`` the transaction waits for records still running (a slow or hung
     #: engine search) before it commits what is ready and leaves the rest for the next one (see Stage._run)
@@ -556,7 +558,8 @@ class Stage:
             if self.cfg.sweep is not None and time.monotonic() - self.last_sweep > self.cfg.sweep_seconds:
                 self.last_sweep = time.monotonic()
                 for tp in owned:  # deletions go to the changelog in the partition's transaction
-                    self.cfg.sweep(self.cfg.state[tp.partition])
+                    swept = self.cfg.sweep(self.cfg.state[tp.partition])
+                    outputs.setdefault(tp.partition, []).extend(swept.dead_letters)
         except Exception as e:  # noqa: BLE001 - a step that raised: nothing of the batch commits
             await asyncio.gather(*(self._undo(tp, recs, e, single is not None) for tp, recs in owned.items()))
             return
@@ -767,7 +770,8 @@ async def run_worker(settings: KafkaSettings, config: PipelineConfig, *, instanc
             metrics.serve(metrics_port, metrics_host)
         configs = {
             analyse: StageConfig(analyse, *layout[analyse], steps.game_record, GameState, window=2 * engines,
-                                 sweep=steps.sweep_games),
+                                 # a short idle limit (a test's, a demo's) is met within half of it
+                                 sweep=steps.sweep_games, sweep_seconds=min(300.0, config.idle_game_seconds / 2)),
             pool_: StageConfig(pool_, *layout[pool_], _sync(steps.pool_record), EventEvidence, sweep=steps.sweep_events),
             rate: StageConfig(rate, *layout[rate], _sync(steps.player_record), PlayerState),
             # one review per transaction, in order: each is seconds of searches, and nothing else waits on this stage

@@ -320,6 +320,8 @@ class GameState:
     renamed: tuple[str, ...] = ()
     #: moves that came before the plies ahead of them (:func:`hold_move`), by ply, each with where it came from
     held: dict[int, HeldMove] = field(default_factory=dict)
+    #: where ``pending_end`` came from (the source its dead letter names if its game is evicted before its plies come)
+    end_source: str = ""
     _position: Any = field(default=None, repr=False, compare=False)
     clock_warned: bool = field(default=False, repr=False, compare=False)  # an implausible clock was logged (not stored)
 
@@ -365,6 +367,7 @@ class GameState:
             "event": self.event, "initial_fen": self.initial_fen, "moves": list(self.moves),
             **({"clocks": clocks} if (clocks := self.recorded_clocks()) else {}),
             "pending_end": self.pending_end.model_dump() if self.pending_end else None, "ended": self.ended,
+            **({"end_source": self.end_source} if self.pending_end and self.end_source else {}),
             "time_class": self.time_class, "clock_base": self.clock_base, "last_clock": list(self.last_clock),
             "touched": self.touched, "input_offset": self.input_offset,
             **({"time_control": self.time_control} if self.time_control else {}),
@@ -392,6 +395,7 @@ class GameState:
         state.repeats_before = int(d.get("repeats_before", 0))
         state.renamed = tuple(d.get("renamed", ()))
         state.held = {h.event.ply: h for h in map(HeldMove.from_dict, d.get("held", ()))}
+        state.end_source = str(d.get("end_source", ""))
         stored = d.get("position") or d.get("fen")  # "fen": chess states stored before the adapter
         if stored:
             # the engine sees positions without history (see analyzers.engine.analysis), so this is all it needs
@@ -486,6 +490,15 @@ def hold_move(state: GameState | None, ev: MoveEvent, source: str = "") -> bool:
 def next_held(state: GameState) -> HeldMove | None:
     """The held move whose turn has come (the game's next ply), taken out of the state; None if there is none."""
     return None if state.ended or not state.held else state.held.pop(len(state.moves), None)
+
+
+def stranded(state: GameState) -> list[tuple[MoveEvent | GameEnded, str]]:
+    """What an open game evicted for idleness still waits with: its held moves and an end that waits for its plies,
+    each with its source, in ply order (the end last). The plies before them never came."""
+    out: list[tuple[MoveEvent | GameEnded, str]] = [(h.event, h.source) for _, h in sorted(state.held.items())]
+    if state.pending_end is not None and not state.ended:
+        out.append((state.pending_end, state.end_source))
+    return out
 
 
 def orphaned_held(state: GameState) -> list[HeldMove]:

@@ -173,7 +173,9 @@ async def _pass(settings: KafkaSettings, reason: str, dry_run: bool) -> PassRepo
         with denied_as(settings, f"the consumer group {group!r} (READ) or {topic} (READ, DESCRIBE)"):
             ends = await consumer.end_offsets(parts)
             await seek_committed(consumer, parts)
-        todo = {tp for tp in parts if await consumer.position(tp) < ends[tp]}
+        start = {tp: await consumer.position(tp) for tp in parts}
+        todo = {tp for tp in parts if start[tp] < ends[tp]}
+        last_offset: dict[Any, int] = {}
         last_record = time.monotonic()
         while todo:
             with denied_as(settings, f"reading {topic} (READ)"):
@@ -181,11 +183,15 @@ async def _pass(settings: KafkaSettings, reason: str, dry_run: bool) -> PassRepo
             for tp, records in batch.items():
                 if records:
                     last_record = time.monotonic()
+                    last_offset[tp] = records[-1].offset
                     await _send(settings, producer, group, tp, records, report)
             for tp in list(todo):
                 # a transaction's commit marker takes an offset and is never a record: the position passes it
-                if await consumer.position(tp) >= ends[tp]:
+                if (position := await consumer.position(tp)) >= ends[tp]:
                     todo.discard(tp)
+                    log.info("dead-letter partition passed", extra={
+                        "reason": reason, "partition": tp.partition, "from_offset": start[tp], "end_offset": ends[tp],
+                        "position": position, "last_record_offset": last_offset.get(tp)})
             if todo and time.monotonic() - last_record > STALL_SECONDS:
                 raise TimeoutError(f"{topic}: nothing read for {STALL_SECONDS:g} s below the end it had at the start "
                                    f"({ {tp.partition: ends[tp] for tp in todo} }): an open transaction holds those "

@@ -35,7 +35,7 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Iterator, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -87,6 +87,7 @@ from .pipeline import (
     orphaned_held,
     pool_event,
     start_game,
+    stranded,
 )
 from .state_store import from_stored
 
@@ -114,6 +115,16 @@ ROUTES: dict[type[BaseModel], Route] = {
     MoveAssessment: Route.ASSESSMENTS, GameResult: Route.ASSESSMENTS, PerceivedRating: Route.PERCEIVED,
     RatingUpdate: Route.GLICKO2, FairPlayAlert: Route.FAIRPLAY, ReviewRequest: Route.REVIEWS, DeadLetter: Route.DEADLETTER,
 }
+
+
+@dataclass
+class Swept:
+    """One sweep of a step's state: entries dropped, and the dead letters of inputs they still held (each runtime
+    writes them as it writes a step's outputs)."""
+
+    evicted: int
+    expired: int = 0
+    dead_letters: list[Output] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +311,8 @@ class Steps:
                 state = start_game(state, ev, pool.prefetch, self.config)
             elif isinstance(ev, GameEnded):
                 out += [self._to_player(r) for r in end_game(state, ev)]
+                if state is not None and not state.ended:
+                    state.end_source = source  # it waits for plies still to come
             elif not hold_move(state, ev, source):  # a move that came early waits in the state for the plies before it
                 state = await self._move(state, ev, raw, source, key, out, started)
                 while (held := next_held(state)) is not None:  # the moves that waited for this one, in ply order
@@ -351,9 +364,10 @@ class Steps:
             return self._out(Output(m.event, m, Route.POOL))
         return self._out(Output(m.player_id, m))
 
-    def sweep_games(self, games: StateMap, now: float | None = None) -> tuple[int, int]:
+    def sweep_games(self, games: StateMap, now: float | None = None) -> Swept:
         """Drop open games idle for ``config.idle_game_seconds`` (counted, logged) and end markers older than
-        ``config.ended_game_seconds``; returns (idle games evicted, end markers expired). O(games)."""
+        ``config.ended_game_seconds``. What an evicted game still waited with (moves held for the plies before them,
+        an end waiting for its plies) is dead-lettered, ``out_of_order_ply``: the plies before them never came. O(games)."""
         now = time.time() if now is None else now
         idle, expired = [], []
         scan = getattr(games, "scan", None)  # a RocksDB store holds more than its live items
@@ -365,14 +379,22 @@ class Steps:
                 if age > self.config.ended_game_seconds:
                     expired.append(gid)
             elif age > self.config.idle_game_seconds:
-                idle.append(gid)
-        for gid in idle + expired:
+                idle.append((gid, state))
+        swept = Swept(len(idle), len(expired))
+        for gid, state in idle:
+            for ev, source in stranded(state):
+                waited = "its end" if isinstance(ev, GameEnded) else "this move"
+                swept.dead_letters.append(self.reject(OutOfOrderPly(
+                    f"the game was evicted after {self.config.idle_game_seconds:g} s without an event while {waited} "
+                    f"waited for ply {len(state.moves)}, which never came", game_id=gid,
+                    ply=getattr(ev, "ply", None)), _raw(None, ev), source, gid))
+        for gid in [g for g, _ in idle] + expired:
             del games[gid]
         if idle:
             self.metrics.evicted.labels("idle_game").inc(len(idle))
             log.warning("idle games evicted", extra={"games": len(idle), "idle_seconds": self.config.idle_game_seconds,
-                                                     "first": idle[0]})
-        return len(idle), len(expired)
+                                                     "first": idle[0][0], "dead_letters": len(swept.dead_letters)})
+        return swept
 
     # -- pool step ----------------------------------------------------------------------------------------
     def parse_player(self, raw: bytes | str | None, source: str, key: Key = None) -> PlayerEvent | Output:
@@ -397,15 +419,16 @@ class Steps:
 
         return self._guarded(step, ev, raw, source, key)
 
-    def sweep_events(self, events: StateMap, now: float | None = None) -> int:
-        """Drop events with no counted move for ``config.idle_event_seconds``; returns how many. O(events)."""
+    def sweep_events(self, events: StateMap, now: float | None = None) -> Swept:
+        """Drop events with no counted move for ``config.idle_event_seconds`` (an event's evidence holds no input to
+        dead-letter). O(events)."""
         now = time.time() if now is None else now
         scan = getattr(events, "scan", None)
         old = [k for k, st in (scan() if scan is not None else list(events.items()))
                if st.touched and now - st.touched > self.config.idle_event_seconds]
         for k in old:
             del events[k]
-        return len(old)
+        return Swept(len(old))
 
     # -- player step --------------------------------------------------------------------------------------
     def player_record(self, players: StateMap, key: Key, raw: bytes | None, source: str) -> list[Output]:

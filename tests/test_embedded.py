@@ -239,9 +239,37 @@ def test_sweep_drops_idle_games_and_old_end_markers_and_counts_them():
     games = {"fresh": GameState("fresh", w, b, touched=950), "idle": GameState("idle", w, b, touched=800),
              "ended": GameState("ended", w, b, ended=True, touched=500),
              "old-end": GameState("old-end", w, b, ended=True, touched=-100)}
-    assert steps.sweep_games(games, now=1000) == (1, 1)
+    swept = steps.sweep_games(games, now=1000)
+    assert (swept.evicted, swept.expired, swept.dead_letters) == (1, 1, [])  # the idle game waited for nothing
     assert sorted(games) == ["ended", "fresh"]
     assert steps.metrics.evicted.labels("idle_game")._value.get() == 1
+
+
+async def test_an_idle_game_evicted_dead_letters_the_moves_and_the_end_that_waited_for_plies_that_never_came():
+    """Plies 1 and 2 came before ply 0, and the end announced 3 plies: all wait in the game's state. Ply 0 never
+    comes; when the sweep evicts the idle game, each is dead-lettered with the source it was read from (the end's kept
+    in the stored state too), not dropped with the game."""
+    from schemas import GameEnded, GameStarted, MoveEvent, PlayerInfo
+    from streamer.pipeline import GameState, start_game
+    from streamer.steps import Steps
+
+    config = PipelineConfig(PROFILE, CAL, idle_game_seconds=100)
+    steps = Steps(config)  # no engine: nothing here is searched
+    games = {"g": start_game(None, GameStarted(game_id="g", white=PlayerInfo(id="w"), black=PlayerInfo(id="b")),
+                             None, config)}
+    assert await steps.game(games, MoveEvent(game_id="g", ply=2, uci="g1f3"), source="moves/0@7") == []
+    assert await steps.game(games, MoveEvent(game_id="g", ply=1, uci="e7e5"), source="moves/0@6") == []
+    assert await steps.game(games, GameEnded(game_id="g", result="1-0", plies=3), source="games/0@9") == []
+    games["g"] = GameState.from_dict(json.loads(json.dumps(games["g"].to_dict())))  # as a restarted worker reads it
+    assert steps.sweep_games(games, now=games["g"].touched + 99).evicted == 0
+    swept = steps.sweep_games(games, now=games["g"].touched + 101)
+    assert games == {} and (swept.evicted, swept.expired) == (1, 0)
+    dead = [o.message for o in swept.dead_letters]
+    assert [(d.reason, d.ply, d.source, json.loads(d.raw)["type"]) for d in dead] == [
+        ("out_of_order_ply", 1, "moves/0@6", "move"), ("out_of_order_ply", 2, "moves/0@7", "move"),
+        ("out_of_order_ply", None, "games/0@9", "game_ended")]
+    assert "this move waited for ply 0, which never came" in dead[0].error and "its end waited" in dead[2].error
+    assert all(o.key == "g" for o in swept.dead_letters)
 
 
 async def test_an_input_record_keyed_otherwise_than_by_its_game_is_a_dead_letter_before_it_touches_state(stockfish):

@@ -513,8 +513,9 @@ def test_tail_prints_a_topic(broker):
 
 def redrive(broker: str, prefix: str, *args: str):
     """`kibitz redrive` on the deployment of ``prefix`` (whose app id test workers take from it): (exit code, its JSON
-    lines by reason, stderr)."""
-    r = cli("redrive", *args, "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix, timeout=120)
+    lines by reason, stderr with its info logs)."""
+    r = cli("--log-level", "INFO", "redrive", *args, "--broker", broker, "--topic-prefix", prefix, "--app-id", prefix,
+            timeout=120)
     return r.returncode, {d["reason"]: d for d in map(json.loads, r.stdout.splitlines())}, r.stderr
 
 
@@ -671,7 +672,9 @@ def test_results_refused_by_a_topic_limit_are_rated_once_the_limit_is_raised_and
             ("poison", "game_result")] * 4, dead
         asyncio.run(_topic_limit(broker, t.glicko2, 1048588))  # Kafka's default
         rc, report, err = redrive(broker, prefix, "--reason", "poison")
-        assert rc == 0 and report["poison"]["sent"] == {t.assessments: 4}, (report, err[-2000:])
+        # seen once under CI load: "read": 3 with exit 0; its logs say where each partition's pass began and ended
+        assert rc == 0 and report["poison"]["sent"] == {t.assessments: 4}, (
+            report, [line for line in err.splitlines() if "partition passed" in line] or err[-2000:])
         out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter],
                                         lambda o: len(o[t.glicko2]) >= 4, timeout=120, workers=[worker]))
     finally:
@@ -681,6 +684,35 @@ def test_results_refused_by_a_topic_limit_are_rated_once_the_limit_is_raised_and
     assert len(out[t.deadletter]) == 4, "no new dead letter"
     game_scope = [(m["game_id"], m["ply"]) for m in map(json.loads, out[t.perceived]) if m["scope"] == "game"]
     assert len(game_scope) == len(set(game_scope)) == plies
+
+
+def test_an_idle_game_evicted_by_the_worker_dead_letters_the_moves_that_waited_for_a_ply_that_never_came(broker):
+    """`--idle-game-seconds 2`: a game's plies 1 and 2 came and its ply 0 never did. Once the game has been idle 2 s,
+    the analyse stage's sweep (run with a batch of the partition's records: here another game's start) evicts it and
+    dead-letters both held moves, each naming the input record it was read from, in the sweep's transaction."""
+    from schemas import GameStarted, MoveEvent, PlayerInfo
+    from streamer.kafka_config import KafkaSettings
+    from streamer.kafka_eos import ensure_topics
+
+    prefix = fresh_prefix()
+    t = Topics(prefix=prefix)
+    asyncio.run(ensure_topics(KafkaSettings(broker=broker, partitions=1, topics=t)))  # the two games on one partition
+    start = GameStarted(game_id="g1", white=PlayerInfo(id="w"), black=PlayerInfo(id="b"))
+    early = [MoveEvent(game_id="g1", ply=ply, uci=uci) for ply, uci in ((1, "e7e5"), (2, "g1f3"))]
+    (worker,) = start_workers(broker, prefix, *LIMITS, "--engines", "1", "--partitions", "1", "--idle-game-seconds", "2")
+    try:
+        asyncio.run(produce(broker, t.moves, [(b"g1", e.model_dump_json().encode()) for e in (start, *early)]))
+        time.sleep(3)
+        later = start.model_copy(update={"game_id": "g2"})
+        asyncio.run(produce(broker, t.moves, [(b"g2", later.model_dump_json().encode())]))
+        out = asyncio.run(consume_until(broker, [t.deadletter], lambda o: len(o[t.deadletter]) >= 2, timeout=90,
+                                        workers=[worker]))
+    finally:
+        worker.stop()
+    dead = [json.loads(v) for v in out[t.deadletter]]
+    assert [(d["reason"], d["game_id"], d["ply"], d["source"], d["key"]) for d in dead] == [
+        ("out_of_order_ply", "g1", 1, f"{t.moves}/0@1", "g1"), ("out_of_order_ply", "g1", 2, f"{t.moves}/0@2", "g1")], dead
+    assert all("evicted after 2 s without an event" in d["error"] for d in dead)
 
 
 async def _keyed(broker: str, topics: list[str]) -> dict[str, list[tuple[bytes, bytes]]]:
