@@ -96,6 +96,9 @@ class EmbeddedRuntime:
             if what == "game" and isinstance(state, GameState) and state.ended:
                 self.metrics.evicted.labels("end_marker").inc()  # nothing lost but the check for late events
                 return
+            if what == "game" and isinstance(state, GameState):  # what it waited with is dead-lettered, not dropped
+                for out in self.steps.stranded(key, state, f"at the memory limit ({self.games.max_items} games)"):
+                    self._route(out)
             self.metrics.evicted.labels(what).inc()
             unlogged += 1
             if time.monotonic() - last_log >= EVICTION_LOG_SECONDS:  # one line per interval, not one per eviction

@@ -382,12 +382,7 @@ class Steps:
                 idle.append((gid, state))
         swept = Swept(len(idle), len(expired))
         for gid, state in idle:
-            for ev, source in stranded(state):
-                waited = "its end" if isinstance(ev, GameEnded) else "this move"
-                swept.dead_letters.append(self.reject(OutOfOrderPly(
-                    f"the game was evicted after {self.config.idle_game_seconds:g} s without an event while {waited} "
-                    f"waited for ply {len(state.moves)}, which never came", game_id=gid,
-                    ply=getattr(ev, "ply", None)), _raw(None, ev), source, gid))
+            swept.dead_letters += self.stranded(gid, state, f"after {self.config.idle_game_seconds:g} s without an event")
         for gid in [g for g, _ in idle] + expired:
             del games[gid]
         if idle:
@@ -418,6 +413,17 @@ class Steps:
             return [self._out(Output(msg.player_id, msg))]
 
         return self._guarded(step, ev, raw, source, key)
+
+    def stranded(self, gid: str, state: GameState, why: str) -> list[Output]:
+        """The dead letters (``out_of_order_ply``) of what the open game ``gid``, evicted (``why``), still waited with:
+        moves held for a ply that had not come, an end waiting for its plies (:func:`~.pipeline.stranded`)."""
+        out = []
+        for ev, source in stranded(state):
+            waited = "its end" if isinstance(ev, GameEnded) else "this move"
+            out.append(self.reject(OutOfOrderPly(f"the game was evicted {why} while {waited} waited for ply "
+                                                 f"{len(state.moves)}", game_id=gid, ply=getattr(ev, "ply", None)),
+                                   _raw(None, ev), source, gid))
+        return out
 
     def sweep_events(self, events: StateMap, now: float | None = None) -> Swept:
         """Drop events with no counted move for ``config.idle_event_seconds`` (an event's evidence holds no input to

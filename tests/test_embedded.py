@@ -217,6 +217,24 @@ async def test_games_that_never_end_stay_under_the_memory_bound_and_later_games_
     assert {m.player_id for m in out if isinstance(m, RatingUpdate)} == {"x", "y"}
 
 
+async def test_a_game_evicted_at_the_memory_limit_dead_letters_the_move_it_held(stockfish):
+    """A game holding a move for its missing ply 0, pushed out by two newer games under ``max_games=2``: the held move
+    is dead-lettered with its source, not dropped with the game; the newer games go on."""
+    from schemas import GameStarted, MoveEvent, PlayerInfo
+
+    dead = []
+    async with EnginePool(None, size=1) as pool:
+        async with EmbeddedRuntime(pool, CONFIG, lambda m: None, dead.append, max_games=2, partitions=1) as rt:
+            rt.submit(GameStarted(game_id="a", white=PlayerInfo(id="w"), black=PlayerInfo(id="b")), source="in/0@0")
+            rt.submit(MoveEvent(game_id="a", ply=1, uci="e7e5"), source="in/0@1")
+            for g in ("b", "c"):
+                rt.submit(GameStarted(game_id=g, white=PlayerInfo(id=f"w{g}"), black=PlayerInfo(id=f"b{g}")))
+            await rt.drain()
+    assert [(d.reason, d.game_id, d.ply, d.source) for d in dead] == [("out_of_order_ply", "a", 1, "in/0@1")]
+    assert "evicted at the memory limit (2 games) while this move waited for ply 0" in dead[0].error
+    assert sorted(rt.games) == ["b", "c"]
+
+
 async def test_a_start_after_the_end_and_a_reused_id_are_rejected(stockfish):
     lines = demo_lines(1)
     g = json.loads(lines[0])["game_id"]
@@ -268,7 +286,8 @@ async def test_an_idle_game_evicted_dead_letters_the_moves_and_the_end_that_wait
     assert [(d.reason, d.ply, d.source, json.loads(d.raw)["type"]) for d in dead] == [
         ("out_of_order_ply", 1, "moves/0@6", "move"), ("out_of_order_ply", 2, "moves/0@7", "move"),
         ("out_of_order_ply", None, "games/0@9", "game_ended")]
-    assert "this move waited for ply 0, which never came" in dead[0].error and "its end waited" in dead[2].error
+    assert "evicted after 100 s without an event while this move waited for ply 0" in dead[0].error
+    assert "while its end waited for ply 0" in dead[2].error
     assert all(o.key == "g" for o in swept.dead_letters)
 
 
