@@ -152,7 +152,13 @@ def stage_topics(t: Topics) -> dict[str, tuple[str, str]]:
 
 
 async def seek_committed(consumer: Any, tps: Sequence[Any]) -> None:
-    """Set each partition of ``tps`` to its consumer group's committed offset, or its beginning when none is."""
+    """Set each partition of ``tps`` to its consumer group's committed offset, or its beginning when none is.
+
+    ``consumer`` must be made with ``auto_offset_reset="earliest"``. On assign(), aiokafka's fetcher looks up each
+    partition's committed offset itself and, finding none, resets it by its default strategy; a seek_to_beginning
+    made while that reset's offset request is in flight is answered with that request's offset (aiokafka 0.14,
+    ``Fetcher._update_fetch_positions``). With the default "latest", a partition could start at its end, and a
+    pass over it read nothing of it."""
     for tp in tps:
         committed = await consumer.committed(tp)
         if committed is None:

@@ -65,7 +65,8 @@ NOT_REDRIVABLE: dict[str, str] = {
     "illegal_move": "the move is illegal in its game: it stays illegal",
     "duplicate_ply": "the ply was already applied",
     "out_of_order_ply": f"it came more than {REORDER_PLIES} plies ahead of its game (which went on without it, the moves "
-                        "after it waiting for it at most that far), or its game ended while it waited",
+                        "after it waiting for it at most that far), or its game ended or was evicted while it (or "
+                        "the game's end) waited",
     "duplicate_game": "the game id was already used",
     "malformed_record": "a kept game in it does not replay: it fails again",
     "truncated": "a producer's: the games file ended in the middle of the game; sent again it is the same part game",
@@ -159,8 +160,9 @@ async def _pass(settings: KafkaSettings, reason: str, dry_run: bool) -> PassRepo
 
     topic, group = settings.topics.deadletter, group_id(settings, reason)
     report = PassReport(reason)
+    # "earliest" as the default too, not only in seek_committed: see its docstring (a partition started at its end)
     consumer = AIOKafkaConsumer(group_id=group, enable_auto_commit=False, isolation_level="read_committed",
-                                **settings.aiokafka_kwargs())
+                                auto_offset_reset="earliest", **settings.aiokafka_kwargs())
     producer = None if dry_run else AIOKafkaProducer(transactional_id=group, client_id=f"kibitz-{group}", acks="all",
                                                        **settings.aiokafka_kwargs())
     await consumer.start()

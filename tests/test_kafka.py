@@ -578,6 +578,53 @@ def test_redrive_sends_each_chosen_dead_letter_back_once_and_says_why_not_for_th
     assert rc == 2 and "duplicate_ply dead letters are not re-driven: the ply was already applied" in err
 
 
+def test_a_redrive_reads_every_partition_from_its_start_when_its_consumers_own_position_reset_is_slow(broker, monkeypatch):
+    """Fault injection: the pass's look-up of its committed offsets answers in 0.5 s, and the offset request that
+    aiokafka's fetcher makes by itself for partitions assigned without a committed offset takes 2 s. With aiokafka's
+    default auto_offset_reset, "latest", the pass's seek to the beginning of its first partition came while that
+    request was out and was answered by it: the partition started at its end, its dead letters unread, exit 0. (Seen
+    once under CI load: 3 of 4 read, the missing one alone in its partition.)"""
+    import contextvars
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.consumer.fetcher import Fetcher
+
+    from analyzers.errors import PoisonRecord
+    from streamer.kafka_config import KafkaSettings
+    from streamer.kafka_eos import ensure_topics
+    from streamer.redrive import redrive as run_redrive
+    from streamer.steps import dead_letter
+
+    prefix = fresh_prefix()
+    settings = KafkaSettings(broker=broker, app_id=prefix, topics=Topics(prefix=prefix))
+    t = settings.topics
+    asyncio.run(ensure_topics(settings))
+    letters = [dead_letter(PoisonRecord("x"), b'{"r": %d}' % i, source=f"{t.assessments}/{i % 4}@{i}", key=f"p{i}")
+               for i in range(8)]
+    asyncio.run(produce(broker, t.deadletter, [(d.key.encode(), d.model_dump_json().encode()) for d in letters]))
+    in_reset = contextvars.ContextVar("in_reset", default=False)
+    update, request, committed = Fetcher._update_fetch_positions, Fetcher._proc_offset_request, AIOKafkaConsumer.committed
+
+    async def slow_update(self, *args):  # noqa: ANN001, ANN202
+        in_reset.set(True)  # the fetcher's own task: only its requests are slowed
+        return await update(self, *args)
+
+    async def slow_request(self, node_id, topic_data):  # noqa: ANN001, ANN202
+        if in_reset.get():
+            await asyncio.sleep(2.0)
+        return await request(self, node_id, topic_data)
+
+    async def slow_committed(self, tp):  # noqa: ANN001, ANN202
+        await asyncio.sleep(0.5)
+        return await committed(self, tp)
+
+    monkeypatch.setattr(Fetcher, "_update_fetch_positions", slow_update)
+    monkeypatch.setattr(Fetcher, "_proc_offset_request", slow_request)
+    monkeypatch.setattr(AIOKafkaConsumer, "committed", slow_committed)
+    (report,) = asyncio.run(run_redrive(settings, ["poison"]))
+    assert report.read == 8 and report.sent == {t.assessments: 8}, report
+
+
 def test_a_redrive_fenced_by_another_run_or_refused_by_the_broker_stops_and_sends_nothing_twice(broker, monkeypatch):
     """Two runs of one reason at once: the later one's transactional id fences the earlier, whose transaction aborts.
     The earlier stops (DeliveryFailed, naming the other run), nothing of its transaction sent; the cursor is where the
@@ -672,7 +719,7 @@ def test_results_refused_by_a_topic_limit_are_rated_once_the_limit_is_raised_and
             ("poison", "game_result")] * 4, dead
         asyncio.run(_topic_limit(broker, t.glicko2, 1048588))  # Kafka's default
         rc, report, err = redrive(broker, prefix, "--reason", "poison")
-        # seen once under CI load: "read": 3 with exit 0; its logs say where each partition's pass began and ended
+        # a partition skipped shows in its logs: where each partition's pass began and ended (-k position_reset_is_slow)
         assert rc == 0 and report["poison"]["sent"] == {t.assessments: 4}, (
             report, [line for line in err.splitlines() if "partition passed" in line] or err[-2000:])
         out = asyncio.run(consume_until(broker, [t.perceived, t.glicko2, t.deadletter],
