@@ -493,8 +493,8 @@ def next_held(state: GameState) -> HeldMove | None:
 
 
 def stranded(state: GameState) -> list[tuple[MoveEvent | GameEnded, str]]:
-    """What an open game evicted for idleness still waits with: its held moves and an end that waits for its plies,
-    each with its source, in ply order (the end last). The plies before them never came."""
+    """What an open game being evicted (idle, or at a memory limit) still waits with: its held moves and an end that
+    waits for its plies, each with its source, in ply order (the end last). The plies before them had not come."""
     out: list[tuple[MoveEvent | GameEnded, str]] = [(h.event, h.source) for _, h in sorted(state.held.items())]
     if state.pending_end is not None and not state.ended:
         out.append((state.pending_end, state.end_source))
