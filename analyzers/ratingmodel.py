@@ -58,6 +58,11 @@ RATING_GRID = np.arange(400.0, 3400.0 + 1e-9, RATING_STEP)
 RATING_EDGES = cell_edges(RATING_GRID)
 #: Centre and scale of z = (R - RATING_CENTER) / RATING_SCALE in the parameter functions.
 RATING_CENTER, RATING_SCALE = 1800.0, 400.0
+#: The declared ratings the move model and the review calibration were fitted on: rated-dev's and elite-otb's Elo tags
+#: run from 1000 (their 0.1 % quantile and 1 % 1096; FIDE's floor) to 2882. Fair play reads a declared rating outside
+#: them at the nearer end (:func:`fair_play_reference`): extrapolated past its data, the model's expectation of how
+#: often a player rated 300 plays the engine's move is a guess, and a wrong one raises alerts or hides them.
+FITTED_RATINGS = (1000.0, 2900.0)
 #: Time-control classes, by the estimated game duration base + 40 x increment (seconds).
 TIME_CLASSES = ("blitz", "rapid", "classical")
 UNKNOWN_CLASS = "unknown"
@@ -151,6 +156,20 @@ def clock_inputs(left: float | None, previous: float | None, base: float | None)
         return x_left, 0.0
     spent = min(max(previous - left, 0.0) / base, CLOCK_SPENT_MAX)
     return x_left, math.log((spent + CLOCK_EPS_SPENT) / (CLOCK_SPENT_REF + CLOCK_EPS_SPENT))
+
+
+def fair_play_reference(declared: float) -> float:
+    """The reference rating fair play expects a player's moves from: the declared one, within :data:`FITTED_RATINGS`."""
+    lo, hi = FITTED_RATINGS
+    return min(max(float(declared), lo), hi)
+
+
+def fair_play_source(declared: float) -> str:
+    """A fair-play alert's ``reference_source`` for a declared rating (what :func:`fair_play_reference` made of it)."""
+    if fair_play_reference(declared) == declared:
+        return "declared"
+    lo, hi = FITTED_RATINGS
+    return f"declared {declared:g}, read at the nearer end of the ratings the models were fitted on ({lo:g}-{hi:g})"
 
 
 def rating_z(ratings: np.ndarray | float) -> Any:

@@ -82,6 +82,8 @@ from analyzers.ratingmodel import (
     class_from_clock,
     class_from_event_name,
     clock_inputs,
+    fair_play_reference,
+    fair_play_source,
     parse_time_control,
     win_losses,
 )
@@ -803,7 +805,7 @@ def count_move(scopes: Sequence[ScopeStats], a: MoveAssessment, c_ref: float | N
                 s.rating.add(move_ll, tclass)
                 s.feats.add(features)
             if counts_for_fair_play(a, losses):
-                sens, cons = model.params(float(a.reference_rating or 0), tclass)
+                sens, cons = model.params(fair_play_reference(a.reference_rating or 0), tclass)
                 fair = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons))
         elif c_ref is not None and exclusion(losses, a.recapture) is None:
             fair = FairPlayMove.of(values, idx, c_ref)
@@ -1120,7 +1122,8 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
         return []  # duplicate (game_id, ply): already counted
     cal = config.calibration
     # the agent model's reference skill: the fair-play terms read it only where there is no move model
-    c_ref = (cal.c_from_elo(a.reference_rating) if config.model is None and a.reference_rating and cal is not None
+    c_ref = (cal.c_from_elo(fair_play_reference(a.reference_rating)) if config.model is None and a.reference_rating
+             and cal is not None
              and cal.has_c_map else None)
     state.overall.fair.window = config.player_fair_window  # the config decides, also for states stored before it
     # a ply of a corrected game that was counted under the game it corrects: once more in the player's wider scopes
@@ -1213,7 +1216,8 @@ def _finding(r: GameResult, name: str, scope_id: str, stats: ScopeStats, tier: s
     return FairPlayAlert(
         player_id=r.player_id, game_id=r.game_id, tier=tier, scope=name, scope_id=scope_id, statistic=stat, z=round(z, 3),
         threshold=config.z_threshold if tier == "action" else config.screen_z, moves=f.n, observed=round(obs, 4),
-        expected=round(exp, 4), reference_rating=r.player.rating, reference_source="declared",
+        expected=round(exp, 4), reference_rating=round(fair_play_reference(r.player.rating), 1),
+        reference_source=fair_play_source(r.player.rating),
         games=stats.games if games is None else games, plies=list(game.fair_plies), limits=config.limits.key,
         provisional=stats.other_engine or config.provisional,
     )

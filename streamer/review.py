@@ -36,7 +36,7 @@ from analyzers.fairplay import (
     ReviewStats,
 )
 from analyzers.profiles import EngineProfile, get_profile
-from analyzers.ratingmodel import UNKNOWN_CLASS, MoveModel, win_losses
+from analyzers.ratingmodel import UNKNOWN_CLASS, MoveModel, fair_play_reference, win_losses
 from schemas import FairPlayAlert, GameRecord, MoveAssessment, ReviewRequest
 
 from .batch import assess_games
@@ -122,11 +122,12 @@ def review_move(a: MoveAssessment, deep_uci: str, model: MoveModel, calibration:
     losses, target = with_deep_choice(a, losses, deep_uci)
     clock = clock_of(a, known_left)
     shift = model.clock_shift(clock or move_clock_inputs(a))
-    sens, cons = model.params(float(a.reference_rating or 0), a.time_class or UNKNOWN_CLASS)
+    reference = fair_play_reference(a.reference_rating or 0)
+    sens, cons = model.params(reference, a.time_class or UNKNOWN_CLASS)
     m = FairPlayMove.from_model(losses, idx, float(sens) * math.exp(shift), float(cons), target=target)
     if m is None or calibration is None:
         return m
-    return m._replace(p_top=calibration.probability(m.p_top, target == 0, a.reference_rating, ahead, clock))
+    return m._replace(p_top=calibration.probability(m.p_top, target == 0, reference, ahead, clock))
 
 
 def known_lefts(assessments: Iterable[MoveAssessment]) -> dict[int, float | None]:

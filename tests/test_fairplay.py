@@ -206,3 +206,34 @@ def test_the_pipeline_applies_the_configured_player_window():
     assert state is not None and state.games["g"].fair.n == 20  # the game scope counts every move
     assert state.overall.fair.window == 7 and state.overall.fair.n == 7 + 20 % 7  # the player scope: the last 7-13
     assert PlayerState.from_dict(state.to_dict()).overall.fair == state.overall.fair
+
+
+def test_a_declared_rating_outside_the_fitted_range_is_read_at_its_nearer_end_and_the_alert_says_so():
+    """The move model and the review calibration were fitted on declared ratings 1000-2882: fair play expects the moves
+    of a player declared at 300 as those of one at 1000 (extrapolated, the model's expectation at 300 is a guess), and
+    the alert names the rating its expectation came from and the one declared."""
+    from analyzers.ratingmodel import FITTED_RATINGS, fair_play_reference
+
+    assert FITTED_RATINGS == (1000.0, 2900.0)
+    assert [fair_play_reference(r) for r in (1.0, 300.0, 1000.0, 1800.0, 2900.0, 3300.0)] == [
+        1000.0, 1000.0, 1000.0, 1800.0, 2900.0, 2900.0]
+    config = PipelineConfig(get_profile("fast"), load_calibration("fast"), model=MODEL)
+    cands = [{"uci": "e2e4", "cp": 30, "mate": None}, {"uci": "d2d4", "cp": 20, "mate": None}, {"uci": "g1f3", "cp": -40, "mate": None}]
+
+    def evidence(rating: float) -> tuple[float, list]:
+        state = None
+        for i in range(45):  # the engine's first choice every time: over the action tier for any reference
+            a = MoveAssessment(game_id="g", ply=20 + 2 * i, player_id="p", color="white", uci="e2e4", reference_rating=rating,
+                               eval_before=30, eval_after=30, gain=0, loss=0, candidates=cands, played_rank=0,
+                               played_value=30, counted=True, engine="test", limits="d8-mpv5", time_class="rapid")
+            state, _ = apply_player_event(state, a, config)
+        me = PlayerInfo(id="p", rating=rating)
+        state, out = apply_player_event(state, GameResult(game_id="g", player_id="p", color="white", score=1.0,
+                                                          player=me, opponent=PlayerInfo(id="q", rating=1800)), config)
+        return state.overall.fair.expected_matches, [m for m in out if m.type == "fairplay"]
+
+    (at_300, (alert, *_)), (at_1000, _), (at_1800, _) = evidence(300.0), evidence(1000.0), evidence(1800.0)
+    assert at_300 == at_1000 < at_1800  # a stronger player is expected to find the first choice more often
+    assert alert.reference_rating == 1000.0 and alert.reference_source.startswith("declared 300, read at the nearer end")
+    (_, (high, *_)) = evidence(3300.0)
+    assert high.reference_rating == 2900.0 and "3300" in high.reference_source

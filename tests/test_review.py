@@ -79,6 +79,14 @@ def test_a_match_is_playing_the_deeper_choice_expected_with_the_models_probabili
     assert cal is not None and cal.matched == 1 and cal.p_top == pytest.approx(CALIBRATION.probability(hit.p_top, False, a.reference_rating))
 
 
+def test_the_review_reads_a_declared_rating_outside_the_fitted_range_at_its_nearer_end():
+    """As the service's statistic does (test_fairplay.py -k nearer_end): both the move model's p and the calibration's
+    rating term are read at 1000 for a player declared at 300."""
+    at = {r: review_move(assessment("d2d4", CANDS, reference_rating=r), "d2d4", MODEL, CALIBRATION) for r in (300, 1000, 1800)}
+    assert at[300] is not None and at[1000] is not None and at[1800] is not None
+    assert at[300].p_top == at[1000].p_top != at[1800].p_top
+
+
 def test_the_review_counts_only_the_moves_the_service_counts():
     assert review_move(assessment("d2d4", CANDS, counted=False), "d2d4", MODEL) is None  # book, decided or forced
     assert review_move(assessment("d2d4", CANDS, reference_rating=None), "d2d4", MODEL) is None  # nothing to expect
