@@ -324,6 +324,9 @@ class GameState:
     held: dict[int, HeldMove] = field(default_factory=dict)
     #: where ``pending_end`` came from (the source its dead letter names if its game is evicted before its plies come)
     end_source: str = ""
+    #: the next ply, when a move for it was refused as illegal (:func:`refuse_ply`): the game cannot go on past it, so
+    #: an end that announced more plies finishes on the moves applied; a legal move for it clears it
+    illegal_ply: int | None = None
     _position: Any = field(default=None, repr=False, compare=False)
     clock_warned: bool = field(default=False, repr=False, compare=False)  # an implausible clock was logged (not stored)
 
@@ -370,6 +373,7 @@ class GameState:
             **({"clocks": clocks} if (clocks := self.recorded_clocks()) else {}),
             "pending_end": self.pending_end.model_dump() if self.pending_end else None, "ended": self.ended,
             **({"end_source": self.end_source} if self.pending_end and self.end_source else {}),
+            **({"illegal_ply": self.illegal_ply} if self.illegal_ply is not None else {}),
             "time_class": self.time_class, "clock_base": self.clock_base, "last_clock": list(self.last_clock),
             "touched": self.touched, "input_offset": self.input_offset,
             **({"time_control": self.time_control} if self.time_control else {}),
@@ -398,6 +402,7 @@ class GameState:
         state.renamed = tuple(d.get("renamed", ()))
         state.held = {h.event.ply: h for h in map(HeldMove.from_dict, d.get("held", ()))}
         state.end_source = str(d.get("end_source", ""))
+        state.illegal_ply = d.get("illegal_ply")
         stored = d.get("position") or d.get("fen")  # "fen": chess states stored before the adapter
         if stored:
             # the engine sees positions without history (see analyzers.engine.analysis), so this is all it needs
@@ -550,6 +555,7 @@ def apply_move(state: GameState | None, ev: MoveEvent) -> AppliedMove:
         raise IllegalMove(str(e), game_id=ev.game_id, ply=ev.ply) from None
     clock = plausible_clock(ev, state)
     state.moves.append(ev.uci)
+    state.illegal_ply = None  # a legal move for a ply refused before (a corrected resend): the game goes on
     state.clocks.append(clock)
     # a game's first move of each side, counted from the game's start: a game set up from a FEN past the opening
     # (joined late, resumed) starts with clocks that are neither the base nor a guide to the time control
@@ -635,17 +641,34 @@ async def assess_move(applied: AppliedMove, analyse: Analyse, config: PipelineCo
 
 
 def end_game(state: GameState | None, ev: GameEnded) -> list[GameResult]:
-    """Record the result; emits one GameResult per player once every announced ply has arrived."""
+    """Record the result; emits one GameResult per player once every announced ply has arrived, or at once when the
+    game cannot go on (its next ply was refused as illegal: :func:`refuse_ply`)."""
     if state is None or state.ended:
         raise UnknownGame("end of a game that was never started or already ended", game_id=ev.game_id)
     state.pending_end = ev
     return _maybe_finish(state)
 
 
+def refuse_ply(state: GameState, ply: int) -> list[GameResult]:
+    """A move for the game's next ply ``ply`` was refused as illegal: the game cannot go on past it. An end that waits
+    for plies past it (now or when it comes) finishes the game on the moves applied, rather than wait for ever and
+    lose the result with the idle game; returns its results if it is here."""
+    if state.ended or ply != len(state.moves):
+        return []
+    state.illegal_ply = ply
+    return _maybe_finish(state)
+
+
 def _maybe_finish(state: GameState) -> list[GameResult]:
     ev = state.pending_end
-    if ev is None or (ev.plies is not None and len(state.moves) < ev.plies):
-        return []  # moves still to come (the end travelled on another topic and overtook them)
+    if ev is None:
+        return []
+    n = len(state.moves)
+    if ev.plies is not None and n < ev.plies:
+        if state.illegal_ply != n:
+            return []  # moves still to come (the end travelled on another topic and overtook them)
+        log.warning("game ended short of the plies its end announced: a move was illegal", extra={
+            "game_id": state.game_id, "announced": ev.plies, "applied": n, "illegal_ply": n})
     state.ended = True
     if ev.plies is not None and len(state.moves) > ev.plies:
         # the producer's end and its moves disagree: the game is scored on the moves that were applied (and rated)

@@ -44,6 +44,7 @@ from analyzers.engine import EnginePool
 from analyzers.errors import (
     CorruptState,
     EngineError,
+    IllegalMove,
     InputError,
     KeyMismatch,
     KibitzError,
@@ -86,6 +87,7 @@ from .pipeline import (
     next_held,
     orphaned_held,
     pool_event,
+    refuse_ply,
     start_game,
     stranded,
 )
@@ -320,8 +322,13 @@ class Steps:
                         await self._move(state, held.event, None, held.source, key, out)
                     except InputError as e:
                         out.append(self.reject(e, _raw(None, held.event), held.source, key))
+                        if isinstance(e, IllegalMove):
+                            out += [self._to_player(r) for r in refuse_ply(state, held.event.ply)]
         except InputError as e:
-            return [self.reject(e, _raw(raw, ev), source, key)]
+            if not (isinstance(e, IllegalMove) and isinstance(ev, MoveEvent) and state is not None):
+                return [self.reject(e, _raw(raw, ev), source, key)]
+            # the game cannot go on past this ply: an end that waits for more plies finishes it (refuse_ply)
+            out = [self.reject(e, _raw(raw, ev), source, key), *(self._to_player(r) for r in refuse_ply(state, ev.ply))]
         if state is not None:
             for held in orphaned_held(state):  # its game ended first
                 out.append(self.reject(OutOfOrderPly(f"the game ended at ply {len(state.moves)} while this move waited "

@@ -5,6 +5,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from analyzers.calibration import Calibration
 from analyzers.engine import EnginePool
 from analyzers.profiles import EngineProfile
@@ -235,6 +237,28 @@ async def test_a_game_evicted_at_the_memory_limit_dead_letters_the_move_it_held(
     assert sorted(rt.games) == ["b", "c"]
 
 
+@pytest.mark.parametrize("end_first", [False, True])
+async def test_an_illegal_move_does_not_keep_a_game_whose_end_announced_its_plies_from_ending(stockfish, end_first):
+    """Ply 30 of the demo game replaced by an illegal move: the game cannot go on past it, so its end (which announces
+    every ply) finishes it on the 30 plies applied, whether the end comes last or overtook the illegal move. The
+    result is rated; the moves after ply 30 are dead-lettered (held ones at the end, later ones as moves of an ended
+    game or too far ahead). Before, the end waited for ever for plies that could not come, and the result was lost
+    with the idle game."""
+    lines = demo_lines(1)
+    start, moves, end = lines[0], lines[1:-1], lines[-1]
+    assert json.loads(end)["plies"] == len(moves) > 40
+    bad = json.dumps({**json.loads(moves[30]), "uci": "a1a8"})  # no piece of the mover's can go there at ply 30
+    stream = [start, *moves[:30], end, bad, *moves[31:]] if end_first else [start, *moves[:30], bad, *moves[31:], end]
+    out, dead, rt = await run(stream)
+    reasons = [(d.reason, d.ply) for d in dead]
+    assert reasons[0] == ("illegal_move", 30)
+    assert {r for r, _ in reasons[1:]} <= {"out_of_order_ply", "unknown_game"} and len(reasons) == len(moves) - 30
+    assert len([m for m in out if isinstance(m, RatingUpdate)]) == 2  # the result rated
+    g = json.loads(start)["game_id"]
+    assert rt.games[g].ended
+    assert len({m.ply for m in out if isinstance(m, PerceivedRating) and m.scope == "game"}) <= 30
+
+
 async def test_a_start_after_the_end_and_a_reused_id_are_rejected(stockfish):
     lines = demo_lines(1)
     g = json.loads(lines[0])["game_id"]
@@ -333,8 +357,6 @@ async def test_a_sink_that_fails_stops_the_runtime_instead_of_hanging_it(stockfi
     """The sink's error (an output that is gone: a closed pipe) ended the worker task of its partition, whose queue
     then never emptied: drain waited for ever. Now the runtime stops: drain and every later submit raise it."""
     import asyncio
-
-    import pytest
 
     seen: list = []
 
