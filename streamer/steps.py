@@ -25,7 +25,9 @@ An :class:`Output` knows its :class:`Route` from its message's class (:data:`ROU
 topics or sinks (:meth:`~streamer.kafka_config.Topics.for_route`) and never looks a name up by string.
 
 State lives in any :class:`StateMap` (a dict, a changelog-tracked dict, a faust table through :class:`ObjectTable`);
-a step writes a key's state back after changing it, so a store that serialises sees every change.
+a step writes a key's state back after changing it, so a store that serialises sees every change. The sweeps
+(:meth:`Steps.sweep_games`, :meth:`Steps.sweep_events`) drop idle state and return, as :class:`Swept`, the dead
+letters of inputs an evicted game still held, which each runtime writes as it writes a step's outputs.
 """
 
 from __future__ import annotations
