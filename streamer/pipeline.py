@@ -500,19 +500,19 @@ def next_held(state: GameState) -> HeldMove | None:
 
 
 def stranded(state: GameState) -> list[tuple[MoveEvent | GameEnded, str]]:
-    """What an open game being evicted (idle, or at a memory limit) still waits with: its held moves and an end that
-    waits for its plies, each with its source, in ply order (the end last). The plies before them had not come."""
+    """What the game waits with, each with its source: its held moves in ply order, then (an open game's) an end that
+    waits for its plies. What an evicted game held (idle, or at a memory limit): the plies before them had not come."""
     out: list[tuple[MoveEvent | GameEnded, str]] = [(h.event, h.source) for _, h in sorted(state.held.items())]
     if state.pending_end is not None and not state.ended:
         out.append((state.pending_end, state.end_source))
     return out
 
 
-def orphaned_held(state: GameState) -> list[HeldMove]:
-    """The held moves of an ended game, taken out of its state: the plies before them never came."""
+def orphaned_held(state: GameState) -> list[tuple[MoveEvent | GameEnded, str]]:
+    """The held moves of an ended game (:func:`stranded`), taken out of its state: the plies before them never came."""
     if not state.ended or not state.held:
         return []
-    out = [h for _, h in sorted(state.held.items())]
+    out = stranded(state)
     state.held.clear()
     return out
 
@@ -1145,9 +1145,8 @@ def _apply_move(state: PlayerState, a: MoveAssessment, config: PipelineConfig) -
         return []  # duplicate (game_id, ply): already counted
     cal = config.calibration
     # the agent model's reference skill: the fair-play terms read it only where there is no move model
-    c_ref = (cal.c_from_elo(fair_play_reference(a.reference_rating)) if config.model is None and a.reference_rating
-             and cal is not None
-             and cal.has_c_map else None)
+    c_ref = (cal.c_from_elo(fair_play_reference(a.reference_rating))
+             if config.model is None and a.reference_rating and cal is not None and cal.has_c_map else None)
     state.overall.fair.window = config.player_fair_window  # the config decides, also for states stored before it
     # a ply of a corrected game that was counted under the game it corrects: once more in the player's wider scopes
     # would count the same evidence twice (fair play's above all)
@@ -1239,7 +1238,7 @@ def _finding(r: GameResult, name: str, scope_id: str, stats: ScopeStats, tier: s
     return FairPlayAlert(
         player_id=r.player_id, game_id=r.game_id, tier=tier, scope=name, scope_id=scope_id, statistic=stat, z=round(z, 3),
         threshold=config.z_threshold if tier == "action" else config.screen_z, moves=f.n, observed=round(obs, 4),
-        expected=round(exp, 4), reference_rating=round(fair_play_reference(r.player.rating), 1),
+        expected=round(exp, 4), reference_rating=fair_play_reference(r.player.rating),
         reference_source=fair_play_source(r.player.rating),
         games=stats.games if games is None else games, plies=list(game.fair_plies), limits=config.limits.key,
         provisional=stats.other_engine or config.provisional,

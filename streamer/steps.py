@@ -323,19 +323,14 @@ class Steps:
                     try:
                         await self._move(state, held.event, None, held.source, key, out)
                     except InputError as e:
-                        out.append(self.reject(e, _raw(None, held.event), held.source, key))
-                        if isinstance(e, IllegalMove):
-                            out += [self._to_player(r) for r in refuse_ply(state, held.event.ply)]
+                        out += self._refused(e, state, held.event, None, held.source, key)
         except InputError as e:
             if not (isinstance(e, IllegalMove) and isinstance(ev, MoveEvent) and state is not None):
                 return [self.reject(e, _raw(raw, ev), source, key)]
-            # the game cannot go on past this ply: an end that waits for more plies finishes it (refuse_ply)
-            out = [self.reject(e, _raw(raw, ev), source, key), *(self._to_player(r) for r in refuse_ply(state, ev.ply))]
+            out = self._refused(e, state, ev, raw, source, key)
         if state is not None:
-            for held in orphaned_held(state):  # its game ended first
-                out.append(self.reject(OutOfOrderPly(f"the game ended at ply {len(state.moves)} while this move waited "
-                                                     "for the plies before it", game_id=gid, ply=held.event.ply),
-                                       _raw(None, held.event), held.source, key))
+            # its game ended first
+            out += self._waited(gid, orphaned_held(state), f"ended at ply {len(state.moves)}", len(state.moves), key)
             # an ended game stays as a small end marker (GameState.to_dict) until swept: see sweep_games
             state.touched = time.time()
             games[gid] = state
@@ -357,6 +352,26 @@ class Steps:
         # after the move's assessment, so the player step sees the last move before the result
         out += [self._to_player(r) for r in applied.results]
         return applied.state
+
+    def _refused(self, e: InputError, state: GameState, ev: MoveEvent, raw: bytes | str | None, source: str,
+                 key: Key) -> list[Output]:
+        """The dead letter of a move ``state``'s game refused with ``e``; a move illegal at the game's next ply also
+        finishes an end that waits for plies past it (:func:`~.pipeline.refuse_ply`): the game cannot go on."""
+        out = [self.reject(e, _raw(raw, ev), source, key)]
+        if isinstance(e, IllegalMove):
+            out += [self._to_player(r) for r in refuse_ply(state, ev.ply)]
+        return out
+
+    def _waited(self, gid: str, waiting: list[tuple[MoveEvent | GameEnded, str]], why: str, ply: int,
+                key: Key) -> list[Output]:
+        """The dead letters (``out_of_order_ply``) of what game ``gid`` waited with when it ``why`` (ended, was
+        evicted): moves held for ply ``ply``, which had not come, and an end waiting for it (:func:`~.pipeline.stranded`)."""
+        out = []
+        for ev, source in waiting:
+            waited = "its end" if isinstance(ev, GameEnded) else "this move"
+            out.append(self.reject(OutOfOrderPly(f"the game {why} while {waited} waited for ply {ply}", game_id=gid,
+                                                 ply=getattr(ev, "ply", None)), _raw(None, ev), source, key))
+        return out
 
     def _pool(self, game: str, game_id: str, ply: int | None = None) -> EnginePool:
         """The engine pool of ``game``'s searches; a game this runtime has no engines for is refused."""
@@ -424,15 +439,8 @@ class Steps:
         return self._guarded(step, ev, raw, source, key)
 
     def stranded(self, gid: str, state: GameState, why: str) -> list[Output]:
-        """The dead letters (``out_of_order_ply``) of what the open game ``gid``, evicted (``why``), still waited with:
-        moves held for a ply that had not come, an end waiting for its plies (:func:`~.pipeline.stranded`)."""
-        out = []
-        for ev, source in stranded(state):
-            waited = "its end" if isinstance(ev, GameEnded) else "this move"
-            out.append(self.reject(OutOfOrderPly(f"the game was evicted {why} while {waited} waited for ply "
-                                                 f"{len(state.moves)}", game_id=gid, ply=getattr(ev, "ply", None)),
-                                   _raw(None, ev), source, gid))
-        return out
+        """The dead letters of what the open game ``gid``, evicted (``why``), still waited with (:meth:`_waited`)."""
+        return self._waited(gid, stranded(state), f"was evicted {why}", len(state.moves), gid)
 
     def sweep_events(self, events: StateMap, now: float | None = None) -> Swept:
         """Drop events with no counted move for ``config.idle_event_seconds`` (an event's evidence holds no input to
